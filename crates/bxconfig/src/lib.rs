@@ -1,0 +1,1 @@
+//! Config loading (filled in by the configs work).

@@ -1,0 +1,70 @@
+//! What a running turn reports as it goes: streamed to `boxctl` as server-sent events.
+
+use crate::{CallId, DataClass, SessionId, ToolCall, ToolOutcome, TurnEnd, Usage};
+use serde::{Deserialize, Serialize};
+
+/// One step of a turn, as it happens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TurnEvent {
+    /// The turn began.
+    Started {
+        /// Its session.
+        session: SessionId,
+        /// Its number in the session.
+        turn: u64,
+    },
+    /// A piece of the model's visible answer.
+    Content {
+        /// The new text.
+        text: String,
+    },
+    /// A piece of the model's reasoning.
+    Reasoning {
+        /// The new text.
+        text: String,
+    },
+    /// A model call failed in a way that is retried.
+    Retry {
+        /// Which attempt failed, from 1.
+        attempt: u32,
+        /// How long until the next one.
+        delay_ms: u64,
+        /// What went wrong.
+        error: String,
+    },
+    /// One model call finished.
+    ModelDone {
+        /// Its token counts.
+        usage: Usage,
+    },
+    /// The model asked for a tool.
+    ToolCall {
+        /// The call's number in the session.
+        call: CallId,
+        /// What it asked for.
+        tool_call: ToolCall,
+    },
+    /// A tool call came back.
+    ToolResult {
+        /// The call's number in the session.
+        call: CallId,
+        /// How it ended.
+        outcome: ToolOutcome,
+        /// The result's class.
+        class: DataClass,
+        /// Whether the result is untrusted.
+        untrusted: bool,
+        /// Whether it was cut to the cap.
+        truncated: bool,
+        /// Its length in bytes, as the model saw it.
+        bytes: u64,
+    },
+    /// The turn ended; the last event of a turn.
+    Ended {
+        /// The turn.
+        turn: u64,
+        /// How it ended.
+        end: TurnEnd,
+    },
+}

@@ -1,0 +1,191 @@
+//! The records of a session log: one JSON object a line, tagged by `type`.
+//!
+//! The log is append-only; these types are its on-disk format, so every variant refuses
+//! fields it does not know rather than dropping them silently.
+
+use crate::{CallId, DataClass, DenyReason, SessionId, Timestamp};
+use serde::{Deserialize, Serialize};
+
+/// The format version written in every log's header. A reader accepts this version and any
+/// older one it knows how to read.
+pub const LOG_FORMAT_VERSION: u32 = 1;
+
+/// One tool call as the model asked for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    /// The id the model (llama-server) gave the call; no fixed format.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model wrote them: JSON text, not necessarily valid.
+    pub arguments: String,
+}
+
+/// Token counts of one model call, as llama-server reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    /// Tokens in the whole prompt.
+    pub prompt_tokens: u64,
+    /// Tokens generated.
+    pub completion_tokens: u64,
+    /// Prompt tokens reused from the slot's cache.
+    #[serde(default)]
+    pub cached_tokens: u64,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
+pub enum ToolOutcome {
+    /// The tool ran and this is its output.
+    Ok,
+    /// The tool ran, or was meant to, and failed; the content says why.
+    Failed,
+    /// The broker refused the call.
+    Denied {
+        /// Why it was refused.
+        reason: DenyReason,
+    },
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
+pub enum TurnEnd {
+    /// The model answered without tool calls.
+    Done,
+    /// Someone cancelled it.
+    Cancelled,
+    /// It could not go on.
+    Failed {
+        /// The error, e.g. the model server's message.
+        reason: String,
+    },
+    /// It reached the configured step limit.
+    MaxSteps,
+    /// loopd stopped (or crashed) while it ran; found and recorded on the next open.
+    Interrupted,
+}
+
+/// One line of a session log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum LogRecord {
+    /// The first record of every log.
+    Header {
+        /// [`LOG_FORMAT_VERSION`] when it was written.
+        version: u32,
+        /// The session this log belongs to.
+        session: SessionId,
+        /// When the session was created.
+        time: Timestamp,
+    },
+    /// A new epoch begins (after compaction), with the carry from the one before.
+    EpochStart {
+        /// When.
+        time: Timestamp,
+        /// The new epoch's number; epoch 0 starts at the header.
+        epoch: u32,
+        /// What the previous epochs come down to.
+        carry: String,
+        /// The join of the classes of what the carry was made from.
+        class: DataClass,
+        /// Whether anything the carry was made from was untrusted.
+        untrusted: bool,
+    },
+    /// A task from the user: starts a turn.
+    User {
+        /// When it was accepted.
+        time: Timestamp,
+        /// The turn it starts; increasing within the session.
+        turn: u64,
+        /// What the user wrote.
+        content: String,
+    },
+    /// One answer of the model.
+    Assistant {
+        /// When it was complete.
+        time: Timestamp,
+        /// The visible text.
+        content: String,
+        /// The reasoning text, when the model produced some.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+        /// The tool calls it asked for, in order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+        /// The token counts the server reported.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    /// The result of one tool call, as it was given to the model.
+    ToolResult {
+        /// When it came back.
+        time: Timestamp,
+        /// The call's number in this session.
+        call: CallId,
+        /// The id of the [`ToolCall`] it answers.
+        tool_call_id: String,
+        /// What the model was shown (capped, neutralised where untrusted).
+        content: String,
+        /// The data class of the result.
+        class: DataClass,
+        /// Whether the result came from outside.
+        untrusted: bool,
+        /// Whether the content was cut to the cap.
+        truncated: bool,
+        /// How the call ended.
+        outcome: ToolOutcome,
+    },
+    /// A short summary of an opted-in tool result (seed M5d2-08); never replayed to the model
+    /// within its epoch, used in place of the result when compacting.
+    ToolSummary {
+        /// When it was made.
+        time: Timestamp,
+        /// The call it summarises.
+        call: CallId,
+        /// The id of the tool call it summarises.
+        tool_call_id: String,
+        /// The summary.
+        content: String,
+        /// Copied from the result.
+        class: DataClass,
+        /// Copied from the result.
+        untrusted: bool,
+    },
+    /// The end of a turn.
+    TurnEnd {
+        /// When.
+        time: Timestamp,
+        /// The turn that ended.
+        turn: u64,
+        /// How it ended.
+        end: TurnEnd,
+    },
+    /// A remark for people reading the log (a failed compaction, a recovery); never sent to
+    /// the model.
+    Note {
+        /// When.
+        time: Timestamp,
+        /// What happened.
+        text: String,
+    },
+}
+
+impl LogRecord {
+    /// The record's `type` tag as written in the log.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LogRecord::Header { .. } => "header",
+            LogRecord::EpochStart { .. } => "epoch_start",
+            LogRecord::User { .. } => "user",
+            LogRecord::Assistant { .. } => "assistant",
+            LogRecord::ToolResult { .. } => "tool_result",
+            LogRecord::ToolSummary { .. } => "tool_summary",
+            LogRecord::TurnEnd { .. } => "turn_end",
+            LogRecord::Note { .. } => "note",
+        }
+    }
+}

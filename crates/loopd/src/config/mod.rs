@@ -1,0 +1,1 @@
+//! loopd's configuration (filled in by the configs work).

@@ -1,0 +1,2 @@
+//! The `loopd` binary (filled in by the configs work).
+fn main() {}

@@ -1,0 +1,1 @@
+//! The session store (filled in by the session-store work).
