@@ -37,7 +37,7 @@ pub struct Usage {
 
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToolOutcome {
     /// The tool ran and this is its output.
     Ok,
@@ -52,7 +52,7 @@ pub enum ToolOutcome {
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum TurnEnd {
     /// The model answered without tool calls.
     Done,

@@ -51,7 +51,11 @@ pub fn neutralise(text: &str) -> Cow<'_, str> {
     let mut rest = visible.as_str();
     while let Some(c) = rest.chars().next() {
         if let Some(len) = token_at(rest) {
-            out.push(if c == '[' { BRACKET_STANDIN } else { ANGLE_STANDIN });
+            out.push(if c == '[' {
+                BRACKET_STANDIN
+            } else {
+                ANGLE_STANDIN
+            });
             out.push_str(&rest[1..len]);
             rest = &rest[len..];
             continue;
