@@ -1,1 +1,131 @@
-//! The session store (filled in by the session-store work).
+//! The session store: one directory per session under `<state dir>/sessions/`, holding an
+//! append-only, hash-chained log (`log.jsonl`) and one baseline per epoch
+//! (`baseline-<epoch>.json`).
+//!
+//! Invariants:
+//! - a record is on disk (`fdatasync`) before `append` returns;
+//! - every line carries its sequence number and a sha256 digest chained to the line before;
+//!   on open every line is checked, and a damaged or misplaced line is an error naming the file
+//!   and line: the log is refused, never rewritten;
+//! - a crash mid-write leaves at most a torn last line, which open cuts off (and logs);
+//! - a turn left unfinished gets an `interrupted` turn end on open;
+//! - one open [`Session`] per id: an in-process hold plus an exclusive lock on the log file;
+//! - an epoch's baseline is written once and never changes.
+
+mod baseline;
+mod error;
+mod fsync;
+mod hold;
+mod line;
+mod log;
+mod scan;
+
+pub use baseline::{BASELINE_FORMAT_VERSION, Baseline};
+pub use error::StoreError;
+pub use hold::{Hold, Holds};
+pub use log::{LOG_FILE, Session};
+
+use bxcore::{LogRecord, SessionId};
+use std::path::{Path, PathBuf};
+
+/// The sessions under one state directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    sessions_dir: PathBuf,
+    holds: Holds,
+}
+
+impl Store {
+    /// The store under `state_dir` (its `sessions/` directory is made if missing).
+    pub fn new(state_dir: &Path) -> Result<Store, StoreError> {
+        let sessions_dir = state_dir.join("sessions");
+        std::fs::create_dir_all(&sessions_dir).map_err(|e| StoreError::io(&sessions_dir, e))?;
+        Ok(Store {
+            sessions_dir,
+            holds: Holds::default(),
+        })
+    }
+
+    /// The directory of session `id`.
+    pub fn dir(&self, id: &SessionId) -> PathBuf {
+        self.sessions_dir.join(id.as_str())
+    }
+
+    /// Creates session `id` with a durable header and opens it.
+    pub fn create(&self, id: &SessionId) -> Result<Session, StoreError> {
+        let hold = self.hold(id)?;
+        let dir = self.dir(id);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(StoreError::Exists(id.clone()));
+            }
+            Err(e) => return Err(StoreError::io(&dir, e)),
+        }
+        fsync::sync_dir(&self.sessions_dir)?;
+        Session::write_header(id, &dir)?;
+        Session::open(id.clone(), dir, hold)
+    }
+
+    /// Opens session `id` for appending: recovers it (see the module's invariants) and holds
+    /// it until the [`Session`] is dropped. A held session is [`StoreError::Busy`].
+    pub fn open(&self, id: &SessionId) -> Result<Session, StoreError> {
+        let hold = self.hold(id)?;
+        Session::open(id.clone(), self.dir(id), hold)
+    }
+
+    /// Opens session `id`, creating it first if it does not exist.
+    pub fn open_or_create(&self, id: &SessionId) -> Result<Session, StoreError> {
+        match self.open(id) {
+            Err(StoreError::NotFound(_)) => self.create(id),
+            other => other,
+        }
+    }
+
+    /// Every session's id, sorted.
+    pub fn list(&self) -> Result<Vec<SessionId>, StoreError> {
+        let entries = std::fs::read_dir(&self.sessions_dir)
+            .map_err(|e| StoreError::io(&self.sessions_dir, e))?;
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| StoreError::io(&self.sessions_dir, e))?;
+            let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| SessionId::new(n).ok())
+            else {
+                continue;
+            };
+            if entry.path().join(LOG_FILE).is_file() {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Reads session `id`'s records without holding it or changing anything: every whole line
+    /// is checked; a line being written (or torn) at the end is left out.
+    pub fn read(&self, id: &SessionId) -> Result<Vec<LogRecord>, StoreError> {
+        let path = self.dir(id).join(LOG_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound(id.clone()));
+            }
+            Err(e) => return Err(StoreError::io(&path, e)),
+        };
+        Ok(scan::scan(&path, id, &bytes)?.records)
+    }
+
+    /// Whether session `id` is open (held) in this process now.
+    pub fn is_held(&self, id: &SessionId) -> bool {
+        self.holds.is_held(id)
+    }
+
+    fn hold(&self, id: &SessionId) -> Result<Hold, StoreError> {
+        self.holds
+            .take(id)
+            .ok_or_else(|| StoreError::Busy(id.clone()))
+    }
+}

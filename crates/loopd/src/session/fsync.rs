@@ -1,0 +1,29 @@
+//! Durable file operations: what is written here is on disk before the call returns.
+
+use super::StoreError;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+/// Flushes a directory's entries (a created or renamed file's name) to disk.
+pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io(dir, e))
+}
+
+/// Writes `bytes` to a new file at `target`, durably and atomically: a temporary file is
+/// written and synced, then hard-linked into place, which fails if `target` exists. The
+/// caller syncs the directory.
+pub fn write_new_file(target: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
+    let result = (|| {
+        let mut file = File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        file.write_all(bytes).map_err(|e| StoreError::io(&tmp, e))?;
+        file.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
+        std::fs::hard_link(&tmp, target).map_err(|e| StoreError::io(target, e))
+    })();
+    // The temporary name is ours alone; a failure to remove it leaves only a stray file.
+    let _ = std::fs::remove_file(&tmp);
+    result
+}

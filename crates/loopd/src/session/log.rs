@@ -1,0 +1,295 @@
+//! An open session: its log, held for appending, and what its records say so far.
+
+use super::StoreError;
+use super::baseline::{self, Baseline};
+use super::hold::Hold;
+use super::line::{self, GENESIS_DIGEST};
+use super::scan::scan;
+use bxcore::{CallId, Labels, LogRecord, SessionId, Timestamp, TurnEnd, Usage};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// The log file's name inside a session directory.
+pub const LOG_FILE: &str = "log.jsonl";
+
+/// A session opened for appending. While it exists no other `Session` for the same id can be
+/// opened, in this process (the hold) or another (an exclusive lock on the log file).
+#[derive(Debug)]
+pub struct Session {
+    id: SessionId,
+    dir: PathBuf,
+    path: PathBuf,
+    file: File,
+    /// Bytes of whole lines in the file: where the next line starts.
+    len_bytes: u64,
+    records: Vec<LogRecord>,
+    last_digest: String,
+    /// Index in `records` where the current epoch starts (its `EpochStart`, or 0).
+    epoch_start: usize,
+    epoch: u32,
+    last_turn: u64,
+    open_turn: Option<u64>,
+    last_call: u64,
+    /// Set when a failed write could not be undone: nothing more may be appended.
+    poisoned: bool,
+    _hold: Hold,
+}
+
+impl Session {
+    /// Opens the log at `dir`, cuts a torn last line, checks every line, and ends a turn that
+    /// was left unfinished as `interrupted`.
+    pub(crate) fn open(id: SessionId, dir: PathBuf, hold: Hold) -> Result<Session, StoreError> {
+        let path = dir.join(LOG_FILE);
+        let mut file = match OpenOptions::new().read(true).append(true).open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound(id));
+            }
+            Err(e) => return Err(StoreError::io(&path, e)),
+        };
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(StoreError::Busy(id)),
+            Err(TryLockError::Error(e)) => return Err(StoreError::io(&path, e)),
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| StoreError::io(&path, e))?;
+        let found = scan(&path, &id, &bytes)?;
+        if found.torn_bytes > 0 {
+            tracing::warn!(
+                session = %id,
+                torn_bytes = found.torn_bytes,
+                "cutting a torn last line left by a crash mid-write"
+            );
+            file.set_len(found.whole_bytes)
+                .and_then(|()| file.sync_data())
+                .map_err(|e| StoreError::io(&path, e))?;
+        }
+        if found.records.is_empty() {
+            return Err(StoreError::Corrupt {
+                path,
+                line: 1,
+                why: "the log has no header".to_string(),
+            });
+        }
+        let mut session = Session {
+            id,
+            dir,
+            path,
+            file,
+            len_bytes: found.whole_bytes,
+            records: Vec::with_capacity(found.records.len()),
+            last_digest: found.last_digest,
+            epoch_start: 0,
+            epoch: 0,
+            last_turn: 0,
+            open_turn: None,
+            last_call: 0,
+            poisoned: false,
+            _hold: hold,
+        };
+        for record in found.records {
+            session.note(record);
+        }
+        if let Some(turn) = session.open_turn {
+            tracing::warn!(session = %session.id, turn, "ending a turn left unfinished as interrupted");
+            session.append(LogRecord::TurnEnd {
+                time: Timestamp::now(),
+                turn,
+                end: TurnEnd::Interrupted,
+            })?;
+        }
+        Ok(session)
+    }
+
+    /// Writes a new log holding only its header, durably. The caller made `dir`.
+    pub(crate) fn write_header(id: &SessionId, dir: &Path) -> Result<(), StoreError> {
+        let header = LogRecord::Header {
+            version: bxcore::LOG_FORMAT_VERSION,
+            session: id.clone(),
+            time: Timestamp::now(),
+        };
+        let (text, _) =
+            line::encode(&header, 1, GENESIS_DIGEST).map_err(|e| StoreError::BadRecord {
+                session: id.clone(),
+                kind: "header",
+                why: e.to_string(),
+            })?;
+        super::fsync::write_new_file(&dir.join(LOG_FILE), text.as_bytes())?;
+        super::fsync::sync_dir(dir)
+    }
+
+    /// Appends `record` as one line and waits until it is on disk (`fdatasync`). Returns its
+    /// sequence number. A record out of place (a second header, a user record while a turn is
+    /// open, the end of a turn that is not open, an epoch out of order) is refused.
+    pub fn append(&mut self, record: LogRecord) -> Result<u64, StoreError> {
+        if self.poisoned {
+            return Err(StoreError::Poisoned(self.id.clone()));
+        }
+        self.check_append(&record)?;
+        let seq = self.records.len() as u64 + 1;
+        let (text, digest) = line::encode(&record, seq, &self.last_digest)
+            .map_err(|e| self.bad(&record, e.to_string()))?;
+        if let Err(e) = self
+            .file
+            .write_all(text.as_bytes())
+            .and_then(|()| self.file.sync_data())
+        {
+            self.undo_partial_write();
+            return Err(StoreError::io(&self.path, e));
+        }
+        self.len_bytes += text.len() as u64;
+        self.last_digest = digest;
+        self.note(record);
+        Ok(seq)
+    }
+
+    /// Cuts what a failed write may have left, so the next line starts clean.
+    fn undo_partial_write(&mut self) {
+        if let Err(e) = self
+            .file
+            .set_len(self.len_bytes)
+            .and_then(|()| self.file.sync_data())
+        {
+            tracing::error!(session = %self.id, error = %e, "cannot undo a failed write; refusing further appends");
+            self.poisoned = true;
+        }
+    }
+
+    fn bad(&self, record: &LogRecord, why: String) -> StoreError {
+        StoreError::BadRecord {
+            session: self.id.clone(),
+            kind: record.kind(),
+            why,
+        }
+    }
+
+    fn check_append(&self, record: &LogRecord) -> Result<(), StoreError> {
+        let why = match record {
+            LogRecord::Header { .. } => {
+                Some("a log has one header, written when it is created".to_string())
+            }
+            LogRecord::User { turn, .. } => match self.open_turn {
+                Some(open) => Some(format!("turn {open} is still open")),
+                None if *turn <= self.last_turn => Some(format!(
+                    "turn {turn} does not follow turn {}",
+                    self.last_turn
+                )),
+                None => None,
+            },
+            LogRecord::TurnEnd { turn, .. } if self.open_turn != Some(*turn) => {
+                Some(format!("turn {turn} is not open"))
+            }
+            LogRecord::EpochStart { epoch, .. } if *epoch != self.epoch + 1 => Some(format!(
+                "epoch {epoch} does not follow epoch {}",
+                self.epoch
+            )),
+            _ => None,
+        };
+        match why {
+            Some(why) => Err(self.bad(record, why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Updates what the records so far say, then keeps `record`.
+    fn note(&mut self, record: LogRecord) {
+        match &record {
+            LogRecord::User { turn, .. } => {
+                self.open_turn = Some(*turn);
+                self.last_turn = *turn;
+            }
+            LogRecord::TurnEnd { .. } => self.open_turn = None,
+            LogRecord::EpochStart { epoch, .. } => {
+                self.epoch = *epoch;
+                self.epoch_start = self.records.len();
+            }
+            LogRecord::ToolResult { call, .. } => self.last_call = self.last_call.max(call.0),
+            _ => {}
+        }
+        self.records.push(record);
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// The session's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Every record, header first.
+    pub fn records(&self) -> &[LogRecord] {
+        &self.records
+    }
+
+    /// The records of the current epoch, from its `EpochStart` (or the header) on.
+    pub fn epoch_records(&self) -> &[LogRecord] {
+        &self.records[self.epoch_start..]
+    }
+
+    /// The current epoch's number; 0 until the first compaction.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// The carry of the current epoch and its labels, if it is not epoch 0.
+    pub fn carry(&self) -> Option<(&str, Labels)> {
+        match self.records.get(self.epoch_start) {
+            Some(LogRecord::EpochStart {
+                carry,
+                class,
+                untrusted,
+                ..
+            }) => Some((carry.as_str(), Labels::new(*class, *untrusted))),
+            _ => None,
+        }
+    }
+
+    /// The highest turn number so far (0 for none).
+    pub fn last_turn(&self) -> u64 {
+        self.last_turn
+    }
+
+    /// The turn that has started and not ended, if any.
+    pub fn open_turn(&self) -> Option<u64> {
+        self.open_turn
+    }
+
+    /// The next tool call's number.
+    pub fn next_call(&self) -> CallId {
+        CallId(self.last_call + 1)
+    }
+
+    /// The usage of the last model answer in the current epoch.
+    pub fn last_usage(&self) -> Option<Usage> {
+        self.epoch_records().iter().rev().find_map(|r| match r {
+            LogRecord::Assistant { usage, .. } => *usage,
+            _ => None,
+        })
+    }
+
+    /// Writes the current epoch's baseline; refused if it was written before.
+    pub fn write_baseline(&self, baseline: &Baseline) -> Result<(), StoreError> {
+        if baseline.epoch != self.epoch {
+            return Err(StoreError::BadRecord {
+                session: self.id.clone(),
+                kind: "baseline",
+                why: format!(
+                    "it is for epoch {} but the session is in epoch {}",
+                    baseline.epoch, self.epoch
+                ),
+            });
+        }
+        baseline::write(&self.dir, baseline)
+    }
+
+    /// The baseline of epoch `epoch`, if written.
+    pub fn baseline(&self, epoch: u32) -> Result<Option<Baseline>, StoreError> {
+        baseline::read(&self.dir, epoch)
+    }
+}
