@@ -1,1 +1,86 @@
-fn main() {}
+//! The `fakellama` binary: a scripted stand-in for llama-server.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use fakellama::{DEFAULT_N_CTX, DEFAULT_SLOTS, Listen, Options, Script};
+
+/// A scripted stand-in for llama.cpp's llama-server, speaking the same HTTP API.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// `HOST:PORT` for TCP (port 0 picks one), or a Unix socket path.
+    #[arg(long)]
+    listen: Listen,
+    /// A TOML script of rules; without it every chat request gets one short fixed reply.
+    #[arg(long)]
+    script: Option<PathBuf>,
+    /// Tokens of context per slot.
+    #[arg(long, default_value_t = DEFAULT_N_CTX)]
+    n_ctx: u32,
+    /// Number of slots.
+    #[arg(long, default_value_t = DEFAULT_SLOTS, value_parser = clap::value_parser!(u32).range(1..))]
+    slots: u32,
+    /// Require this key (`Authorization: Bearer KEY` or `X-Api-Key: KEY`) on all but /health.
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Delay per streamed chunk, or before a non-streamed answer, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    delay_ms: u64,
+    /// Answer 503 "Loading model" everywhere for this long after start, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    loading_ms: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let script = match &args.script {
+        Some(path) => Script::load(path)?,
+        None => Script::default(),
+    };
+    let handle = fakellama::start(Options {
+        listen: args.listen,
+        n_ctx: args.n_ctx,
+        slots: args.slots,
+        api_key: args.api_key,
+        delay_ms: args.delay_ms,
+        loading_ms: args.loading_ms,
+        script,
+    })
+    .await?;
+    announce(handle.addr())?;
+    wait_for_signal().await?;
+    handle.shutdown().await;
+    Ok(())
+}
+
+/// Prints the one line tests look for: `fakellama listening on ADDR`.
+#[allow(clippy::print_stdout)]
+fn announce(addr: &Listen) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "fakellama listening on {addr}").context("writing to stdout")?;
+    stdout.flush().context("flushing stdout")?;
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result.context("waiting for ctrl-c")?,
+        _ = term.recv() => {}
+    }
+    tracing::info!("signal received, stopping");
+    Ok(())
+}

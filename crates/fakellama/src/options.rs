@@ -1,0 +1,110 @@
+//! How to run the server: where to listen, slots, context, key, delays, script.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::script::Script;
+
+/// Tokens of context per slot unless told otherwise.
+pub const DEFAULT_N_CTX: u32 = 8192;
+/// Slots unless told otherwise.
+pub const DEFAULT_SLOTS: u32 = 3;
+
+/// Where the server listens (and, once started, where it is bound).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// A TCP address; port 0 picks a free port.
+    Tcp(SocketAddr),
+    /// A Unix socket path.
+    Unix(PathBuf),
+}
+
+impl FromStr for Listen {
+    type Err = std::convert::Infallible;
+
+    /// `HOST:PORT` is TCP (`localhost:PORT` means `127.0.0.1:PORT`); anything containing
+    /// `/` or not parsing as a socket address is a Unix socket path.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if !s.contains('/') {
+            if let Ok(addr) = s.parse::<SocketAddr>() {
+                return Ok(Listen::Tcp(addr));
+            }
+            if let Some(port) = s
+                .strip_prefix("localhost:")
+                .and_then(|p| p.parse::<u16>().ok())
+            {
+                return Ok(Listen::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, port))));
+            }
+        }
+        Ok(Listen::Unix(PathBuf::from(s)))
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(addr) => write!(f, "{addr}"),
+            Listen::Unix(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// Everything [`crate::start`] needs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Where to listen.
+    pub listen: Listen,
+    /// Tokens of context per slot.
+    pub n_ctx: u32,
+    /// Number of slots (at least 1 is used).
+    pub slots: u32,
+    /// When set, every endpoint but `/health` needs this key.
+    pub api_key: Option<String>,
+    /// Delay per streamed chunk, or before a non-streamed answer, in milliseconds.
+    pub delay_ms: u64,
+    /// For this long after start every endpoint answers 503 "Loading model", in milliseconds.
+    pub loading_ms: u64,
+    /// How to answer chat requests.
+    pub script: Script,
+}
+
+impl Default for Options {
+    /// `127.0.0.1:0`, [`DEFAULT_N_CTX`], [`DEFAULT_SLOTS`], no key, no delays, the fixed reply.
+    fn default() -> Self {
+        Self {
+            listen: Listen::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))),
+            n_ctx: DEFAULT_N_CTX,
+            slots: DEFAULT_SLOTS,
+            api_key: None,
+            delay_ms: 0,
+            loading_ms: 0,
+            script: Script::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_listen() {
+        assert_eq!(
+            "127.0.0.1:80".parse::<Listen>().unwrap(),
+            Listen::Tcp("127.0.0.1:80".parse().unwrap())
+        );
+        assert_eq!(
+            "localhost:81".parse::<Listen>().unwrap(),
+            Listen::Tcp("127.0.0.1:81".parse().unwrap())
+        );
+        assert_eq!(
+            "/run/x.sock".parse::<Listen>().unwrap(),
+            Listen::Unix("/run/x.sock".into())
+        );
+        assert_eq!(
+            "x.sock".parse::<Listen>().unwrap(),
+            Listen::Unix("x.sock".into())
+        );
+    }
+}

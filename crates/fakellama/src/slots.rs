@@ -1,0 +1,189 @@
+//! The slots: each holds the tokens it has cached (last prompt + generated reply) and is
+//! busy while it answers one request.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use crate::tokenize::common_prefix_len;
+
+/// The share of the prompt a slot's cache must match for the server to choose that slot by
+/// prefix (llama-server's default `--slot-prompt-similarity`); below it, the least recently
+/// used idle slot is taken.
+pub const SLOT_PROMPT_SIMILARITY: f64 = 0.1;
+
+#[derive(Debug, Default)]
+struct SlotState {
+    cache: Vec<String>,
+    busy: bool,
+    last_used: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    slots: Vec<SlotState>,
+    clock: u64,
+}
+
+/// What `/slots` shows of one slot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlotInfo {
+    /// The slot id.
+    pub id: usize,
+    /// Whether it answers a request now.
+    pub is_processing: bool,
+    /// How many tokens it holds in its cache.
+    pub n_cached_tokens: usize,
+}
+
+/// All slots of the server.
+#[derive(Debug)]
+pub struct Slots {
+    inner: Mutex<Inner>,
+    freed: Notify,
+}
+
+/// A slot held for one request; released (and its cache stored) when dropped.
+#[derive(Debug)]
+pub struct SlotLease {
+    slots: Arc<Slots>,
+    id: usize,
+    cache: Vec<String>,
+}
+
+impl Slots {
+    /// `count` idle, empty slots (at least one).
+    pub fn new(count: usize) -> Arc<Self> {
+        let slots = (0..count.max(1)).map(|_| SlotState::default()).collect();
+        Arc::new(Self {
+            inner: Mutex::new(Inner { slots, clock: 0 }),
+            freed: Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The state of every slot.
+    pub fn snapshot(&self) -> Vec<SlotInfo> {
+        self.lock()
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(id, s)| SlotInfo {
+                id,
+                is_processing: s.busy,
+                n_cached_tokens: s.cache.len(),
+            })
+            .collect()
+    }
+
+    /// Takes a slot for a request with this prompt, waiting until one is free.
+    ///
+    /// `id_slot = Some(k)` takes slot `k % n_slots`, waiting while it is busy; `None` takes
+    /// the idle slot with the longest common prefix with `prompt`, or, when no slot shares
+    /// more than [`SLOT_PROMPT_SIMILARITY`] of the prompt, the least recently used idle one. Returns the lease and the common prefix
+    /// length with the slot's cache.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        id_slot: Option<u64>,
+        prompt: &[String],
+    ) -> (SlotLease, usize) {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut inner = self.lock();
+                if let Some(id) = choose(&inner.slots, id_slot, prompt) {
+                    inner.clock += 1;
+                    let clock = inner.clock;
+                    let slot = &mut inner.slots[id];
+                    slot.busy = true;
+                    slot.last_used = clock;
+                    let lcp = common_prefix_len(&slot.cache, prompt);
+                    let lease = SlotLease {
+                        slots: Arc::clone(self),
+                        id,
+                        cache: prompt.to_vec(),
+                    };
+                    return (lease, lcp);
+                }
+            }
+            freed.await;
+        }
+    }
+}
+
+fn choose(slots: &[SlotState], id_slot: Option<u64>, prompt: &[String]) -> Option<usize> {
+    if let Some(k) = id_slot {
+        let id = usize::try_from(k % slots.len() as u64).unwrap_or(0);
+        return (!slots[id].busy).then_some(id);
+    }
+    let idle = || slots.iter().enumerate().filter(|(_, s)| !s.busy);
+    let best = idle()
+        .map(|(i, s)| (common_prefix_len(&s.cache, prompt), i))
+        .filter(|(lcp, _)| *lcp > 0 && *lcp as f64 > SLOT_PROMPT_SIMILARITY * prompt.len() as f64)
+        .max_by_key(|(lcp, i)| (*lcp, std::cmp::Reverse(*i)));
+    match best {
+        Some((_, id)) => Some(id),
+        None => idle().min_by_key(|(_, s)| s.last_used).map(|(i, _)| i),
+    }
+}
+
+impl SlotLease {
+    /// The slot id.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// Sets what the slot holds once released: the prompt and the generated tokens.
+    pub fn set_cache(&mut self, tokens: Vec<String>) {
+        self.cache = tokens;
+    }
+}
+
+impl Drop for SlotLease {
+    fn drop(&mut self) {
+        {
+            let mut inner = self.slots.lock();
+            let slot = &mut inner.slots[self.id];
+            slot.busy = false;
+            slot.cache = std::mem::take(&mut self.cache);
+        }
+        self.slots.freed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenize::tokenize;
+
+    #[tokio::test]
+    async fn picks_longest_prefix_then_lru() {
+        let slots = Slots::new(3);
+        let a = tokenize("alpha beta");
+        let (mut lease, _) = slots.acquire(Some(1), &a).await;
+        lease.set_cache(a.clone());
+        drop(lease);
+        let (lease, lcp) = slots.acquire(None, &tokenize("alpha gamma")).await;
+        assert_eq!((lease.id(), lcp), (1, 3));
+        drop(lease);
+        let (lease, lcp) = slots.acquire(None, &tokenize("zzz")).await;
+        assert_eq!((lease.id(), lcp), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn waits_for_busy_slot() {
+        let slots = Slots::new(1);
+        let (lease, _) = slots.acquire(Some(0), &[]).await;
+        let other = Arc::clone(&slots);
+        let waiter = tokio::spawn(async move { other.acquire(Some(0), &[]).await.0.id() });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        drop(lease);
+        assert_eq!(waiter.await.unwrap(), 0);
+    }
+}
