@@ -18,7 +18,9 @@ fn round_trip(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let handle = rt.block_on(fakellama::start(fakellama::Options::default())).unwrap();
+    let handle = rt
+        .block_on(fakellama::start(fakellama::Options::default()))
+        .unwrap();
     let authority = handle.url().trim_start_matches("http://").to_string();
     let mut sender = rt.block_on(async {
         let stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
@@ -44,7 +46,13 @@ fn round_trip(c: &mut Criterion) {
                     .unwrap();
                 let response = sender.send_request(request).await.unwrap();
                 assert!(response.status().is_success());
-                response.into_body().collect().await.unwrap().to_bytes().len()
+                response
+                    .into_body()
+                    .collect()
+                    .await
+                    .unwrap()
+                    .to_bytes()
+                    .len()
             })
         })
     });

@@ -73,11 +73,15 @@ async fn chat(authority: &str, messages: &[Value]) -> anyhow::Result<(String, Va
     }
     let (mut answer, mut last, mut pending) = (String::new(), Value::Null, String::new());
     while let Some(frame) = response.body_mut().frame().await {
-        let Ok(data) = frame?.into_data() else { continue };
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
         pending.push_str(&String::from_utf8_lossy(&data));
         while let Some(end) = pending.find("\n\n") {
             let event: String = pending.drain(..end + 2).collect();
-            let Some(json) = event.trim().strip_prefix("data: ") else { continue };
+            let Some(json) = event.trim().strip_prefix("data: ") else {
+                continue;
+            };
             if json == "[DONE]" {
                 return Ok((answer, last));
             }

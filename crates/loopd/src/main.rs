@@ -1,2 +1,83 @@
-//! The `loopd` binary (filled in by the configs work).
-fn main() {}
+//! The `loopd` binary: boxmaker's agent loop daemon.
+//!
+//! Today it checks configs (`--check-config FILE`); the daemon itself arrives with issue #3.
+
+use bxconfig::{ConfigArgs, Loader, run_check_config};
+use clap::Parser;
+use loopd::config::{Config, ENV_PREFIX};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// loopd, boxmaker's agent loop.
+///
+/// loopd will hold persistent sessions (append-only, hash-chained logs) and run turns of model
+/// calls (llama-server) and tool calls (brokerd) over them, serving boxctl over HTTP on a Unix
+/// socket. The daemon mode arrives with issue #3; today loopd checks configs:
+/// `loopd --check-config FILE` prints the resolved config as TOML (exit 0) or every problem
+/// (exit 1).
+///
+/// Config layers, lowest first: built-in defaults, the file, environment variables
+/// LOOPD_SECTION__KEY (e.g. LOOPD_LLAMA__URL), the flags below. See docs/config.md.
+#[derive(Debug, Parser)]
+#[command(name = "loopd", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// loopd's API socket (overrides `socket`).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Where sessions live (overrides `state_dir`).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// llama-server's base URL (overrides `llama.url`).
+    #[arg(long, value_name = "URL")]
+    llama: Option<String>,
+    /// brokerd's socket (overrides `broker.socket`).
+    #[arg(long, value_name = "PATH")]
+    broker: Option<PathBuf>,
+}
+
+impl Cli {
+    /// A loader for `file` with this process's environment and the override flags given.
+    fn loader(&self, file: &std::path::Path) -> Loader {
+        let mut loader = Loader::new(file, ENV_PREFIX).process_env();
+        if let Some(socket) = &self.socket {
+            loader = loader.flag("--socket", "socket", socket);
+        }
+        if let Some(dir) = &self.state_dir {
+            loader = loader.flag("--state-dir", "state_dir", dir);
+        }
+        if let Some(url) = &self.llama {
+            loader = loader.flag("--llama", "llama.url", url);
+        }
+        if let Some(socket) = &self.broker {
+            loader = loader.flag("--broker", "broker.socket", socket);
+        }
+        loader
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(file) = &cli.config.check_config {
+        return run_check_config::<Config>(&cli.loader(file));
+    }
+    init_logging();
+    tracing::error!(
+        "the daemon mode is not implemented yet (it arrives with issue #3); \
+         only `loopd --check-config FILE` works in this version"
+    );
+    ExitCode::from(2)
+}
+
+/// Logs to stderr; `RUST_LOG` sets the filter (default `info`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

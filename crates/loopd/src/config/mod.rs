@@ -1,1 +1,89 @@
-//! loopd's configuration (filled in by the configs work).
+//! loopd's configuration: the TOML file (`config/loopd.toml`), `LOOPD_SECTION__KEY`
+//! environment overrides, and the command-line flags, loaded with `bxconfig`.
+//!
+//! Every key has a default, so an empty file is a valid config. `docs/config.md` lists every
+//! key with its unit and default.
+
+mod api;
+mod llama;
+mod slots;
+mod turn;
+
+#[cfg(test)]
+mod tests;
+
+pub use api::{Api, Broker};
+pub use llama::{Expect, Llama};
+pub use slots::Slots;
+pub use turn::{Baseline, Compact, Loop};
+
+use bxconfig::{LogConfig, Problem, Problems, Validate};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The prefix of loopd's environment overrides: `LOOPD_LLAMA__URL` sets `llama.url`.
+pub const ENV_PREFIX: &str = "LOOPD";
+
+/// loopd's whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// loopd's API socket (HTTP/1.1 over a Unix socket). Overridden by `--socket PATH`.
+    pub socket: PathBuf,
+    /// Where sessions and everything else loopd keeps live. Overridden by `--state-dir DIR`.
+    pub state_dir: PathBuf,
+    /// `[llama]`: the model server.
+    pub llama: Llama,
+    /// `[expect]`: what the model server must report.
+    pub expect: Expect,
+    /// `[slots]`: slot numbers by role.
+    pub slots: Slots,
+    /// `[loop]`: the limits of one turn.
+    #[serde(rename = "loop")]
+    pub r#loop: Loop,
+    /// `[api]`: loopd's HTTP API.
+    pub api: Api,
+    /// `[broker]`: the tool broker.
+    pub broker: Broker,
+    /// `[baseline]`: the prompt files.
+    pub baseline: Baseline,
+    /// `[compact]`: compaction and summaries.
+    pub compact: Compact,
+    /// `[log]`: the log level.
+    pub log: LogConfig,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            socket: PathBuf::from("/run/boxmaker/loopd.sock"),
+            state_dir: PathBuf::from("/var/lib/boxmaker/loopd"),
+            llama: Llama::default(),
+            expect: Expect::default(),
+            slots: Slots::default(),
+            r#loop: Loop::default(),
+            api: Api::default(),
+            broker: Broker::default(),
+            baseline: Baseline::default(),
+            compact: Compact::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Validate for Config {
+    fn validate(&self) -> Result<(), Vec<Problem>> {
+        let mut p = Problems::new();
+        p.socket_path("socket", &self.socket);
+        p.path_non_empty("state_dir", &self.state_dir);
+        self.llama.check(&mut p);
+        self.expect.check(&mut p);
+        self.slots.check(self.expect.slots, &mut p);
+        self.r#loop.check(&mut p);
+        self.api.check(&mut p);
+        self.broker.check(&mut p);
+        self.baseline.check(&mut p);
+        self.compact.check(&mut p);
+        p.finish()
+    }
+}

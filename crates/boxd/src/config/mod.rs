@@ -1,0 +1,102 @@
+//! boxd's configuration: the TOML file (`config/boxd.toml`) and `BOXD_SECTION__KEY`
+//! environment overrides, loaded with `bxconfig`.
+//!
+//! Every key has a default, so an empty file is a valid config (with no children).
+//! `docs/config.md` lists every key with its unit and default.
+
+mod child;
+
+#[cfg(test)]
+mod tests;
+
+pub use child::{Child, DEFAULT_START_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, Ready};
+
+use bxconfig::{LogConfig, Problem, Problems, Validate};
+use serde::{Deserialize, Serialize};
+
+/// The prefix of boxd's environment overrides: `BOXD_RESTART__MAX_RESTARTS`.
+pub const ENV_PREFIX: &str = "BOXD";
+
+/// boxd's whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Whether to tell systemd `READY=1` once every child is ready (and ping its watchdog when
+    /// `WATCHDOG_USEC` is set). Only acts when `NOTIFY_SOCKET` is set.
+    pub notify: bool,
+    /// `[restart]`: what happens when a child dies.
+    pub restart: Restart,
+    /// `[log]`: the log level.
+    pub log: LogConfig,
+    /// `[[children]]`: the daemons to run, in start order.
+    pub children: Vec<Child>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            notify: true,
+            restart: Restart::default(),
+            log: LogConfig::default(),
+            children: Vec::new(),
+        }
+    }
+}
+
+/// `[restart]`: a child that dies is restarted after a wait that doubles each time, up to a
+/// bound; after `max_restarts` restarts within `window_ms`, boxd gives up and exits non-zero
+/// (the systemd unit then fails).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Restart {
+    /// The first wait before a restart, in milliseconds.
+    pub initial_backoff_ms: u64,
+    /// The longest wait before a restart, in milliseconds.
+    pub max_backoff_ms: u64,
+    /// How many restarts of one child are allowed within `window_ms`; one more and boxd gives
+    /// up. 0: never restart.
+    pub max_restarts: u32,
+    /// The window the restarts are counted in, in milliseconds.
+    pub window_ms: u64,
+}
+
+impl Default for Restart {
+    fn default() -> Restart {
+        Restart {
+            initial_backoff_ms: 1_000,
+            max_backoff_ms: 60_000,
+            max_restarts: 5,
+            window_ms: 600_000,
+        }
+    }
+}
+
+impl Validate for Config {
+    fn validate(&self) -> Result<(), Vec<Problem>> {
+        let mut p = Problems::new();
+        let r = &self.restart;
+        p.at_least("restart.initial_backoff_ms", r.initial_backoff_ms, 1);
+        p.check(
+            r.max_backoff_ms >= r.initial_backoff_ms,
+            "restart.max_backoff_ms",
+            format!(
+                "must be at least restart.initial_backoff_ms ({}), is {}",
+                r.initial_backoff_ms, r.max_backoff_ms
+            ),
+        );
+        p.at_least("restart.window_ms", r.window_ms, 1);
+        for (i, child) in self.children.iter().enumerate() {
+            child.check(i, &mut p);
+            if let Some(j) = self.children[..i].iter().position(|c| c.name == child.name) {
+                p.push(
+                    format!("children[{i}].name"),
+                    format!(
+                        "{:?} is already children[{j}].name: names must be unique",
+                        child.name
+                    ),
+                );
+            }
+        }
+        p.finish()
+    }
+}

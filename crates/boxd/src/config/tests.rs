@@ -1,0 +1,177 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use bxconfig::{ConfigError, KeyProblem, Loader, Origin, load_from};
+use std::io::Write;
+use std::path::Path;
+
+const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/boxd.toml");
+const SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+fn file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+fn problems(e: ConfigError) -> Vec<KeyProblem> {
+    match e {
+        ConfigError::Keys { problems } => problems,
+        other => panic!("expected key problems, got {other}"),
+    }
+}
+
+fn valid(text: &str) -> Config {
+    let f = file(text);
+    Loader::new(f.path(), ENV_PREFIX).load_valid().unwrap()
+}
+
+fn invalid(text: &str) -> Vec<KeyProblem> {
+    let f = file(text);
+    problems(
+        Loader::new(f.path(), ENV_PREFIX)
+            .load_valid::<Config>()
+            .unwrap_err(),
+    )
+}
+
+fn keys(found: &[KeyProblem]) -> Vec<&str> {
+    found.iter().map(|p| p.key.as_str()).collect()
+}
+
+#[test]
+fn shipped_config_parses_and_validates() {
+    let cfg: Config = Loader::new(SHIPPED, ENV_PREFIX).load_valid().unwrap();
+    let names: Vec<&str> = cfg.children.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["llama-server", "brokerd", "loopd"]);
+    assert_eq!(
+        cfg.children[0].ready,
+        Ready::Http("http://127.0.0.1:8080/health".to_string())
+    );
+    assert_eq!(
+        cfg.children[2].ready,
+        Ready::Socket(".dev/run/loopd.sock".into())
+    );
+    assert_eq!(cfg.restart, Restart::default());
+}
+
+#[test]
+fn empty_config_gives_the_defaults() {
+    let cfg = valid("");
+    assert_eq!(cfg, Config::default());
+    assert!(cfg.notify);
+    assert!(cfg.children.is_empty());
+}
+
+#[test]
+fn config_child_defaults_and_pinned_file() {
+    let cfg = valid(&format!(
+        "[[children]]\nname = \"brokerd\"\ncommand = \"/bin/brokerd\"\n\
+         args = [\"--config\", \"/etc/b.toml\"]\nconfig_file = \"/etc/b.toml\"\n\
+         config_sha256 = \"{SHA}\"\nready = {{ socket = \"/run/b.sock\" }}\n\
+         env = {{ RUST_LOG = \"debug\" }}\n"
+    ));
+    let child = &cfg.children[0];
+    assert_eq!(child.start_timeout_ms, DEFAULT_START_TIMEOUT_MS);
+    assert_eq!(child.stop_grace_ms, DEFAULT_STOP_GRACE_MS);
+    assert_eq!(child.config_file.as_deref(), Some(Path::new("/etc/b.toml")));
+    assert_eq!(child.env["RUST_LOG"], "debug");
+}
+
+#[test]
+fn config_unknown_key_is_refused_naming_it() {
+    let f = file("[restart]\nmax_retries = 3\n");
+    let found = problems(load_from::<Config>(f.path(), ENV_PREFIX, Vec::new()).unwrap_err());
+    assert_eq!(keys(&found), ["restart.max_retries"]);
+}
+
+#[test]
+fn config_unknown_ready_kind_names_the_key() {
+    let f = file("[[children]]\nname = \"a\"\ncommand = \"a\"\nready = { tcp = \"x\" }\n");
+    let found = problems(load_from::<Config>(f.path(), ENV_PREFIX, Vec::new()).unwrap_err());
+    assert_eq!(keys(&found), ["children[0].ready"]);
+    assert!(found[0].message.contains("http, socket"), "{}", found[0]);
+}
+
+#[test]
+fn config_bad_value_names_the_key() {
+    let f = file("notify = \"yes\"\n");
+    let found = problems(load_from::<Config>(f.path(), ENV_PREFIX, Vec::new()).unwrap_err());
+    assert_eq!(keys(&found), ["notify"]);
+    assert_eq!(found[0].origin, Origin::File(f.path().to_path_buf()));
+}
+
+#[test]
+fn config_env_override_applies() {
+    let env = vec![
+        ("BOXD_RESTART__MAX_RESTARTS".to_string(), "0".to_string()),
+        ("BOXD_NOTIFY".to_string(), "false".to_string()),
+    ];
+    let cfg: Config = load_from(file("").path(), ENV_PREFIX, env).unwrap();
+    assert_eq!(cfg.restart.max_restarts, 0);
+    assert!(!cfg.notify);
+}
+
+#[test]
+fn config_bad_env_value_names_the_variable() {
+    let env = vec![("BOXD_RESTART__WINDOW_MS".to_string(), "-5".to_string())];
+    let found = problems(load_from::<Config>(file("").path(), ENV_PREFIX, env).unwrap_err());
+    assert_eq!(
+        found[0].origin,
+        Origin::Env("BOXD_RESTART__WINDOW_MS".into())
+    );
+    assert_eq!(found[0].key, "restart.window_ms");
+}
+
+#[test]
+fn config_child_checks() {
+    let found = invalid(&format!(
+        "[restart]\ninitial_backoff_ms = 10\nmax_backoff_ms = 5\n\
+         [[children]]\nname = \"Bad Name\"\ncommand = \"\"\nready = {{ http = \"localhost:1\" }}\n\
+         start_timeout_ms = 0\n\
+         [[children]]\nname = \"b\"\ncommand = \"b\"\nconfig_file = \"/etc/b.toml\"\n\
+         ready = {{ socket = \"/run/b.sock\" }}\n\
+         [[children]]\nname = \"b\"\ncommand = \"b\"\nconfig_sha256 = \"abc\"\n\
+         ready = {{ socket = \"\" }}\n\
+         [[children]]\nname = \"d\"\ncommand = \"d\"\nconfig_file = \"/etc/d.toml\"\n\
+         config_sha256 = \"{SHA}\"\nready = {{ socket = \"/run/d.sock\" }}\n"
+    ));
+    assert_eq!(
+        keys(&found),
+        [
+            "restart.max_backoff_ms",
+            "children[0].name",
+            "children[0].command",
+            "children[0].ready.http",
+            "children[0].start_timeout_ms",
+            "children[1].config_sha256",
+            "children[2].config_file",
+            "children[2].config_sha256",
+            "children[2].ready.socket",
+            "children[2].name",
+            "children[3].config_file",
+        ]
+    );
+    assert!(
+        found[10].message.contains("not passed in args"),
+        "{}",
+        found[10]
+    );
+}
+
+#[test]
+fn config_sha256_accepts_64_hex_digits_only() {
+    for (sha, ok) in [
+        (SHA.to_string(), true),
+        (SHA.to_uppercase(), true),
+        (SHA[..63].to_string(), false),
+        (format!("{}g", &SHA[..63]), false),
+    ] {
+        let f = file(&format!(
+            "[[children]]\nname = \"a\"\ncommand = \"a\"\nargs = [\"--config=/c.toml\"]\n\
+             config_file = \"/c.toml\"\nconfig_sha256 = \"{sha}\"\nready = {{ socket = \"/s\" }}\n"
+        ));
+        let result = Loader::new(f.path(), ENV_PREFIX).load_valid::<Config>();
+        assert_eq!(result.is_ok(), ok, "{sha}");
+    }
+}

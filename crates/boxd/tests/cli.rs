@@ -1,0 +1,68 @@
+//! The `boxd` binary's command line: `--check-config`, and the supervisor that does not exist
+//! yet.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::process::{Command, Output};
+
+const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/boxd.toml");
+
+/// Runs boxd with `args` and no environment but `extra`.
+fn boxd(args: &[&str], extra: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_boxd"));
+    cmd.env_clear().args(args);
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn cli_check_config_on_the_shipped_file_prints_toml_and_exits_0() {
+    let out = boxd(&["--check-config", SHIPPED], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("[[children]]"), "{stdout}");
+    assert!(stdout.contains("name = \"loopd\""), "{stdout}");
+    assert!(stdout.contains("max_restarts = 5"), "{stdout}");
+}
+
+#[test]
+fn cli_check_config_on_a_bad_file_exits_1_naming_file_and_key() {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(
+        b"[[children]]\nname = \"a\"\ncommand = \"a\"\nconfig_file = \"/c\"\nready = { socket = \"/s\" }\n",
+    )
+    .unwrap();
+    let path = f.path().display().to_string();
+    let out = boxd(&["--check-config", &path], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{path}: key \"children[0].config_sha256\"")),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn cli_check_config_shows_env_overrides() {
+    let out = boxd(
+        &["--check-config", SHIPPED],
+        &[("BOXD_RESTART__MAX_RESTARTS", "9")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("max_restarts = 9"));
+}
+
+#[test]
+fn cli_daemon_mode_without_check_config_is_not_implemented_and_exits_2() {
+    let out = boxd(&["--config", SHIPPED], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("not implemented yet"));
+    assert!(out.stdout.is_empty());
+}

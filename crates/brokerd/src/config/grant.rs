@@ -1,0 +1,251 @@
+//! `[[grants]]`: which session may call which tool, within which limits, and how its results
+//! are labelled.
+
+use bxconfig::Problems;
+use bxcore::DataClass;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The tools brokerd runs itself. Any other tool is an MCP server's (`<prefix>_<tool>`).
+pub const BUILTIN_TOOLS: [&str; 6] = [
+    "clock",
+    "echo",
+    "read_file",
+    "list_dir",
+    "write_file",
+    "http_fetch",
+];
+
+/// The built-in tools whose arguments are limited by `paths`.
+pub const PATH_TOOLS: [&str; 3] = ["read_file", "list_dir", "write_file"];
+
+/// The built-in tools whose arguments are limited by `hosts`.
+pub const HOST_TOOLS: [&str; 1] = ["http_fetch"];
+
+/// Tools loopd answers itself: a grant never names them (grants apply to the target tool).
+const LOOPD_TOOLS: [&str; 3] = ["find_tool", "call_tool", "subagent"];
+
+/// Whether a tool may run while the caller's context is untrusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WhenUntrusted {
+    /// The call runs whatever the context holds.
+    Allow,
+    /// The call is denied (`Denied { UntrustedContext }`) once the context is untrusted.
+    Deny,
+}
+
+/// What a grant gets when it does not say: by tool, the conservative choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantDefaults {
+    /// The label class of the tool's results.
+    pub result_class: DataClass,
+    /// Whether the tool's results are untrusted.
+    pub result_untrusted: bool,
+    /// The highest context class a call may carry out.
+    pub max_context_class: DataClass,
+    /// Whether the tool may run in an untrusted context.
+    pub when_untrusted: WhenUntrusted,
+}
+
+impl GrantDefaults {
+    /// The defaults for `tool`:
+    ///
+    /// | tool | result_class | result_untrusted | max_context_class | when_untrusted |
+    /// |---|---|---|---|---|
+    /// | `clock`, `echo` | public | false | secret | allow |
+    /// | `read_file`, `list_dir` | private | false | secret | allow |
+    /// | `write_file` | public | false | secret | deny |
+    /// | `http_fetch` | public | true | public | deny |
+    /// | any other (MCP) | private | true | public | deny |
+    ///
+    /// Read-only built-ins may run in an untrusted context; tools with side effects may not.
+    /// `http_fetch` and MCP tools can reach outside the box, so they carry out public context
+    /// only unless the grant raises it.
+    pub fn for_tool(tool: &str) -> GrantDefaults {
+        use DataClass::{Private, Public, Secret};
+        let (result_class, result_untrusted, max_context_class, when_untrusted) = match tool {
+            "clock" | "echo" => (Public, false, Secret, WhenUntrusted::Allow),
+            "read_file" | "list_dir" => (Private, false, Secret, WhenUntrusted::Allow),
+            "write_file" => (Public, false, Secret, WhenUntrusted::Deny),
+            "http_fetch" => (Public, true, Public, WhenUntrusted::Deny),
+            _ => (Private, true, Public, WhenUntrusted::Deny),
+        };
+        GrantDefaults {
+            result_class,
+            result_untrusted,
+            max_context_class,
+            when_untrusted,
+        }
+    }
+}
+
+/// One grant: `tool` may be called by the sessions `sessions` match, within its limits.
+/// A call no grant allows is denied (`NoGrant`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "RawGrant")]
+pub struct Grant {
+    /// The tool (a built-in, or `<prefix>_<tool>` of an MCP server). Never `call_tool`.
+    pub tool: String,
+    /// Globs over session ids (`*`, `sub-*`, `heartbeat`).
+    pub sessions: Vec<String>,
+    /// For file tools: the roots the path arguments must lie under (absolute).
+    pub paths: Vec<PathBuf>,
+    /// For `http_fetch`: globs over the host names it may reach (`*.example.org`).
+    pub hosts: Vec<String>,
+    /// The class the tool's results are labelled with.
+    pub result_class: DataClass,
+    /// Whether the tool's results are labelled untrusted.
+    pub result_untrusted: bool,
+    /// The highest context class a call may carry (egress control).
+    pub max_context_class: DataClass,
+    /// Whether the call may run while the caller's context is untrusted.
+    pub when_untrusted: WhenUntrusted,
+    /// The most calls of this tool in one turn of one session; none: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_calls_per_turn: Option<u32>,
+}
+
+/// A grant as written, before the per-tool defaults fill the keys it leaves out.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrant {
+    tool: String,
+    #[serde(default = "every_session")]
+    sessions: Vec<String>,
+    #[serde(default)]
+    paths: Vec<PathBuf>,
+    #[serde(default)]
+    hosts: Vec<String>,
+    result_class: Option<DataClass>,
+    result_untrusted: Option<bool>,
+    max_context_class: Option<DataClass>,
+    when_untrusted: Option<WhenUntrusted>,
+    max_calls_per_turn: Option<u32>,
+}
+
+fn every_session() -> Vec<String> {
+    vec!["*".to_string()]
+}
+
+impl From<RawGrant> for Grant {
+    fn from(raw: RawGrant) -> Grant {
+        let d = GrantDefaults::for_tool(&raw.tool);
+        Grant {
+            result_class: raw.result_class.unwrap_or(d.result_class),
+            result_untrusted: raw.result_untrusted.unwrap_or(d.result_untrusted),
+            max_context_class: raw.max_context_class.unwrap_or(d.max_context_class),
+            when_untrusted: raw.when_untrusted.unwrap_or(d.when_untrusted),
+            tool: raw.tool,
+            sessions: raw.sessions,
+            paths: raw.paths,
+            hosts: raw.hosts,
+            max_calls_per_turn: raw.max_calls_per_turn,
+        }
+    }
+}
+
+impl Grant {
+    /// Checks this grant, the `i`th; `prefixes` are the `[[mcp]]` prefixes.
+    pub(super) fn check(&self, i: usize, prefixes: &[&str], p: &mut Problems) {
+        let key = |name: &str| format!("grants[{i}].{name}");
+        let tool = self.tool.as_str();
+        p.non_empty(&key("tool"), tool);
+        if LOOPD_TOOLS.contains(&tool) {
+            p.push(
+                key("tool"),
+                format!(
+                    "{tool} is answered by loopd, never by brokerd: grant the target tool instead"
+                ),
+            );
+        } else if !tool.trim().is_empty()
+            && !BUILTIN_TOOLS.contains(&tool)
+            && !prefixes.iter().any(|prefix| mcp_tool_of(tool, prefix))
+        {
+            p.push(
+                key("tool"),
+                format!(
+                    "no such tool {tool:?}: not a built-in tool ({}) and no [[mcp]] prefix matches",
+                    BUILTIN_TOOLS.join(", ")
+                ),
+            );
+        }
+        p.check(
+            !self.sessions.is_empty(),
+            key("sessions"),
+            "must name at least one session glob",
+        );
+        for (j, glob) in self.sessions.iter().enumerate() {
+            check_glob(&format!("grants[{i}].sessions[{j}]"), glob, p);
+        }
+        let is_path_tool = PATH_TOOLS.contains(&tool);
+        if is_path_tool {
+            p.check(
+                !self.paths.is_empty(),
+                key("paths"),
+                format!("{tool} needs at least one root: with none, every call would be denied"),
+            );
+        } else {
+            p.check(
+                self.paths.is_empty(),
+                key("paths"),
+                format!(
+                    "only {} take path roots; {tool} cannot be limited by them",
+                    PATH_TOOLS.join(", ")
+                ),
+            );
+        }
+        for (j, root) in self.paths.iter().enumerate() {
+            p.absolute_path(&format!("grants[{i}].paths[{j}]"), root);
+        }
+        let is_host_tool = HOST_TOOLS.contains(&tool);
+        if is_host_tool {
+            p.check(
+                !self.hosts.is_empty(),
+                key("hosts"),
+                format!(
+                    "{tool} needs at least one host glob: with none, every call would be denied"
+                ),
+            );
+        } else {
+            p.check(
+                self.hosts.is_empty(),
+                key("hosts"),
+                format!(
+                    "only {} take hosts; {tool} cannot be limited by them",
+                    HOST_TOOLS.join(", ")
+                ),
+            );
+        }
+        for (j, host) in self.hosts.iter().enumerate() {
+            let host_key = format!("grants[{i}].hosts[{j}]");
+            if host.contains("://") || host.contains('/') {
+                p.push(
+                    &host_key,
+                    format!("a host name or glob, not a URL: {host:?}"),
+                );
+            } else {
+                check_glob(&host_key, host, p);
+            }
+        }
+        if let Some(n) = self.max_calls_per_turn {
+            p.at_least(&key("max_calls_per_turn"), n, 1);
+        }
+    }
+}
+
+/// True when `tool` is `<prefix>_<something>`.
+fn mcp_tool_of(tool: &str, prefix: &str) -> bool {
+    tool.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_prefix('_'))
+        .is_some_and(|name| !name.is_empty())
+}
+
+/// A glob must not be empty and must parse (`globset` syntax).
+fn check_glob(key: &str, glob: &str, p: &mut Problems) {
+    if glob.trim().is_empty() {
+        p.push(key, "must not be empty");
+    } else if let Err(e) = globset::Glob::new(glob) {
+        p.push(key, format!("not a valid glob: {e}"));
+    }
+}

@@ -1,0 +1,49 @@
+//! `[[mcp]]`: external tool servers brokerd runs over stdio (the Model Context Protocol).
+
+use bxconfig::Problems;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One MCP server: started by brokerd, its tools offered as `<prefix>_<tool>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    /// The server's name, for logs and the audit log; unique.
+    pub name: String,
+    /// The program to run.
+    pub command: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment variables set for it.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Prefix of its tools in the catalogue: `[a-z0-9_]`, unique.
+    pub prefix: String,
+}
+
+impl McpServer {
+    /// Checks this server, the `i`th.
+    pub(super) fn check(&self, i: usize, p: &mut Problems) {
+        let key = |name: &str| format!("mcp[{i}].{name}");
+        p.non_empty(&key("name"), &self.name);
+        p.non_empty(&key("command"), &self.command);
+        if self.prefix.is_empty() {
+            p.push(key("prefix"), "must not be empty");
+        } else if !self
+            .prefix
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            p.push(
+                key("prefix"),
+                format!("only a-z, 0-9 and _ are allowed: {:?}", self.prefix),
+            );
+        }
+        for name in self.env.keys() {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                p.push(key("env"), format!("not a valid variable name: {name:?}"));
+            }
+        }
+    }
+}

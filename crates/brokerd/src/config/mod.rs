@@ -1,0 +1,113 @@
+//! brokerd's configuration: the TOML file (`config/brokerd.toml`), `BROKERD_SECTION__KEY`
+//! environment overrides, and the command-line flags, loaded with `bxconfig`.
+//!
+//! Every key has a default, so an empty file is a valid config; with no grants, every call is
+//! denied. `docs/config.md` lists every key and the grant defaults.
+
+mod grant;
+mod mcp;
+
+#[cfg(test)]
+mod tests;
+
+pub use grant::{BUILTIN_TOOLS, Grant, GrantDefaults, HOST_TOOLS, PATH_TOOLS, WhenUntrusted};
+pub use mcp::McpServer;
+
+use bxconfig::{LogConfig, Problem, Problems, Validate};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The prefix of brokerd's environment overrides: `BROKERD_LIMITS__CALL_TIMEOUT_MS`.
+pub const ENV_PREFIX: &str = "BROKERD";
+
+/// brokerd's whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// brokerd's socket (HTTP over a Unix socket). Overridden by `--socket PATH`.
+    pub socket: PathBuf,
+    /// The group whose members may use the socket (mode 0660; loopd's group). None: mode 0600,
+    /// only brokerd's own user and root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket_group: Option<String>,
+    /// Where the audit log and the rest of brokerd's state live. Overridden by `--state-dir`.
+    pub state_dir: PathBuf,
+    /// `[limits]`: per-call limits.
+    pub limits: Limits,
+    /// `[log]`: the log level.
+    pub log: LogConfig,
+    /// `[[grants]]`: who may call what. None: every call is denied.
+    pub grants: Vec<Grant>,
+    /// `[[mcp]]`: external tool servers.
+    pub mcp: Vec<McpServer>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            socket: PathBuf::from("/run/boxmaker/brokerd.sock"),
+            socket_group: None,
+            state_dir: PathBuf::from("/var/lib/boxmaker/brokerd"),
+            limits: Limits::default(),
+            log: LogConfig::default(),
+            grants: Vec::new(),
+            mcp: Vec::new(),
+        }
+    }
+}
+
+/// `[limits]`: limits on every call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// The longest one tool call may run, in milliseconds; then it is killed and `Failed`.
+    pub call_timeout_ms: u64,
+    /// The most bytes of one tool result; the rest is cut and the result marked truncated.
+    pub result_cap_bytes: usize,
+    /// The largest request body brokerd accepts, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            call_timeout_ms: 30_000,
+            result_cap_bytes: 65_536,
+            max_body_bytes: 1_048_576,
+        }
+    }
+}
+
+impl Validate for Config {
+    fn validate(&self) -> Result<(), Vec<Problem>> {
+        let mut p = Problems::new();
+        p.socket_path("socket", &self.socket);
+        if let Some(group) = &self.socket_group {
+            p.non_empty("socket_group", group);
+        }
+        p.path_non_empty("state_dir", &self.state_dir);
+        p.at_least("limits.call_timeout_ms", self.limits.call_timeout_ms, 1);
+        p.at_least("limits.result_cap_bytes", self.limits.result_cap_bytes, 1);
+        p.at_least("limits.max_body_bytes", self.limits.max_body_bytes, 1);
+        let prefixes: Vec<&str> = self.mcp.iter().map(|m| m.prefix.as_str()).collect();
+        for (i, grant) in self.grants.iter().enumerate() {
+            grant.check(i, &prefixes, &mut p);
+        }
+        for (i, server) in self.mcp.iter().enumerate() {
+            server.check(i, &mut p);
+            if let Some(j) = self.mcp[..i].iter().position(|m| m.name == server.name) {
+                p.push(
+                    format!("mcp[{i}].name"),
+                    format!("{:?} is already mcp[{j}].name", server.name),
+                );
+            }
+            if let Some(j) = self.mcp[..i].iter().position(|m| m.prefix == server.prefix) {
+                p.push(
+                    format!("mcp[{i}].prefix"),
+                    format!("{:?} is already mcp[{j}].prefix", server.prefix),
+                );
+            }
+        }
+        p.finish()
+    }
+}

@@ -1,0 +1,239 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use bxconfig::{ConfigError, KeyProblem, Loader, Origin, load_from};
+use bxcore::DataClass;
+use std::io::Write;
+use std::path::Path;
+
+const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/brokerd.toml");
+
+fn file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+fn problems(e: ConfigError) -> Vec<KeyProblem> {
+    match e {
+        ConfigError::Keys { problems } => problems,
+        other => panic!("expected key problems, got {other}"),
+    }
+}
+
+fn valid(text: &str) -> Config {
+    let f = file(text);
+    Loader::new(f.path(), ENV_PREFIX).load_valid().unwrap()
+}
+
+fn invalid(text: &str) -> Vec<KeyProblem> {
+    let f = file(text);
+    problems(
+        Loader::new(f.path(), ENV_PREFIX)
+            .load_valid::<Config>()
+            .unwrap_err(),
+    )
+}
+
+fn keys(found: &[KeyProblem]) -> Vec<&str> {
+    found.iter().map(|p| p.key.as_str()).collect()
+}
+
+#[test]
+fn shipped_config_parses_and_validates() {
+    let cfg: Config = Loader::new(SHIPPED, ENV_PREFIX).load_valid().unwrap();
+    assert_eq!(cfg.limits, Limits::default());
+    assert_eq!(cfg.socket, Config::default().socket);
+    let tools: Vec<&str> = cfg.grants.iter().map(|g| g.tool.as_str()).collect();
+    assert_eq!(tools, ["clock", "echo", "read_file", "list_dir"]);
+    assert!(cfg.mcp.is_empty());
+}
+
+#[test]
+fn empty_config_gives_the_defaults_and_no_grants() {
+    let cfg = valid("");
+    assert_eq!(cfg, Config::default());
+    assert!(cfg.grants.is_empty());
+}
+
+#[test]
+fn config_grant_defaults_follow_the_tool() {
+    let cfg = valid(
+        "[[grants]]\ntool = \"http_fetch\"\nhosts = [\"example.org\"]\n\
+         [[grants]]\ntool = \"read_file\"\npaths = [\"/srv\"]\n\
+         [[grants]]\ntool = \"write_file\"\npaths = [\"/srv/out\"]\n\
+         [[grants]]\ntool = \"ev_echo\"\n\
+         [[mcp]]\nname = \"everything\"\ncommand = \"npx\"\nprefix = \"ev\"\n",
+    );
+    let fetch = &cfg.grants[0];
+    assert_eq!(fetch.sessions, ["*"]);
+    assert_eq!(fetch.max_context_class, DataClass::Public);
+    assert!(fetch.result_untrusted);
+    assert_eq!(fetch.when_untrusted, WhenUntrusted::Deny);
+    let read = &cfg.grants[1];
+    assert_eq!(read.result_class, DataClass::Private);
+    assert_eq!(read.max_context_class, DataClass::Secret);
+    assert_eq!(read.when_untrusted, WhenUntrusted::Allow);
+    assert!(!read.result_untrusted);
+    assert_eq!(cfg.grants[2].when_untrusted, WhenUntrusted::Deny);
+    let mcp = &cfg.grants[3];
+    assert_eq!(mcp.max_context_class, DataClass::Public);
+    assert!(mcp.result_untrusted);
+    assert_eq!(mcp.when_untrusted, WhenUntrusted::Deny);
+    assert_eq!(mcp.max_calls_per_turn, None);
+}
+
+#[test]
+fn config_grant_keys_override_the_defaults() {
+    let cfg = valid(
+        "[[grants]]\ntool = \"http_fetch\"\nsessions = [\"main\", \"sub-*\"]\n\
+         hosts = [\"*.example.org\"]\nresult_class = \"internal\"\nresult_untrusted = false\n\
+         max_context_class = \"private\"\nwhen_untrusted = \"allow\"\nmax_calls_per_turn = 3\n",
+    );
+    let g = &cfg.grants[0];
+    assert_eq!(g.sessions, ["main", "sub-*"]);
+    assert_eq!(g.result_class, DataClass::Internal);
+    assert!(!g.result_untrusted);
+    assert_eq!(g.max_context_class, DataClass::Private);
+    assert_eq!(g.when_untrusted, WhenUntrusted::Allow);
+    assert_eq!(g.max_calls_per_turn, Some(3));
+}
+
+#[test]
+fn config_unknown_key_in_a_grant_is_refused_naming_it() {
+    let f = file("[[grants]]\ntool = \"echo\"\nsesions = [\"*\"]\n");
+    let found = problems(load_from::<Config>(f.path(), ENV_PREFIX, Vec::new()).unwrap_err());
+    assert_eq!(keys(&found), ["grants[0].sesions"]);
+}
+
+#[test]
+fn config_bad_class_names_the_key() {
+    let f = file("[[grants]]\ntool = \"echo\"\nresult_class = \"Top\"\n");
+    let found = problems(load_from::<Config>(f.path(), ENV_PREFIX, Vec::new()).unwrap_err());
+    assert_eq!(keys(&found), ["grants[0].result_class"]);
+    assert!(found[0].message.contains("public"), "{}", found[0]);
+}
+
+#[test]
+fn config_grant_without_tool_names_the_key() {
+    let found = problems(
+        load_from::<Config>(
+            file("[[grants]]\nsessions = [\"*\"]\n").path(),
+            ENV_PREFIX,
+            Vec::new(),
+        )
+        .unwrap_err(),
+    );
+    assert_eq!(keys(&found), ["grants[0].tool"]);
+}
+
+#[test]
+fn config_env_override_applies() {
+    let f = file("[limits]\ncall_timeout_ms = 10\n");
+    let env = vec![
+        (
+            "BROKERD_LIMITS__CALL_TIMEOUT_MS".to_string(),
+            "20".to_string(),
+        ),
+        ("BROKERD_STATE_DIR".to_string(), "/tmp/b".to_string()),
+    ];
+    let cfg: Config = load_from(f.path(), ENV_PREFIX, env).unwrap();
+    assert_eq!(cfg.limits.call_timeout_ms, 20);
+    assert_eq!(cfg.state_dir, Path::new("/tmp/b"));
+}
+
+#[test]
+fn config_bad_env_value_names_the_variable() {
+    let env = vec![(
+        "BROKERD_LIMITS__RESULT_CAP_BYTES".to_string(),
+        "lots".to_string(),
+    )];
+    let found = problems(load_from::<Config>(file("").path(), ENV_PREFIX, env).unwrap_err());
+    assert_eq!(
+        found[0].origin,
+        Origin::Env("BROKERD_LIMITS__RESULT_CAP_BYTES".into())
+    );
+}
+
+#[test]
+fn config_grant_checks() {
+    let found = invalid(
+        "[[grants]]\ntool = \"\"\n\
+         [[grants]]\ntool = \"call_tool\"\n\
+         [[grants]]\ntool = \"read_file\"\nsessions = [\"[\"]\npaths = [\"rel/dir\", \"/a/../b\"]\n\
+         [[grants]]\ntool = \"http_fetch\"\nhosts = [\"https://example.org/\"]\n\
+         [[grants]]\ntool = \"echo\"\nsessions = []\nhosts = [\"x\"]\npaths = [\"/x\"]\nmax_calls_per_turn = 0\n\
+         [[grants]]\ntool = \"list_dir\"\n\
+         [[grants]]\ntool = \"nope_x\"\n",
+    );
+    assert_eq!(
+        keys(&found),
+        [
+            "grants[0].tool",
+            "grants[1].tool",
+            "grants[2].sessions[0]",
+            "grants[2].paths[0]",
+            "grants[2].paths[1]",
+            "grants[3].hosts[0]",
+            "grants[4].sessions",
+            "grants[4].paths",
+            "grants[4].hosts",
+            "grants[4].max_calls_per_turn",
+            "grants[5].paths",
+            "grants[6].tool",
+        ]
+    );
+}
+
+#[test]
+fn config_mcp_checks() {
+    let found = invalid(
+        "[[mcp]]\nname = \"a\"\ncommand = \"\"\nprefix = \"Bad-Prefix\"\n\
+         [[mcp]]\nname = \"a\"\ncommand = \"x\"\nprefix = \"\"\n\
+         [[mcp]]\nname = \"c\"\ncommand = \"x\"\nprefix = \"p\"\nenv = { \"A=B\" = \"1\" }\n\
+         [[mcp]]\nname = \"d\"\ncommand = \"x\"\nprefix = \"p\"\n",
+    );
+    assert_eq!(
+        keys(&found),
+        [
+            "mcp[0].command",
+            "mcp[0].prefix",
+            "mcp[1].prefix",
+            "mcp[1].name",
+            "mcp[2].env",
+            "mcp[3].prefix",
+        ]
+    );
+}
+
+#[test]
+fn config_limits_must_be_positive() {
+    let found =
+        invalid("[limits]\ncall_timeout_ms = 0\nresult_cap_bytes = 0\nmax_body_bytes = 0\n");
+    assert_eq!(
+        keys(&found),
+        [
+            "limits.call_timeout_ms",
+            "limits.result_cap_bytes",
+            "limits.max_body_bytes"
+        ]
+    );
+}
+
+#[test]
+fn config_resolved_toml_shows_the_effective_grant_defaults() {
+    let f = file("[[grants]]\ntool = \"http_fetch\"\nhosts = [\"example.org\"]\n");
+    let bxconfig::CheckOutcome::Valid(text) =
+        bxconfig::check_config::<Config>(&Loader::new(f.path(), ENV_PREFIX))
+    else {
+        panic!("should be valid");
+    };
+    assert!(text.contains("max_context_class = \"public\""), "{text}");
+    assert!(text.contains("when_untrusted = \"deny\""), "{text}");
+    let again = file(&text);
+    let back: Config = Loader::new(again.path(), ENV_PREFIX).load_valid().unwrap();
+    assert_eq!(
+        back,
+        valid("[[grants]]\ntool = \"http_fetch\"\nhosts = [\"example.org\"]\n")
+    );
+}

@@ -1,0 +1,72 @@
+//! `[api]`: loopd's own HTTP API; `[broker]`: how loopd reaches brokerd.
+
+use bxconfig::Problems;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// `[api]`: limits of the HTTP API on loopd's Unix socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Api {
+    /// The largest request body accepted, in bytes; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// How many tasks may wait for one busy session; one more gets 409. 0: none wait.
+    pub session_queue_len: usize,
+    /// The group whose members may use the socket (mode 0660). None: only root and loopd's own
+    /// user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket_group: Option<String>,
+    /// How many records one page of `GET /v1/sessions/{id}` holds when the client does not say.
+    pub page_records: usize,
+}
+
+impl Default for Api {
+    fn default() -> Api {
+        Api {
+            max_body_bytes: 1_048_576,
+            session_queue_len: 8,
+            socket_group: None,
+            page_records: 100,
+        }
+    }
+}
+
+impl Api {
+    pub(super) fn check(&self, p: &mut Problems) {
+        p.at_least("api.max_body_bytes", self.max_body_bytes, 1);
+        if let Some(group) = &self.socket_group {
+            p.non_empty("api.socket_group", group);
+        }
+        p.at_least("api.page_records", self.page_records, 1);
+    }
+}
+
+/// `[broker]`: brokerd, which runs every tool loopd does not answer itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Broker {
+    /// brokerd's Unix socket. Overridden by `--broker PATH`. None: no broker (until issue #5,
+    /// loopd then answers tools with its in-process fakes and says so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
+    /// The longest one tool call through brokerd may take, in milliseconds.
+    pub call_timeout_ms: u64,
+}
+
+impl Default for Broker {
+    fn default() -> Broker {
+        Broker {
+            socket: None,
+            call_timeout_ms: 30_000,
+        }
+    }
+}
+
+impl Broker {
+    pub(super) fn check(&self, p: &mut Problems) {
+        if let Some(socket) = &self.socket {
+            p.socket_path("broker.socket", socket);
+        }
+        p.at_least("broker.call_timeout_ms", self.call_timeout_ms, 1);
+    }
+}

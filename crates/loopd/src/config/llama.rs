@@ -1,0 +1,99 @@
+//! `[llama]`: how loopd reaches llama-server; `[expect]`: what it must find there.
+
+use bxconfig::Problems;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// `[llama]`: the llama-server endpoint, its timeouts and the retry policy for 503 and refused
+/// connections.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Llama {
+    /// Base URL of llama-server (`http://` or `https://`). Overridden by `--llama URL`.
+    pub url: String,
+    /// A file holding the API key llama-server was started with (`--api-key-file`); none: no key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_file: Option<PathBuf>,
+    /// The longest a TCP connect may take, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// The longest one model call (a whole streamed answer) may take, in milliseconds.
+    pub request_timeout_ms: u64,
+    /// At start, how long to wait while `/health` says `Loading model`, in milliseconds.
+    pub health_wait_ms: u64,
+    /// How many times one model call is tried in all (1: no retry) on 503 or a refused connect.
+    pub retry_max_attempts: u32,
+    /// The first wait between tries, in milliseconds; doubled after each try.
+    pub retry_initial_backoff_ms: u64,
+    /// The longest wait between tries, in milliseconds.
+    pub retry_max_backoff_ms: u64,
+}
+
+impl Default for Llama {
+    fn default() -> Llama {
+        Llama {
+            url: "http://127.0.0.1:8080".to_string(),
+            api_key_file: None,
+            connect_timeout_ms: 2_000,
+            request_timeout_ms: 600_000,
+            health_wait_ms: 300_000,
+            retry_max_attempts: 5,
+            retry_initial_backoff_ms: 250,
+            retry_max_backoff_ms: 5_000,
+        }
+    }
+}
+
+impl Llama {
+    pub(super) fn check(&self, p: &mut Problems) {
+        p.http_url("llama.url", &self.url);
+        if let Some(file) = &self.api_key_file {
+            p.path_non_empty("llama.api_key_file", file);
+        }
+        p.at_least("llama.connect_timeout_ms", self.connect_timeout_ms, 1);
+        p.at_least("llama.request_timeout_ms", self.request_timeout_ms, 1);
+        p.at_least("llama.retry_max_attempts", self.retry_max_attempts, 1);
+        p.at_least(
+            "llama.retry_initial_backoff_ms",
+            self.retry_initial_backoff_ms,
+            1,
+        );
+        p.check(
+            self.retry_max_backoff_ms >= self.retry_initial_backoff_ms,
+            "llama.retry_max_backoff_ms",
+            format!(
+                "must be at least llama.retry_initial_backoff_ms ({}), is {}",
+                self.retry_initial_backoff_ms, self.retry_max_backoff_ms
+            ),
+        );
+    }
+}
+
+/// `[expect]`: what llama-server's `/props` must say; loopd refuses to start when a value set
+/// here differs. Unset values are not checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Expect {
+    /// The context size of each slot, in tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_ctx: Option<u32>,
+    /// The number of slots (`--parallel`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u32>,
+    /// The model alias or path `/props` reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl Expect {
+    pub(super) fn check(&self, p: &mut Problems) {
+        if let Some(n_ctx) = self.n_ctx {
+            p.at_least("expect.n_ctx", n_ctx, 1);
+        }
+        if let Some(slots) = self.slots {
+            p.at_least("expect.slots", slots, 1);
+        }
+        if let Some(model) = &self.model {
+            p.non_empty("expect.model", model);
+        }
+    }
+}

@@ -1,0 +1,187 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use bxconfig::{CheckOutcome, ConfigError, KeyProblem, Loader, Origin, check_config, load_from};
+use std::io::Write;
+use std::path::Path;
+
+const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/loopd.toml");
+
+fn file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+fn no_env() -> Vec<(String, String)> {
+    Vec::new()
+}
+
+fn problems(e: ConfigError) -> Vec<KeyProblem> {
+    match e {
+        ConfigError::Keys { problems } => problems,
+        other => panic!("expected key problems, got {other}"),
+    }
+}
+
+fn invalid(text: &str) -> Vec<KeyProblem> {
+    let f = file(text);
+    problems(
+        Loader::new(f.path(), ENV_PREFIX)
+            .load_valid::<Config>()
+            .unwrap_err(),
+    )
+}
+
+fn keys(found: &[KeyProblem]) -> Vec<&str> {
+    found.iter().map(|p| p.key.as_str()).collect()
+}
+
+#[test]
+fn shipped_config_parses_validates_and_lists_the_defaults() {
+    let cfg: Config = Loader::new(SHIPPED, ENV_PREFIX).load_valid().unwrap();
+    assert_eq!(cfg, Config::default());
+}
+
+#[test]
+fn empty_config_gives_the_defaults() {
+    let f = file("");
+    let cfg: Config = Loader::new(f.path(), ENV_PREFIX).load_valid().unwrap();
+    assert_eq!(cfg, Config::default());
+    assert_eq!(cfg.slots.background, 1);
+    assert_eq!(cfg.compact.summarise, ["http_fetch"]);
+    assert!(cfg.broker.socket.is_none());
+}
+
+#[test]
+fn config_unknown_key_is_refused_naming_it() {
+    let f = file("[llama]\ntimeout_ms = 5\n");
+    let found = problems(load_from::<Config>(f.path(), ENV_PREFIX, no_env()).unwrap_err());
+    assert_eq!(keys(&found), ["llama.timeout_ms"]);
+    assert!(
+        found[0].message.contains("request_timeout_ms"),
+        "{}",
+        found[0]
+    );
+}
+
+#[test]
+fn config_bad_value_names_file_and_key() {
+    let f = file("[loop]\nmax_steps = \"many\"\n");
+    let e = load_from::<Config>(f.path(), ENV_PREFIX, no_env()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: key \"loop.max_steps\": invalid type: found string \"many\", expected u32",
+            f.path().display()
+        )
+    );
+}
+
+#[test]
+fn config_bad_log_level_names_the_key() {
+    let found = invalid("[log]\nlevel = \"loud\"\n");
+    assert_eq!(keys(&found), ["log.level"]);
+}
+
+#[test]
+fn config_env_override_applies() {
+    let f = file("[llama]\nurl = \"http://file:1\"\n");
+    let env = vec![
+        ("LOOPD_LLAMA__URL".to_string(), "http://env:2".to_string()),
+        ("LOOPD_LOOP__MAX_STEPS".to_string(), "4".to_string()),
+        (
+            "LOOPD_BROKER__SOCKET".to_string(),
+            "/tmp/b.sock".to_string(),
+        ),
+        ("BROKERD_SOCKET".to_string(), "/ignored".to_string()),
+    ];
+    let cfg: Config = load_from(f.path(), ENV_PREFIX, env).unwrap();
+    assert_eq!(cfg.llama.url, "http://env:2");
+    assert_eq!(cfg.r#loop.max_steps, 4);
+    assert_eq!(cfg.broker.socket.as_deref(), Some(Path::new("/tmp/b.sock")));
+}
+
+#[test]
+fn config_bad_env_value_names_the_variable() {
+    let f = file("");
+    let env = vec![("LOOPD_API__MAX_BODY_BYTES".to_string(), "big".to_string())];
+    let found = problems(load_from::<Config>(f.path(), ENV_PREFIX, env).unwrap_err());
+    assert_eq!(
+        found[0].origin,
+        Origin::Env("LOOPD_API__MAX_BODY_BYTES".into())
+    );
+    assert_eq!(found[0].key, "api.max_body_bytes");
+}
+
+#[test]
+fn config_checks_limits() {
+    let found = invalid(
+        "[loop]\nmax_steps = 0\ntool_result_cap_bytes = 0\n\
+         [llama]\nconnect_timeout_ms = 0\nretry_max_attempts = 0\n\
+         retry_initial_backoff_ms = 100\nretry_max_backoff_ms = 50\n\
+         [api]\npage_records = 0\n[compact]\nsummary_chars = 0\n[broker]\ncall_timeout_ms = 0\n",
+    );
+    assert_eq!(
+        keys(&found),
+        [
+            "llama.connect_timeout_ms",
+            "llama.retry_max_attempts",
+            "llama.retry_max_backoff_ms",
+            "loop.max_steps",
+            "loop.tool_result_cap_bytes",
+            "api.page_records",
+            "broker.call_timeout_ms",
+            "compact.summary_chars",
+        ]
+    );
+}
+
+#[test]
+fn config_slots_must_differ_and_exist() {
+    let found = invalid("[slots]\nmain = 0\nbackground = 0\nsubagent = 5\n[expect]\nslots = 3\n");
+    assert_eq!(keys(&found), ["slots.background", "slots.subagent"]);
+    assert!(found[0].message.contains("slots.main"), "{}", found[0]);
+    assert!(found[1].message.contains("does not exist"), "{}", found[1]);
+}
+
+#[test]
+fn config_threshold_must_be_a_fraction() {
+    for bad in ["0.0", "1.5", "-0.2"] {
+        let found = invalid(&format!("[compact]\nthreshold = {bad}\n"));
+        assert_eq!(keys(&found), ["compact.threshold"], "{bad}");
+    }
+    let f = file("[compact]\nthreshold = 1\n");
+    let cfg: Config = Loader::new(f.path(), ENV_PREFIX).load_valid().unwrap();
+    assert!((cfg.compact.threshold - 1.0).abs() < f64::EPSILON);
+}
+
+#[test]
+fn config_llama_url_must_parse() {
+    for bad in ["", "127.0.0.1:8080", "ftp://h/", "http://"] {
+        let found = invalid(&format!("[llama]\nurl = {bad:?}\n"));
+        assert_eq!(keys(&found), ["llama.url"], "{bad}");
+    }
+}
+
+#[test]
+fn config_socket_path_must_fit() {
+    let long = format!("/{}", "s".repeat(120));
+    let found = invalid(&format!("socket = {long:?}\n"));
+    assert_eq!(keys(&found), ["socket"]);
+}
+
+#[test]
+fn config_resolved_toml_reads_back_the_same() {
+    let f = file("[expect]\nn_ctx = 4096\n[api]\nsocket_group = \"boxmaker\"\n");
+    let loader = Loader::new(f.path(), ENV_PREFIX).flag("--broker", "broker.socket", "/b.sock");
+    let CheckOutcome::Valid(text) = check_config::<Config>(&loader) else {
+        panic!("should be valid");
+    };
+    let again = file(&text);
+    let back: Config = Loader::new(again.path(), ENV_PREFIX).load_valid().unwrap();
+    let first: Config = loader.load_valid().unwrap();
+    assert_eq!(back, first);
+    assert_eq!(back.expect.n_ctx, Some(4096));
+    assert_eq!(back.broker.socket.as_deref(), Some(Path::new("/b.sock")));
+}

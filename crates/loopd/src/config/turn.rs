@@ -1,0 +1,89 @@
+//! `[loop]`, `[baseline]` and `[compact]`: how a turn runs and how a session's context is kept.
+
+use bxconfig::Problems;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// `[loop]`: the limits of one turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Loop {
+    /// The most model calls in one turn; the turn then ends as "max steps".
+    pub max_steps: u32,
+    /// The most bytes of one tool result put in the context; the rest is cut (on a character
+    /// boundary, with `\n[truncated]`).
+    pub tool_result_cap_bytes: usize,
+}
+
+impl Default for Loop {
+    fn default() -> Loop {
+        Loop {
+            max_steps: 32,
+            tool_result_cap_bytes: 16_384,
+        }
+    }
+}
+
+impl Loop {
+    pub(super) fn check(&self, p: &mut Problems) {
+        p.at_least("loop.max_steps", self.max_steps, 1);
+        p.at_least("loop.tool_result_cap_bytes", self.tool_result_cap_bytes, 1);
+    }
+}
+
+/// `[baseline]`: the prompt files an epoch's baseline is made from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Baseline {
+    /// The system prompt (`system.md`). The other prompt files (`compact.md`, `summarise.md`,
+    /// `heartbeat.md`, `subagent.md`) are read from the same directory.
+    pub system: PathBuf,
+}
+
+impl Default for Baseline {
+    fn default() -> Baseline {
+        Baseline {
+            system: PathBuf::from("/etc/boxmaker/system.md"),
+        }
+    }
+}
+
+impl Baseline {
+    pub(super) fn check(&self, p: &mut Problems) {
+        p.path_non_empty("baseline.system", &self.system);
+    }
+}
+
+/// `[compact]`: when a session's context is compacted into a new epoch, and which tool results
+/// are summarised.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Compact {
+    /// Compaction is due when the last prompt plus completion reach this fraction of the slot's
+    /// `n_ctx`. Above 0, at most 1.
+    pub threshold: f64,
+    /// The tools whose results are summarised on the background slot (seed M5d-2).
+    pub summarise: Vec<String>,
+    /// The most characters of one summary.
+    pub summary_chars: usize,
+}
+
+impl Default for Compact {
+    fn default() -> Compact {
+        Compact {
+            threshold: 0.8,
+            summarise: vec!["http_fetch".to_string()],
+            summary_chars: 2_000,
+        }
+    }
+}
+
+impl Compact {
+    pub(super) fn check(&self, p: &mut Problems) {
+        p.fraction("compact.threshold", self.threshold);
+        for (i, tool) in self.summarise.iter().enumerate() {
+            p.non_empty(&format!("compact.summarise[{i}]"), tool);
+        }
+        p.at_least("compact.summary_chars", self.summary_chars, 1);
+    }
+}
