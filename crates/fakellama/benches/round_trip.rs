@@ -44,6 +44,7 @@ fn round_trip(c: &mut Criterion) {
                     .header("content-type", "application/json")
                     .body(Full::new(Bytes::from(body.clone())))
                     .unwrap();
+                sender.ready().await.unwrap();
                 let response = sender.send_request(request).await.unwrap();
                 assert!(response.status().is_success());
                 response
