@@ -2,14 +2,18 @@
 
 use bxconfig::Problems;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// The prefix of a `llama.url` naming a Unix socket: `unix:/path/to.sock`.
+pub const UNIX_URL_PREFIX: &str = "unix:";
 
 /// `[llama]`: the llama-server endpoint, its timeouts and the retry policy for 503 and refused
 /// connections.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Llama {
-    /// Base URL of llama-server (`http://` or `https://`). Overridden by `--llama URL`.
+    /// Base URL of llama-server: `http://host:port`, or `unix:/path/to.sock` for a Unix
+    /// socket (`--host PATH.sock`). Overridden by `--llama URL`.
     pub url: String,
     /// A file holding the API key llama-server was started with (`--api-key-file`); none: no key.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -45,7 +49,19 @@ impl Default for Llama {
 
 impl Llama {
     pub(super) fn check(&self, p: &mut Problems) {
-        p.http_url("llama.url", &self.url);
+        match self.url.strip_prefix(UNIX_URL_PREFIX) {
+            Some("") => p.push(
+                "llama.url",
+                "unix: needs a socket path, as in unix:/run/llama.sock",
+            ),
+            Some(path) => p.socket_path("llama.url", Path::new(path)),
+            None if self.url.starts_with("https://") => p.push(
+                "llama.url",
+                "https is not supported: loopd reaches llama-server on loopback or a private \
+                 network; use http://HOST:PORT or unix:/path.sock",
+            ),
+            None => p.http_url("llama.url", &self.url),
+        }
         if let Some(file) = &self.api_key_file {
             p.path_non_empty("llama.api_key_file", file);
         }
@@ -95,5 +111,39 @@ impl Expect {
         if let Some(model) = &self.model {
             p.non_empty("expect.model", model);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url_problems(url: &str) -> Vec<String> {
+        let llama = Llama {
+            url: url.to_owned(),
+            ..Llama::default()
+        };
+        let mut p = Problems::new();
+        llama.check(&mut p);
+        p.finish()
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .map(|problem| format!("{}: {}", problem.key, problem.message))
+            .collect()
+    }
+
+    #[test]
+    fn config_llama_url_may_name_a_unix_socket() {
+        assert_eq!(
+            url_problems("unix:/run/boxmaker/llama.sock"),
+            Vec::<String>::new()
+        );
+        assert_eq!(url_problems("http://127.0.0.1:8080"), Vec::<String>::new());
+        let empty = url_problems("unix:");
+        assert_eq!(empty.len(), 1);
+        assert!(empty[0].contains("llama.url"), "{empty:?}");
+        let long = format!("unix:/{}", "s".repeat(200));
+        assert_eq!(url_problems(&long).len(), 1);
     }
 }

@@ -1,0 +1,380 @@
+//! The client: one streamed chat completion per try, retries with backoff, `/health`,
+//! `/props`, and waiting for a loading server.
+//!
+//! The public methods block: they drive the request with [`Handle::block_on`] on loopd's
+//! (multi-thread) tokio runtime, so they must be called from plain threads (turn threads),
+//! never from inside an async task, where `block_on` panics. The `*_async` variants are for
+//! async code.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use http::Method;
+use http_body_util::BodyExt;
+use tokio::runtime::Handle;
+use tokio::time::Instant;
+
+use super::error::InferError;
+use super::message::{ChatEvent, ChatRequest, Completion};
+pub use super::options::ClientOptions;
+use super::props::{Health, ServerInfo};
+use super::retry::{backoff_ms, until_cancelled, wait_unless_cancelled};
+use super::sse::{SseEvent, SseParser};
+use super::stream::{Assembler, Progress};
+use super::transport::{self, Exchange, Outgoing};
+use super::wire;
+
+/// The chat completions endpoint.
+const CHAT_PATH: &str = "/v1/chat/completions";
+/// The health endpoint (no API key needed).
+const HEALTH_PATH: &str = "/health";
+/// The server properties endpoint.
+const PROPS_PATH: &str = "/props";
+/// The longest a `/health` or `/props` request may take, in milliseconds.
+pub const PROBE_TIMEOUT_MS: u64 = 10_000;
+/// How often [`Client::wait_until_ready`] asks `/health`, in milliseconds.
+pub const HEALTH_POLL_INTERVAL_MS: u64 = 100;
+/// The largest error answer read, in bytes.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+/// The largest `/health` or `/props` answer read, in bytes (`/props` holds the chat template).
+const MAX_PROBE_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// A llama-server client. Cheap to share: `Send + Sync`, one connection per request.
+#[derive(Debug, Clone)]
+pub struct Client {
+    options: ClientOptions,
+    runtime: Handle,
+}
+
+fn stream_error(message: String) -> InferError {
+    InferError::Stream {
+        kind: None,
+        message,
+    }
+}
+
+impl Client {
+    /// A client that runs its requests on `runtime` (a multi-thread runtime's handle).
+    pub fn new(options: ClientOptions, runtime: Handle) -> Client {
+        Client { options, runtime }
+    }
+
+    /// The options it was made with.
+    pub fn options(&self) -> &ClientOptions {
+        &self.options
+    }
+
+    /// One try of a streamed chat completion: content and reasoning deltas go to `on_event`
+    /// as they arrive. Setting `cancelled` ends it within a few milliseconds with
+    /// [`InferError::Cancelled`] (the connection is closed). Blocks; panics inside an async
+    /// task.
+    pub fn chat(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut dyn FnMut(&ChatEvent),
+        cancelled: &AtomicBool,
+    ) -> Result<Completion, InferError> {
+        let mut streamed = false;
+        self.runtime
+            .block_on(self.chat_once(request, on_event, cancelled, &mut streamed))
+    }
+
+    /// [`Client::chat`], retried on 503 and connection errors with bounded exponential
+    /// backoff, each failed try reported as [`ChatEvent::Attempt`]. Blocks; panics inside an
+    /// async task.
+    pub fn chat_with_retry(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut dyn FnMut(&ChatEvent),
+    ) -> Result<Completion, InferError> {
+        let never = AtomicBool::new(false);
+        self.chat_with_retry_until(request, on_event, &never)
+    }
+
+    /// [`Client::chat_with_retry`] that stops, also while waiting between tries, once
+    /// `cancelled` is set. Blocks; panics inside an async task.
+    pub fn chat_with_retry_until(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut dyn FnMut(&ChatEvent),
+        cancelled: &AtomicBool,
+    ) -> Result<Completion, InferError> {
+        self.runtime
+            .block_on(self.chat_retrying(request, on_event, cancelled))
+    }
+
+    /// Asks `/health`. Blocks; panics inside an async task.
+    pub fn health(&self) -> Result<Health, InferError> {
+        self.runtime.block_on(self.health_async())
+    }
+
+    /// Reads `/props`. Blocks; panics inside an async task.
+    pub fn props(&self) -> Result<ServerInfo, InferError> {
+        self.runtime.block_on(self.props_async())
+    }
+
+    /// Waits up to `health_wait_ms` while `/health` says the model is loading or the
+    /// connection is refused (asking every [`HEALTH_POLL_INTERVAL_MS`]), then reads `/props`.
+    /// Blocks; panics inside an async task.
+    pub fn wait_until_ready(&self, health_wait_ms: u64) -> Result<ServerInfo, InferError> {
+        self.runtime
+            .block_on(self.wait_until_ready_async(health_wait_ms))
+    }
+
+    /// [`Client::chat`] for async code.
+    pub async fn chat_async(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut (dyn FnMut(&ChatEvent) + Send),
+        cancelled: &AtomicBool,
+    ) -> Result<Completion, InferError> {
+        let mut streamed = false;
+        self.chat_once(request, on_event, cancelled, &mut streamed)
+            .await
+    }
+
+    /// [`Client::chat_with_retry_until`] for async code.
+    pub async fn chat_with_retry_async(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut (dyn FnMut(&ChatEvent) + Send),
+        cancelled: &AtomicBool,
+    ) -> Result<Completion, InferError> {
+        self.chat_retrying(request, on_event, cancelled).await
+    }
+
+    /// [`Client::health`] for async code.
+    pub async fn health_async(&self) -> Result<Health, InferError> {
+        let exchange = self.probe(HEALTH_PATH).await?;
+        if exchange.status == 200 {
+            return Ok(Health::Ok);
+        }
+        let status = exchange.status;
+        let body = transport::read_body(exchange.body, MAX_ERROR_BODY_BYTES).await?;
+        match InferError::from_answer(status, &body) {
+            InferError::Unavailable { message } => Ok(Health::Loading { message }),
+            other => Err(other),
+        }
+    }
+
+    /// [`Client::props`] for async code.
+    pub async fn props_async(&self) -> Result<ServerInfo, InferError> {
+        let exchange = self.probe(PROPS_PATH).await?;
+        let status = exchange.status;
+        if status != 200 {
+            let body = transport::read_body(exchange.body, MAX_ERROR_BODY_BYTES).await?;
+            return Err(InferError::from_answer(status, &body));
+        }
+        let body = transport::read_body(exchange.body, MAX_PROBE_BODY_BYTES).await?;
+        ServerInfo::from_props(&body)
+    }
+
+    /// [`Client::wait_until_ready`] for async code.
+    pub async fn wait_until_ready_async(
+        &self,
+        health_wait_ms: u64,
+    ) -> Result<ServerInfo, InferError> {
+        let deadline = Instant::now() + Duration::from_millis(health_wait_ms);
+        let mut reported = false;
+        loop {
+            let why = match self.health_async().await {
+                Ok(Health::Ok) => break,
+                Ok(Health::Loading { message }) => InferError::Unavailable { message },
+                Err(e @ InferError::Connect { .. }) => e,
+                Err(e) => return Err(e),
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                let waited = format!("still so after waiting {health_wait_ms} ms");
+                return Err(match why {
+                    InferError::Unavailable { message } => InferError::Unavailable {
+                        message: format!("{message} ({waited})"),
+                    },
+                    InferError::Connect { url, message } => InferError::Connect {
+                        url,
+                        message: format!("{message} ({waited})"),
+                    },
+                    other => other,
+                });
+            }
+            if !reported {
+                tracing::info!(error = %why, health_wait_ms, "waiting for llama-server");
+                reported = true;
+            }
+            let step = Duration::from_millis(HEALTH_POLL_INTERVAL_MS).min(deadline - now);
+            tokio::time::sleep(step).await;
+        }
+        let info = self.props_async().await?;
+        tracing::info!(
+            n_ctx = info.n_ctx,
+            slots = info.total_slots,
+            model = %info.model,
+            build = %info.build_info,
+            "llama-server is ready"
+        );
+        Ok(info)
+    }
+
+    /// A GET within [`PROBE_TIMEOUT_MS`].
+    async fn probe(&self, path: &str) -> Result<Exchange, InferError> {
+        let outgoing = Outgoing {
+            method: Method::GET,
+            path,
+            body: None,
+            event_stream: false,
+            api_key: self.options.api_key.as_deref(),
+        };
+        let send = transport::send(
+            &self.options.endpoint,
+            self.options.connect_timeout_ms,
+            outgoing,
+        );
+        tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), send)
+            .await
+            .unwrap_or(Err(InferError::Timeout {
+                after_ms: PROBE_TIMEOUT_MS,
+            }))
+    }
+
+    async fn chat_retrying<F>(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut F,
+        cancelled: &AtomicBool,
+    ) -> Result<Completion, InferError>
+    where
+        F: FnMut(&ChatEvent) + ?Sized,
+    {
+        let max_attempts = self.options.retry_max_attempts.max(1);
+        let mut attempt = 1;
+        loop {
+            let mut streamed = false;
+            let error = match self
+                .chat_once(request, &mut *on_event, cancelled, &mut streamed)
+                .await
+            {
+                Ok(done) => return Ok(done),
+                Err(e) => e,
+            };
+            if error == InferError::Cancelled {
+                tracing::debug!(attempt, "llama-server call cancelled");
+                return Err(error);
+            }
+            if !error.is_retryable() || streamed || attempt >= max_attempts {
+                tracing::warn!(attempt, streamed, error = %error, "llama-server call failed");
+                return Err(error);
+            }
+            let delay_ms = backoff_ms(
+                attempt,
+                self.options.retry_initial_backoff_ms,
+                self.options.retry_max_backoff_ms,
+            );
+            tracing::info!(attempt, delay_ms, error = %error, "llama-server call failed; retrying");
+            on_event(&ChatEvent::Attempt {
+                attempt,
+                delay_ms,
+                error: error.to_string(),
+            });
+            if !wait_unless_cancelled(delay_ms, cancelled).await {
+                return Err(InferError::Cancelled);
+            }
+            attempt += 1;
+        }
+    }
+
+    /// One try, bounded by `request_timeout_ms` and ended early by `cancelled`. `streamed`
+    /// tells whether any output reached `on_event` (a retry would then duplicate it).
+    async fn chat_once<F>(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut F,
+        cancelled: &AtomicBool,
+        streamed: &mut bool,
+    ) -> Result<Completion, InferError>
+    where
+        F: FnMut(&ChatEvent) + ?Sized,
+    {
+        if cancelled.load(Ordering::Relaxed) {
+            return Err(InferError::Cancelled);
+        }
+        let body = wire::chat_body(request, self.options.max_tokens)
+            .map_err(|message| InferError::BadConfig { message })?;
+        let limit_ms = self.options.request_timeout_ms;
+        tokio::select! {
+            result = self.stream_chat(body, on_event, cancelled, streamed) => result,
+            () = until_cancelled(cancelled) => Err(InferError::Cancelled),
+            () = tokio::time::sleep(Duration::from_millis(limit_ms)) => {
+                Err(InferError::Timeout { after_ms: limit_ms })
+            }
+        }
+    }
+
+    async fn stream_chat<F>(
+        &self,
+        body: Vec<u8>,
+        on_event: &mut F,
+        cancelled: &AtomicBool,
+        streamed: &mut bool,
+    ) -> Result<Completion, InferError>
+    where
+        F: FnMut(&ChatEvent) + ?Sized,
+    {
+        let outgoing = Outgoing {
+            method: Method::POST,
+            path: CHAT_PATH,
+            body: Some(body),
+            event_stream: true,
+            api_key: self.options.api_key.as_deref(),
+        };
+        let exchange = transport::send(
+            &self.options.endpoint,
+            self.options.connect_timeout_ms,
+            outgoing,
+        )
+        .await?;
+        let status = exchange.status;
+        if !(200..300).contains(&status) {
+            let body = transport::read_body(exchange.body, MAX_ERROR_BODY_BYTES).await?;
+            return Err(InferError::from_answer(status, &body));
+        }
+        let mut body = exchange.body;
+        let mut parser = SseParser::new();
+        let mut assembler = Assembler::new();
+        let mut events = Vec::new();
+        loop {
+            let frame = match body.frame().await {
+                None if parser.is_mid_event() => {
+                    return Err(stream_error(
+                        "the stream ended in the middle of an event".into(),
+                    ));
+                }
+                None => return Err(stream_error("the stream ended without [DONE]".into())),
+                Some(Err(e)) => {
+                    return Err(stream_error(format!(
+                        "the connection broke mid-answer ({e})"
+                    )));
+                }
+                Some(Ok(frame)) => frame,
+            };
+            if cancelled.load(Ordering::Relaxed) {
+                return Err(InferError::Cancelled);
+            }
+            let Ok(bytes) = frame.into_data() else {
+                continue;
+            };
+            parser
+                .push(&bytes, &mut events)
+                .map_err(|e| stream_error(e.to_string()))?;
+            for event in events.drain(..) {
+                let progress = match event {
+                    SseEvent::Data(data) => assembler.data(&data, on_event),
+                    SseEvent::Error(value) => Err(assembler.error_event(&value)),
+                };
+                *streamed = assembler.has_streamed();
+                if progress? == Progress::Done {
+                    return Ok(assembler.finish());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! The llama-server client: chat completions (streamed), retries, and the start-up checks
+//! against `/health` and `/props`.
+//!
+//! The client is blocking on purpose: turns run on their own threads (see `turn`), and the
+//! seeds' code calls `client.chat_with_retry(&request, &mut |_| {})` directly. Inside, it
+//! drives hyper on loopd's tokio runtime.
+
+mod client;
+mod endpoint;
+mod error;
+mod message;
+mod options;
+mod props;
+mod retry;
+mod sse;
+mod stream;
+mod transport;
+mod wire;
+
+pub use client::{Client, ClientOptions};
+pub use error::InferError;
+pub use message::{ChatEvent, ChatMessage, ChatRequest, Completion, Timings};
+pub use props::{ServerInfo, check_expectations};
+pub use proto::ToolSchema;
+
+pub use client::{HEALTH_POLL_INTERVAL_MS, PROBE_TIMEOUT_MS};
+pub use endpoint::Endpoint;
+pub use props::Health;
+pub use retry::CANCEL_POLL_INTERVAL_MS;
