@@ -1,34 +1,28 @@
-//! `boxctl`: how a person drives boxmaker.
-//!
-//! Not built yet: the commands below arrive with issue #3 (turns end to end). Until then every
-//! command says so and exits 2, so nothing pretends to work.
+//! The `boxctl` binary: parses the command line, runs the command on a small tokio runtime,
+//! and exits with its code (see `boxctl --help`).
 
+use boxctl::cli::{Cli, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use clap::Parser;
+use std::process::ExitCode;
 
-/// boxctl drives a boxmaker appliance through loopd's Unix socket.
-///
-/// Commands (arriving with issue #3): task, sessions, show [--follow], summaries, cancel,
-/// status, notifications. Not implemented yet: every command exits 2.
-#[derive(Parser, Debug)]
-#[command(version, about, long_about)]
-struct Cli {
-    /// loopd's socket (default: $BOXCTL_SOCKET, then the installed path).
-    #[arg(long, env = "BOXCTL_SOCKET")]
-    socket: Option<std::path::PathBuf>,
-    /// Print JSON for scripts.
-    #[arg(long)]
-    json: bool,
-    /// The command and its arguments.
-    #[arg(trailing_var_arg = true)]
-    command: Vec<String>,
-}
-
-fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    let _ = (&cli.socket, cli.json);
-    eprintln!(
-        "boxctl: {:?} is not implemented yet: boxctl's commands arrive with issue #3",
-        cli.command.join(" ")
-    );
-    std::process::ExitCode::from(2)
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // --help and --version are not errors; everything else clap refuses is a usage
+            // error, kept apart from exit 2 (loopd unreachable).
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    match runtime {
+        Ok(runtime) => ExitCode::from(runtime.block_on(boxctl::run(cli))),
+        Err(e) => {
+            eprintln!("boxctl: cannot start the async runtime: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
 }

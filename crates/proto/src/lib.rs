@@ -4,6 +4,7 @@
 //! their answers with these types, so a change of protocol is a change here, seen by all.
 //! Every type we own refuses unknown fields.
 
+pub mod api;
 mod tool;
 
 pub use tool::{ToolRequest, ToolResponse, ToolSchema};

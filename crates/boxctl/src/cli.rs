@@ -1,0 +1,102 @@
+//! boxctl's command line and its exit codes.
+
+use crate::client::DEFAULT_SOCKET;
+use bxcore::SessionId;
+use clap::{Parser, Subcommand};
+use clap_complete::Shell;
+use std::path::PathBuf;
+
+/// Success: the command did what it says; for `task`, the turn ended `done`.
+pub const EXIT_OK: u8 = 0;
+/// The turn did not finish (failed, cancelled, max_steps, interrupted), or loopd refused the
+/// request for any reason not listed below.
+pub const EXIT_FAILED: u8 = 1;
+/// loopd is not running at the socket, cannot be connected to, or went away.
+pub const EXIT_UNREACHABLE: u8 = 2;
+/// The session is busy: its queue of waiting tasks is full (HTTP 409).
+pub const EXIT_BUSY: u8 = 3;
+/// No such session (HTTP 404).
+pub const EXIT_UNKNOWN_SESSION: u8 = 4;
+/// The command line was wrong.
+pub const EXIT_USAGE: u8 = 64;
+
+const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0   done (for task: the turn ended done)
+  1   the turn failed, was cancelled, hit max_steps or was interrupted; or another error
+  2   loopd is not running at the socket, cannot be reached, or went away
+  3   the session is busy: its queue is full
+  4   no such session
+  64  the command line was wrong";
+
+/// boxctl drives a boxmaker appliance through loopd's Unix socket.
+#[derive(Debug, Parser)]
+#[command(name = "boxctl", version, after_help = EXIT_CODES_HELP)]
+pub struct Cli {
+    /// loopd's socket [env: BOXCTL_SOCKET; default: /run/boxmaker/loopd.sock].
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        env = "BOXCTL_SOCKET",
+        default_value = DEFAULT_SOCKET,
+        hide_default_value = true,
+        hide_env = true
+    )]
+    pub socket: PathBuf,
+    /// Print loopd's answers as JSON (one JSON document a line) for scripts.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// boxctl's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a task and stream the answer; tool calls and results print one line each.
+    ///
+    /// Ctrl-C stops watching; the turn goes on in loopd (`boxctl cancel ID` stops it).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Task {
+        /// The session to run it in (a new session when absent).
+        #[arg(long, value_name = "ID")]
+        session: Option<SessionId>,
+        /// Show the model's reasoning too (dimmed on a terminal).
+        #[arg(long)]
+        reasoning: bool,
+        /// What to ask; the words are joined with spaces.
+        #[arg(value_name = "TEXT", required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
+    /// List the sessions: turns, records, busy or queued.
+    Sessions,
+    /// Show a session's records, one line each.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Show {
+        /// The session.
+        #[arg(value_name = "ID")]
+        id: SessionId,
+        /// Then follow its events as they happen, until Ctrl-C.
+        #[arg(long)]
+        follow: bool,
+        /// Show the model's reasoning too.
+        #[arg(long)]
+        reasoning: bool,
+    },
+    /// Cancel a session's running turn and drop its queued tasks.
+    Cancel {
+        /// The session.
+        #[arg(value_name = "ID")]
+        id: SessionId,
+    },
+    /// Show how loopd, the tool broker and the model server are.
+    Status,
+    /// Print a shell completion script to stdout.
+    Completions {
+        /// The shell.
+        #[arg(value_name = "SHELL")]
+        shell: Shell,
+    },
+}

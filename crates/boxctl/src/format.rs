@@ -1,0 +1,425 @@
+//! How boxctl shows things to people: pure functions from events, records and answers to
+//! text. Everything that came from the model or a tool is made safe for a terminal first.
+
+use bxcore::{LogRecord, ToolCall, ToolOutcome, TurnEnd, TurnEvent};
+use proto::api::{CancelAnswer, SessionList, Status};
+use std::borrow::Cow;
+
+/// The most characters of a tool call's arguments shown on its line.
+pub const MAX_ARGUMENT_CHARS: usize = 200;
+/// The most characters of a tool result's content shown by `show`.
+pub const MAX_RESULT_PREVIEW_CHARS: usize = 160;
+
+const DIM: &str = "\x1b[2m";
+const RESET: &str = "\x1b[0m";
+
+/// `text` without control characters other than newline and tab, so that no escape sequence
+/// from a model or a tool reaches the terminal.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if text.chars().any(bad) {
+        Cow::Owned(text.chars().filter(|&c| !bad(c)).collect())
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// `text` on one line (newlines shown as ` ⏎ `), terminal-safe, cut to `max_chars` with `…`.
+pub fn one_line(text: &str, max_chars: Option<usize>) -> String {
+    let flat = terminal_safe(text.trim_end())
+        .replace("\r\n", "\n")
+        .replace('\n', " ⏎ ");
+    match max_chars {
+        Some(max) if flat.chars().count() > max => {
+            let mut cut: String = flat.chars().take(max).collect();
+            cut.push('…');
+            cut
+        }
+        _ => flat,
+    }
+}
+
+/// A tool call as one line: `→ clock {}`.
+pub fn tool_call_line(call: &ToolCall) -> String {
+    format!(
+        "→ {} {}",
+        one_line(&call.name, None),
+        one_line(call.arguments.trim(), Some(MAX_ARGUMENT_CHARS))
+    )
+}
+
+/// How a tool call ended, as words: `ok`, `failed`, `denied: no_grant`.
+pub fn outcome_words(outcome: &ToolOutcome) -> String {
+    match outcome {
+        ToolOutcome::Ok => "ok".into(),
+        ToolOutcome::Failed => "failed".into(),
+        ToolOutcome::Denied { reason } => {
+            let word = serde_json::to_value(reason)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("{reason:?}"));
+            format!("denied: {word}")
+        }
+    }
+}
+
+/// A tool result as one line: `← ok, 25 bytes`, `← denied: no_grant`, with `truncated` and
+/// `untrusted` when they hold.
+pub fn tool_result_line(
+    outcome: &ToolOutcome,
+    bytes: u64,
+    truncated: bool,
+    untrusted: bool,
+) -> String {
+    let mut line = format!("← {}", outcome_words(outcome));
+    if !matches!(outcome, ToolOutcome::Denied { .. }) {
+        line.push_str(&format!(", {bytes} bytes"));
+    }
+    if truncated {
+        line.push_str(", truncated");
+    }
+    if untrusted {
+        line.push_str(", untrusted");
+    }
+    line
+}
+
+/// Why a turn that did not finish ended, for stderr; `None` for `done`.
+pub fn end_message(end: &TurnEnd) -> Option<String> {
+    match end {
+        TurnEnd::Done => None,
+        TurnEnd::Cancelled => Some("the turn was cancelled".into()),
+        TurnEnd::Failed { reason } => Some(format!("the turn failed: {}", one_line(reason, None))),
+        TurnEnd::MaxSteps => Some("the turn stopped at the step limit (loop.max_steps)".into()),
+        TurnEnd::Interrupted => Some("the turn was interrupted: loopd stopped while it ran".into()),
+    }
+}
+
+/// How a turn ended, as words: `done`, `failed: why`.
+pub fn end_words(end: &TurnEnd) -> String {
+    match end {
+        TurnEnd::Done => "done".into(),
+        TurnEnd::Cancelled => "cancelled".into(),
+        TurnEnd::Failed { reason } => format!("failed: {}", one_line(reason, None)),
+        TurnEnd::MaxSteps => "max_steps".into(),
+        TurnEnd::Interrupted => "interrupted".into(),
+    }
+}
+
+/// What printing one event produced: text for stdout and for stderr.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Printed {
+    /// For stdout.
+    pub out: String,
+    /// For stderr.
+    pub err: String,
+}
+
+/// Turns a stream of turn events into what a person sees: answer text as it streams, one
+/// line per tool call and result, retries on stderr.
+#[derive(Debug, Clone)]
+pub struct EventPrinter {
+    show_reasoning: bool,
+    color: bool,
+    at_line_start: bool,
+    in_reasoning: bool,
+}
+
+impl EventPrinter {
+    /// A printer; `show_reasoning` shows the model's reasoning (dimmed when `color`, else
+    /// after a `thinking: ` prefix).
+    pub fn new(show_reasoning: bool, color: bool) -> EventPrinter {
+        EventPrinter {
+            show_reasoning,
+            color,
+            at_line_start: true,
+            in_reasoning: false,
+        }
+    }
+
+    fn text(&mut self, out: &mut String, text: &str, reasoning: bool) {
+        if text.is_empty() {
+            return;
+        }
+        if reasoning != self.in_reasoning {
+            if self.in_reasoning && self.color {
+                out.push_str(RESET);
+            }
+            if !self.at_line_start {
+                out.push('\n');
+                self.at_line_start = true;
+            }
+            self.in_reasoning = reasoning;
+            if reasoning {
+                out.push_str(if self.color { DIM } else { "thinking: " });
+            }
+        }
+        let safe = terminal_safe(text);
+        out.push_str(&safe);
+        self.at_line_start = safe.ends_with('\n');
+    }
+
+    /// Ends any open reasoning and line, so that a whole line can follow.
+    fn break_line(&mut self, out: &mut String) {
+        if self.in_reasoning {
+            if self.color {
+                out.push_str(RESET);
+            }
+            self.in_reasoning = false;
+        }
+        if !self.at_line_start {
+            out.push('\n');
+            self.at_line_start = true;
+        }
+    }
+
+    /// What `event` prints.
+    pub fn print(&mut self, event: &TurnEvent) -> Printed {
+        let mut p = Printed::default();
+        match event {
+            TurnEvent::Started { .. } | TurnEvent::ModelDone { .. } => {}
+            TurnEvent::Content { text } => self.text(&mut p.out, text, false),
+            TurnEvent::Reasoning { text } if self.show_reasoning => {
+                self.text(&mut p.out, text, true);
+            }
+            TurnEvent::Reasoning { .. } => {}
+            TurnEvent::Retry {
+                attempt,
+                delay_ms,
+                error,
+            } => {
+                p.err = format!(
+                    "boxctl: model call failed (attempt {attempt}): {}; retrying in {delay_ms} ms\n",
+                    one_line(error, None)
+                );
+            }
+            TurnEvent::ToolCall { tool_call, .. } => {
+                self.break_line(&mut p.out);
+                p.out.push_str(&tool_call_line(tool_call));
+                p.out.push('\n');
+            }
+            TurnEvent::ToolResult {
+                outcome,
+                truncated,
+                untrusted,
+                bytes,
+                ..
+            } => {
+                self.break_line(&mut p.out);
+                p.out
+                    .push_str(&tool_result_line(outcome, *bytes, *truncated, *untrusted));
+                p.out.push('\n');
+            }
+            TurnEvent::Ended { end, .. } => {
+                self.break_line(&mut p.out);
+                if let Some(why) = end_message(end) {
+                    p.err = format!("boxctl: {why}\n");
+                }
+            }
+        }
+        p
+    }
+
+    /// What is left to print when the stream stops without `Ended`.
+    pub fn finish(&mut self) -> String {
+        let mut out = String::new();
+        self.break_line(&mut out);
+        out
+    }
+}
+
+fn clock(time: &bxcore::Timestamp) -> String {
+    let text = time.to_rfc3339();
+    text.get(11..19).map_or(text.clone(), str::to_string)
+}
+
+/// A session record as readable lines: one per record, and one per tool call an answer asked
+/// for. Reasoning is shown only when `show_reasoning`.
+pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
+    match record {
+        LogRecord::Header { session, time, .. } => {
+            vec![format!("── session {session}, created {time}")]
+        }
+        LogRecord::EpochStart {
+            time, epoch, carry, ..
+        } => vec![format!(
+            "{} ── epoch {epoch} begins (carry of {} chars)",
+            clock(time),
+            carry.chars().count()
+        )],
+        LogRecord::User {
+            time,
+            turn,
+            content,
+        } => vec![format!(
+            "{} user [turn {turn}]: {}",
+            clock(time),
+            one_line(content, None)
+        )],
+        LogRecord::Assistant {
+            time,
+            content,
+            reasoning,
+            tool_calls,
+            ..
+        } => {
+            let at = clock(time);
+            let mut lines = Vec::new();
+            if let Some(reasoning) = reasoning.as_deref().filter(|_| show_reasoning) {
+                lines.push(format!("{at} thinking: {}", one_line(reasoning, None)));
+            }
+            if !content.trim().is_empty() || tool_calls.is_empty() {
+                lines.push(format!("{at} assistant: {}", one_line(content, None)));
+            }
+            lines.extend(
+                tool_calls
+                    .iter()
+                    .map(|c| format!("{at} {}", tool_call_line(c))),
+            );
+            lines
+        }
+        LogRecord::ToolResult {
+            time,
+            call,
+            content,
+            untrusted,
+            truncated,
+            outcome,
+            ..
+        } => {
+            let head = tool_result_line(outcome, content.len() as u64, *truncated, *untrusted);
+            let preview = one_line(content, Some(MAX_RESULT_PREVIEW_CHARS));
+            vec![format!("{} {head} (call {call}): {preview}", clock(time))]
+        }
+        LogRecord::ToolSummary {
+            time,
+            call,
+            content,
+            ..
+        } => vec![format!(
+            "{} summary of call {call}: {}",
+            clock(time),
+            one_line(content, None)
+        )],
+        LogRecord::TurnEnd { time, turn, end } => {
+            vec![format!(
+                "{} turn {turn} ended: {}",
+                clock(time),
+                end_words(end)
+            )]
+        }
+        LogRecord::Note { time, text } => {
+            vec![format!("{} note: {}", clock(time), one_line(text, None))]
+        }
+    }
+}
+
+/// The sessions as a table with a header; a line saying so when there are none.
+pub fn sessions_table(list: &SessionList) -> String {
+    if list.sessions.is_empty() {
+        return "no sessions\n".into();
+    }
+    let rows: Vec<[String; 4]> = list
+        .sessions
+        .iter()
+        .map(|s| {
+            let mut state = String::from(if s.busy { "busy" } else { "idle" });
+            if s.queued > 0 {
+                state.push_str(&format!(", {} queued", s.queued));
+            }
+            [
+                s.id.to_string(),
+                s.last_turn.to_string(),
+                s.records.to_string(),
+                state,
+            ]
+        })
+        .collect();
+    let header = ["SESSION", "TURNS", "RECORDS", "STATE"].map(String::from);
+    let width = |i: usize| {
+        std::iter::once(&header)
+            .chain(&rows)
+            .map(|r| r[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    std::iter::once(&header)
+        .chain(&rows)
+        .map(|r| format!("{:<w0$}  {:>w1$}  {:>w2$}  {}\n", r[0], r[1], r[2], r[3]))
+        .collect()
+}
+
+/// `seconds` as `1d 2h`, `3h 4m`, `5m 6s` or `7s`.
+pub fn duration_words(seconds: u64) -> String {
+    let (d, h, m, s) = (
+        seconds / 86_400,
+        seconds % 86_400 / 3_600,
+        seconds % 3_600 / 60,
+        seconds % 60,
+    );
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
+}
+
+/// The status as three lines: loopd, broker, llama.
+pub fn status_text(status: &Status) -> String {
+    let loopd = &status.loopd;
+    let broker = &status.broker;
+    let llama = &status.llama;
+    let mut text = format!(
+        "loopd   {}, up {}; {} running, {} queued\n",
+        loopd.version,
+        duration_words(loopd.uptime_s),
+        loopd.running,
+        loopd.queued
+    );
+    let at = broker
+        .socket
+        .as_deref()
+        .map(|s| format!(" at {s}"))
+        .unwrap_or_default();
+    let ok = if broker.ok { "ok" } else { "NOT ANSWERING" };
+    text.push_str(&format!("broker  {}{at}: {ok}", broker.kind));
+    if !broker.note.is_empty() {
+        text.push_str(&format!("; {}", one_line(&broker.note, None)));
+    }
+    text.push('\n');
+    let health = match (&llama.ok, &llama.error) {
+        (true, _) => "ok".to_string(),
+        (false, Some(e)) => format!("NOT OK: {}", one_line(e, None)),
+        (false, None) => "NOT OK".to_string(),
+    };
+    let slots = &llama.slots;
+    text.push_str(&format!(
+        "llama   {}: {health}; model {}, n_ctx {}, {} slots (main {}, background {}, subagent {})\n",
+        llama.url,
+        llama.model,
+        llama.n_ctx,
+        llama.total_slots,
+        slots.main,
+        slots.background,
+        slots.subagent
+    ));
+    text
+}
+
+/// What a cancel did, as a line.
+pub fn cancel_text(answer: &CancelAnswer) -> String {
+    let id = &answer.session;
+    let mut text = if answer.cancelled {
+        format!("cancelled the running turn of {id}")
+    } else {
+        format!("no turn was running in {id}")
+    };
+    if answer.dropped > 0 {
+        let s = if answer.dropped == 1 { "" } else { "s" };
+        text.push_str(&format!("; dropped {} queued task{s}", answer.dropped));
+    }
+    text.push('\n');
+    text
+}

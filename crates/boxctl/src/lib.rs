@@ -1,0 +1,16 @@
+//! `boxctl`: how a person (or a script) drives boxmaker, through loopd's Unix socket.
+//!
+//! The library holds everything but `main`: the command line ([`cli`]), a client of loopd's
+//! API ([`client`], with an SSE reader in [`sse`]), how events and records read as text
+//! ([`mod@format`]), and the commands themselves ([`mod@run`]). See `boxctl --help` for the exit
+//! codes.
+
+pub mod cli;
+pub mod client;
+pub mod format;
+pub mod run;
+pub mod sse;
+
+pub use cli::Cli;
+pub use client::{Client, ClientError};
+pub use run::run;

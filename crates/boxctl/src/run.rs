@@ -1,0 +1,266 @@
+//! Carrying out a command: requests to loopd, what is printed, and the exit code.
+
+use crate::cli::{
+    Cli, Command, EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN_SESSION, EXIT_UNREACHABLE,
+};
+use crate::client::{Client, ClientError, EventStream, StreamItem};
+use crate::format::{
+    EventPrinter, cancel_text, end_message, record_lines, sessions_table, status_text,
+};
+use bxcore::{SessionId, TurnEnd, TurnEvent};
+use clap::CommandFactory;
+use proto::api::{SSE_PING_COMMENT, TaskRequest};
+use std::io::{self, IsTerminal, Write};
+
+/// Why a command stopped early.
+#[derive(Debug)]
+enum Failure {
+    Client(ClientError),
+    Output(io::Error),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Failure {
+        Failure::Client(e)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        Failure::Output(e)
+    }
+}
+
+/// The exit code for an error talking to loopd (see [`crate::cli`]).
+pub fn exit_code(error: &ClientError) -> u8 {
+    match error {
+        ClientError::Unreachable { .. } | ClientError::Lost { .. } => EXIT_UNREACHABLE,
+        ClientError::Api { status: 409, .. } => EXIT_BUSY,
+        ClientError::Api { status: 404, .. } => EXIT_UNKNOWN_SESSION,
+        ClientError::Api { .. } | ClientError::Protocol(_) => EXIT_FAILED,
+    }
+}
+
+/// Writes `text` to stdout now.
+fn out(text: &str) -> io::Result<()> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()
+}
+
+fn out_line(text: &str) -> io::Result<()> {
+    out(&format!("{text}\n"))
+}
+
+/// Runs `cli`'s command; the process's exit code. Errors are printed on stderr, one line;
+/// with `--json`, loopd's error answers are also printed on stdout as they came.
+pub async fn run(cli: Cli) -> u8 {
+    let client = Client::new(&cli.socket);
+    let json = cli.json;
+    let result = match cli.command {
+        Command::Task {
+            session,
+            reasoning,
+            text,
+        } => task(&client, json, session, reasoning, text.join(" ")).await,
+        Command::Sessions => sessions(&client, json).await,
+        Command::Show {
+            id,
+            follow,
+            reasoning,
+        } => show(&client, json, &id, follow, reasoning).await,
+        Command::Cancel { id } => cancel(&client, json, &id).await,
+        Command::Status => status(&client, json).await,
+        Command::Completions { shell } => completions(shell),
+    };
+    match result {
+        Ok(code) => code,
+        Err(Failure::Client(e)) => {
+            if let ClientError::Api { error, .. } = &e
+                && json
+                && let Ok(raw) = serde_json::to_string(error)
+            {
+                let _ = out_line(&raw);
+            }
+            eprintln!("boxctl: {e}");
+            exit_code(&e)
+        }
+        Err(Failure::Output(e)) => {
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                eprintln!("boxctl: cannot write to stdout: {e}");
+            }
+            EXIT_FAILED
+        }
+    }
+}
+
+/// A comment from loopd: pings mean nothing to people; anything else goes to stderr.
+fn comment(text: &str) {
+    if text != SSE_PING_COMMENT {
+        eprintln!("boxctl: loopd: {text}");
+    }
+}
+
+fn stream_ended(client: &Client, what: &str) -> ClientError {
+    ClientError::Lost {
+        socket: client.socket().to_path_buf(),
+        reason: format!("loopd ended the event stream {what}"),
+    }
+}
+
+async fn task(
+    client: &Client,
+    json: bool,
+    session: Option<SessionId>,
+    reasoning: bool,
+    text: String,
+) -> Result<u8, Failure> {
+    let new_session = session.is_none();
+    let mut stream = client.submit_stream(&TaskRequest { session, text }).await?;
+    let mut printer = EventPrinter::new(reasoning, io::stdout().is_terminal());
+    while let Some(item) = stream.next().await? {
+        let (event, raw) = match item {
+            StreamItem::Event { event, raw } => (event, raw),
+            StreamItem::Comment(text) => {
+                comment(&text);
+                continue;
+            }
+        };
+        if let TurnEvent::Started { session, turn } = &event
+            && new_session
+        {
+            eprintln!("boxctl: session {session}, turn {turn}");
+        }
+        if json {
+            out_line(&raw)?;
+            if let TurnEvent::Ended { end, .. } = &event
+                && let Some(why) = end_message(end)
+            {
+                eprintln!("boxctl: {why}");
+            }
+        } else {
+            let printed = printer.print(&event);
+            out(&printed.out)?;
+            eprint!("{}", printed.err);
+        }
+        if let TurnEvent::Ended { end, .. } = event {
+            return Ok(if end == TurnEnd::Done {
+                EXIT_OK
+            } else {
+                EXIT_FAILED
+            });
+        }
+    }
+    out(&printer.finish())?;
+    Err(stream_ended(client, "before the turn ended").into())
+}
+
+async fn sessions(client: &Client, json: bool) -> Result<u8, Failure> {
+    let answer = client.sessions().await?;
+    if json {
+        out_line(&answer.raw)?;
+    } else {
+        out(&sessions_table(&answer.value))?;
+    }
+    Ok(EXIT_OK)
+}
+
+async fn show(
+    client: &Client,
+    json: bool,
+    id: &SessionId,
+    follow: bool,
+    reasoning: bool,
+) -> Result<u8, Failure> {
+    // Subscribe first, so that nothing between the last page and the stream is missed.
+    let stream = match follow {
+        true => Some(client.follow(id).await?),
+        false => None,
+    };
+    let mut from = 0;
+    loop {
+        let page = client.records(id, from, None).await?;
+        if json {
+            out_line(&page.raw)?;
+        } else {
+            for record in &page.value.records {
+                for line in record_lines(record, reasoning) {
+                    out_line(&line)?;
+                }
+            }
+        }
+        match page.value.next {
+            None => break,
+            Some(next) if next > from => from = next,
+            Some(next) => {
+                let why = format!("the page from record {from} says the next starts at {next}");
+                return Err(ClientError::Protocol(why).into());
+            }
+        }
+    }
+    match stream {
+        Some(stream) => follow_events(client, json, id, stream, reasoning).await,
+        None => Ok(EXIT_OK),
+    }
+}
+
+async fn follow_events(
+    client: &Client,
+    json: bool,
+    id: &SessionId,
+    mut stream: EventStream,
+    reasoning: bool,
+) -> Result<u8, Failure> {
+    if !json {
+        eprintln!("boxctl: following {id}; Ctrl-C stops");
+    }
+    let mut printer = EventPrinter::new(reasoning, io::stdout().is_terminal());
+    while let Some(item) = stream.next().await? {
+        match item {
+            StreamItem::Comment(text) => comment(&text),
+            StreamItem::Event { raw, .. } if json => out_line(&raw)?,
+            StreamItem::Event { event, .. } => {
+                if let TurnEvent::Started { turn, .. } = &event {
+                    out(&format!("{}── turn {turn}\n", printer.finish()))?;
+                }
+                let printed = printer.print(&event);
+                out(&printed.out)?;
+                eprint!("{}", printed.err);
+            }
+        }
+    }
+    out(&printer.finish())?;
+    Err(stream_ended(client, "(loopd stopped?)").into())
+}
+
+async fn cancel(client: &Client, json: bool, id: &SessionId) -> Result<u8, Failure> {
+    let answer = client.cancel(id).await?;
+    if json {
+        out_line(&answer.raw)?;
+    } else {
+        out(&cancel_text(&answer.value))?;
+    }
+    Ok(EXIT_OK)
+}
+
+async fn status(client: &Client, json: bool) -> Result<u8, Failure> {
+    let answer = client.status().await?;
+    if json {
+        out_line(&answer.raw)?;
+    } else {
+        out(&status_text(&answer.value))?;
+    }
+    Ok(EXIT_OK)
+}
+
+fn completions(shell: clap_complete::Shell) -> Result<u8, Failure> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "boxctl", &mut script);
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(&script)?;
+    stdout.flush()?;
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,170 @@
+//! boxctl's command line: parsing, help, completions, and the one clear line and exit 2 when
+//! loopd is not there.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use boxctl::Cli;
+use boxctl::cli::{Command, EXIT_UNREACHABLE, EXIT_USAGE};
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::{Command as Process, Output};
+
+/// Runs boxctl with `args` and only `env` in its environment.
+fn boxctl(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Process::new(env!("CARGO_BIN_EXE_boxctl"));
+    cmd.env_clear().args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(std::iter::once("boxctl").chain(args.iter().copied()))
+}
+
+#[test]
+fn cli_task_joins_its_words_and_takes_global_flags_anywhere() {
+    let cli = parse(&["task", "--session", "s1", "what", "time", "--json", "is it"]).unwrap();
+    assert!(cli.json);
+    let Command::Task {
+        session,
+        reasoning,
+        text,
+    } = cli.command
+    else {
+        panic!("not a task: {:?}", cli.command)
+    };
+    assert_eq!(session.unwrap().as_str(), "s1");
+    assert!(!reasoning);
+    assert_eq!(text.join(" "), "what time is it");
+}
+
+#[test]
+fn cli_socket_comes_from_the_flag_or_the_default() {
+    // The environment variable is checked by running the binary (see below), not here: tests
+    // share one environment.
+    let cli = parse(&["--socket", "/tmp/x.sock", "status"]).unwrap();
+    assert_eq!(cli.socket, PathBuf::from("/tmp/x.sock"));
+    if std::env::var_os("BOXCTL_SOCKET").is_none() {
+        let cli = parse(&["sessions"]).unwrap();
+        assert_eq!(cli.socket, PathBuf::from("/run/boxmaker/loopd.sock"));
+    }
+}
+
+#[test]
+fn cli_show_cancel_and_completions_parse() {
+    let cli = parse(&["show", "s1", "--follow", "--reasoning"]).unwrap();
+    assert!(matches!(
+        cli.command,
+        Command::Show {
+            follow: true,
+            reasoning: true,
+            ..
+        }
+    ));
+    assert!(matches!(
+        parse(&["cancel", "s1"]).unwrap().command,
+        Command::Cancel { .. }
+    ));
+    for shell in ["bash", "zsh", "fish"] {
+        assert!(matches!(
+            parse(&["completions", shell]).unwrap().command,
+            Command::Completions { .. }
+        ));
+    }
+}
+
+#[test]
+fn cli_refuses_a_bad_session_id_a_missing_text_and_an_unknown_command() {
+    let err = parse(&["show", "../etc"]).unwrap_err().to_string();
+    assert!(err.contains("invalid session id"), "{err}");
+    assert!(parse(&["task"]).is_err());
+    assert!(parse(&["task", "--session", ".x", "hi"]).is_err());
+    assert!(parse(&["frobnicate"]).is_err());
+    assert!(parse(&[]).is_err());
+}
+
+#[test]
+fn cli_usage_errors_exit_64_not_2() {
+    let out = boxctl(&["show", "../etc"], &[]);
+    assert_eq!(out.status.code(), Some(i32::from(EXIT_USAGE)));
+    assert!(text(&out.stderr).contains("invalid session id"));
+}
+
+#[test]
+fn cli_help_lists_the_commands_and_the_exit_codes() {
+    let out = boxctl(&["--help"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for word in [
+        "task",
+        "sessions",
+        "show",
+        "cancel",
+        "status",
+        "completions",
+    ] {
+        assert!(help.contains(word), "{word} missing: {help}");
+    }
+    assert!(help.contains("Exit codes:"), "{help}");
+    assert!(help.contains("3   the session is busy"), "{help}");
+    assert!(help.contains("4   no such session"), "{help}");
+}
+
+#[test]
+fn cli_without_loopd_prints_one_clear_line_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("loopd.sock");
+    let socket = socket.to_str().unwrap();
+    for args in [
+        vec!["--socket", socket, "status"],
+        vec!["--socket", socket, "task", "hello"],
+        vec!["--socket", socket, "show", "s1", "--follow"],
+        vec!["--socket", socket, "--json", "sessions"],
+    ] {
+        let out = boxctl(&args, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(i32::from(EXIT_UNREACHABLE)),
+            "{args:?}"
+        );
+        let stderr = text(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert_eq!(
+            stderr.trim_end(),
+            format!(
+                "boxctl: loopd is not running at {socket} (no socket there); \
+                 start it or set --socket"
+            )
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn cli_takes_the_socket_from_boxctl_socket_and_says_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("loopd.sock");
+    // A socket file nobody listens on: connecting is refused.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let out = boxctl(&["status"], &[("BOXCTL_SOCKET", socket.to_str().unwrap())]);
+    assert_eq!(out.status.code(), Some(i32::from(EXIT_UNREACHABLE)));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("(connection refused)"), "{stderr}");
+    assert!(stderr.contains(socket.to_str().unwrap()), "{stderr}");
+}
+
+#[test]
+fn cli_completions_for_bash_zsh_and_fish_name_boxctl() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = boxctl(&["completions", shell], &[]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = text(&out.stdout);
+        assert!(script.contains("boxctl"), "{shell}: {script}");
+        assert!(script.contains("sessions"), "{shell}");
+    }
+}

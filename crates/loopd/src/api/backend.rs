@@ -1,0 +1,56 @@
+//! What the HTTP layer needs from loopd: the contract between `api` (HTTP, SSE, peer checks)
+//! and the engine that runs turns. Tests of the HTTP layer use a stand-in.
+
+use bxcore::{SessionId, TurnEvent};
+use proto::api::{CancelAnswer, RecordsPage, SessionList, Status, TaskAccepted, TaskRequest};
+use std::future::Future;
+use tokio::sync::{broadcast, mpsc};
+
+/// A task that started: its user record is durable.
+#[derive(Debug)]
+pub struct Submitted {
+    /// Where and which turn it is.
+    pub accepted: TaskAccepted,
+    /// The turn's events, from `Started` to `Ended`; the channel closes after `Ended`.
+    pub events: mpsc::UnboundedReceiver<TurnEvent>,
+}
+
+/// Why a request could not be served; each maps to one HTTP status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiFailure {
+    /// 400: the request was wrong; says how.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 404: no such session.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: the session's queue is full.
+    #[error("{0}")]
+    Busy(String),
+    /// 503: loopd cannot serve it now (shutting down, store failing).
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500: something broke inside loopd.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// The engine behind the API.
+pub trait Backend: Send + Sync + 'static {
+    /// Queues a task and resolves once its user record is durable (for a busy session: once
+    /// the task's turn starts). A full queue is [`ApiFailure::Busy`].
+    fn submit(
+        &self,
+        task: TaskRequest,
+    ) -> impl Future<Output = Result<Submitted, ApiFailure>> + Send;
+    /// Every session.
+    fn sessions(&self) -> Result<SessionList, ApiFailure>;
+    /// Up to `limit` records of session `id` from index `from`.
+    fn records(&self, id: &SessionId, from: u64, limit: u64) -> Result<RecordsPage, ApiFailure>;
+    /// The events of every turn of session `id` from now on.
+    fn follow(&self, id: &SessionId) -> Result<broadcast::Receiver<TurnEvent>, ApiFailure>;
+    /// Cancels the running turn of session `id` and drops its queued tasks.
+    fn cancel(&self, id: &SessionId) -> Result<CancelAnswer, ApiFailure>;
+    /// How loopd, the broker and the model server are.
+    fn status(&self) -> impl Future<Output = Status> + Send;
+}

@@ -1,0 +1,35 @@
+//! loopd's HTTP API: HTTP/1.1 with JSON over loopd's Unix socket (SPEC 7).
+//!
+//! The routes and bodies are in [`proto::api`]. This module binds the socket (mode 0660,
+//! optionally owned by `api.socket_group`), checks each peer with `SO_PEERCRED`, serves the
+//! routes with hyper, and streams turn events as server-sent events. What it serves comes
+//! from a [`Backend`]: the engine in loopd, a stand-in in tests.
+//!
+//! ```no_run
+//! # async fn run<B: loopd::api::Backend>(backend: std::sync::Arc<B>) -> anyhow::Result<()> {
+//! use loopd::api::{ApiOptions, bind_socket, serve};
+//! let options = ApiOptions::from_config(&loopd::config::Api::default())?;
+//! let listener = bind_socket("/run/boxmaker/loopd.sock".as_ref(), options.allowed_gid)?;
+//! serve(listener, backend, options, std::future::pending()).await;
+//! # Ok(())
+//! # }
+//! ```
+
+mod backend;
+mod body;
+mod options;
+mod peer;
+mod routes;
+mod server;
+mod socket;
+mod sse;
+
+pub use backend::{ApiFailure, Backend, Submitted};
+pub use options::{
+    ACCEPT_RETRY_MS, ApiOptions, MAX_PAGE_RECORDS, PEER_REFUSAL_TIMEOUT_MS, SHUTDOWN_DRAIN_MS,
+    SSE_PING_INTERVAL_MS,
+};
+pub use peer::peer_allowed;
+pub use server::serve;
+pub use socket::{SOCKET_MODE, SocketError, bind_socket, resolve_group};
+pub use sse::{comment_frame, turn_frame};

@@ -1,0 +1,95 @@
+//! The API's limits and who may use it.
+
+use super::socket::{SocketError, resolve_group};
+
+/// The most records one page of `GET /v1/sessions/{id}` holds, whatever `limit` asks for.
+pub const MAX_PAGE_RECORDS: u64 = 1_000;
+
+/// How often an idle SSE stream gets a `: ping` comment, in milliseconds.
+pub const SSE_PING_INTERVAL_MS: u64 = 15_000;
+
+/// How long open connections may take to finish once the server is told to stop, in
+/// milliseconds; then they are cut.
+pub const SHUTDOWN_DRAIN_MS: u64 = 2_000;
+
+/// How long a refused peer's connection may stay open to receive its 403, in milliseconds.
+pub const PEER_REFUSAL_TIMEOUT_MS: u64 = 5_000;
+
+/// How long the server waits before accepting again after `accept` failed (e.g. out of file
+/// descriptors), in milliseconds.
+pub const ACCEPT_RETRY_MS: u64 = 100;
+
+/// How the API serves: its limits and who may connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiOptions {
+    /// The largest request body accepted, in bytes; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// How many records a page holds when the client does not say (at most
+    /// [`MAX_PAGE_RECORDS`]).
+    pub page_records: u64,
+    /// The group whose members may connect, besides root and loopd's own user.
+    pub allowed_gid: Option<u32>,
+    /// loopd's own uid: always allowed.
+    pub own_uid: u32,
+    /// How often an idle SSE stream gets a `: ping` comment, in milliseconds.
+    pub sse_ping_interval_ms: u64,
+    /// How long open connections may take to finish at shutdown, in milliseconds.
+    pub shutdown_drain_ms: u64,
+}
+
+impl ApiOptions {
+    /// The options for `[api]`, with `socket_group` resolved to its gid and this process's
+    /// uid as the owner. An unknown group is an error.
+    pub fn from_config(api: &crate::config::Api) -> Result<ApiOptions, SocketError> {
+        let allowed_gid = match &api.socket_group {
+            Some(name) => Some(resolve_group(name)?),
+            None => None,
+        };
+        Ok(ApiOptions {
+            max_body_bytes: api.max_body_bytes,
+            page_records: u64::try_from(api.page_records)
+                .unwrap_or(MAX_PAGE_RECORDS)
+                .clamp(1, MAX_PAGE_RECORDS),
+            allowed_gid,
+            own_uid: nix::unistd::getuid().as_raw(),
+            sse_ping_interval_ms: SSE_PING_INTERVAL_MS,
+            shutdown_drain_ms: SHUTDOWN_DRAIN_MS,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn options_from_the_default_config_take_its_limits_and_this_uid() {
+        let options = ApiOptions::from_config(&crate::config::Api::default()).unwrap();
+        assert_eq!(options.max_body_bytes, 1_048_576);
+        assert_eq!(options.page_records, 100);
+        assert_eq!(options.allowed_gid, None);
+        assert_eq!(options.own_uid, nix::unistd::getuid().as_raw());
+    }
+
+    #[test]
+    fn options_cap_page_records() {
+        let api = crate::config::Api {
+            page_records: 1_000_000,
+            ..Default::default()
+        };
+        let options = ApiOptions::from_config(&api).unwrap();
+        assert_eq!(options.page_records, MAX_PAGE_RECORDS);
+    }
+
+    #[test]
+    fn options_with_an_unknown_group_say_which() {
+        let api = crate::config::Api {
+            socket_group: Some("no-such-group-boxmaker-test".into()),
+            ..Default::default()
+        };
+        let err = ApiOptions::from_config(&api).unwrap_err().to_string();
+        assert!(err.contains("no-such-group-boxmaker-test"), "{err}");
+        assert!(err.contains("no such group"), "{err}");
+    }
+}

@@ -1,0 +1,257 @@
+//! The `/v1` routes: which path and method does what, and the answer of each.
+
+use super::body::{Body, Problem, json, read_json};
+use super::sse::{follow_stream, task_stream};
+use super::{ApiFailure, ApiOptions, Backend, MAX_PAGE_RECORDS};
+use bxcore::SessionId;
+use http::{Method, Request, Response, StatusCode, header};
+use proto::api::{TaskRequest, error_kind};
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// What every request handler shares.
+pub(super) struct Ctx<B> {
+    /// The engine.
+    pub backend: Arc<B>,
+    /// Limits.
+    pub options: ApiOptions,
+    /// Turns true when the server stops; ends open streams.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// Resolves once `shutdown` turns true (or its sender is gone).
+pub(super) async fn stopping(mut shutdown: watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+/// A path the API serves, with the session id as written in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route<'a> {
+    Tasks,
+    Sessions,
+    Session(&'a str),
+    Events(&'a str),
+    Cancel(&'a str),
+    Status,
+}
+
+impl Route<'_> {
+    fn parse(path: &str) -> Option<Route<'_>> {
+        let parts: Vec<&str> = path.strip_prefix("/v1/")?.split('/').collect();
+        Some(match parts.as_slice() {
+            ["tasks"] => Route::Tasks,
+            ["sessions"] => Route::Sessions,
+            ["sessions", id] => Route::Session(id),
+            ["sessions", id, "events"] => Route::Events(id),
+            ["sessions", id, "cancel"] => Route::Cancel(id),
+            ["status"] => Route::Status,
+            _ => return None,
+        })
+    }
+
+    fn method(self) -> Method {
+        match self {
+            Route::Tasks | Route::Cancel(_) => Method::POST,
+            Route::Sessions | Route::Session(_) | Route::Events(_) | Route::Status => Method::GET,
+        }
+    }
+}
+
+/// `from` and `limit` of `?from=N&limit=M`: `limit` defaults to `default_limit` and is capped
+/// at [`MAX_PAGE_RECORDS`]; anything else in the query is an error that says what.
+pub(super) fn page_query(query: Option<&str>, default_limit: u64) -> Result<(u64, u64), String> {
+    let (mut from, mut limit) = (0, default_limit);
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let number = || {
+            value
+                .parse::<u64>()
+                .map_err(|_| format!("query parameter {key}={value:?} is not a whole number"))
+        };
+        match key {
+            "from" => from = number()?,
+            "limit" => limit = number()?,
+            _ => {
+                return Err(format!(
+                    "unknown query parameter {key:?}; use from and limit"
+                ));
+            }
+        }
+    }
+    if limit == 0 {
+        return Err("query parameter limit must be at least 1".into());
+    }
+    Ok((from, limit.min(MAX_PAGE_RECORDS)))
+}
+
+fn session_id(raw: &str) -> Result<SessionId, Problem> {
+    SessionId::new(raw)
+        .map_err(|e| Problem::bad_request(format!("bad session id in the path: {e}")))
+}
+
+fn wants_event_stream(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
+}
+
+/// Runs a backend call that may touch the disk off the async threads.
+async fn blocking<B, T, F>(backend: &Arc<B>, call: F) -> Result<T, ApiFailure>
+where
+    B: Backend,
+    T: Send + 'static,
+    F: FnOnce(&B) -> Result<T, ApiFailure> + Send + 'static,
+{
+    let backend = Arc::clone(backend);
+    tokio::task::spawn_blocking(move || call(&backend))
+        .await
+        .unwrap_or_else(|e| {
+            Err(ApiFailure::Internal(format!(
+                "the request's task failed: {e}"
+            )))
+        })
+}
+
+fn answer<T: serde::Serialize>(result: Result<T, ApiFailure>) -> Response<Body> {
+    match result {
+        Ok(value) => json(StatusCode::OK, &value),
+        Err(f) => Problem::from(f).into_response(),
+    }
+}
+
+/// Answers one request.
+pub(super) async fn handle<B, I>(
+    ctx: Arc<Ctx<B>>,
+    request: Request<I>,
+) -> Result<Response<Body>, Infallible>
+where
+    B: Backend,
+    I: hyper::body::Body,
+    I::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = match dispatch(&ctx, request).await {
+        Ok(response) => response,
+        Err(problem) => problem.into_response(),
+    };
+    tracing::debug!(%method, %path, status = response.status().as_u16(), "api request");
+    Ok(response)
+}
+
+async fn dispatch<B, I>(ctx: &Ctx<B>, request: Request<I>) -> Result<Response<Body>, Problem>
+where
+    B: Backend,
+    I: hyper::body::Body,
+    I::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let path = request.uri().path().to_owned();
+    let Some(route) = Route::parse(&path) else {
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            error_kind::NOT_FOUND,
+            format!("no such path: {path}"),
+        ));
+    };
+    let allowed = route.method();
+    if request.method() != allowed {
+        let message = format!("{path} takes {allowed}, not {}", request.method());
+        return Err(Problem {
+            allow: Some(allowed),
+            ..Problem::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                error_kind::METHOD_NOT_ALLOWED,
+                message,
+            )
+        });
+    }
+    let backend = &ctx.backend;
+    let ping_ms = ctx.options.sse_ping_interval_ms;
+    Ok(match route {
+        Route::Tasks => {
+            let stream = wants_event_stream(request.headers());
+            let task: TaskRequest = read_json(request, ctx.options.max_body_bytes).await?;
+            let submitted = backend.submit(task).await?;
+            if stream {
+                task_stream(submitted.events, ping_ms, ctx.shutdown.clone())
+            } else {
+                // The turn goes on without a listener: its events are dropped.
+                json(StatusCode::ACCEPTED, &submitted.accepted)
+            }
+        }
+        Route::Sessions => answer(blocking(backend, |b| b.sessions()).await),
+        Route::Session(raw) => {
+            let id = session_id(raw)?;
+            let (from, limit) = page_query(request.uri().query(), ctx.options.page_records)
+                .map_err(Problem::bad_request)?;
+            answer(blocking(backend, move |b| b.records(&id, from, limit)).await)
+        }
+        Route::Events(raw) => {
+            let id = session_id(raw)?;
+            let events = backend.follow(&id)?;
+            follow_stream(events, ping_ms, ctx.shutdown.clone())
+        }
+        Route::Cancel(raw) => answer(backend.cancel(&session_id(raw)?)),
+        Route::Status => json(StatusCode::OK, &backend.status().await),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn routes_parse_with_their_session_ids() {
+        assert_eq!(Route::parse("/v1/tasks"), Some(Route::Tasks));
+        assert_eq!(Route::parse("/v1/sessions"), Some(Route::Sessions));
+        assert_eq!(Route::parse("/v1/sessions/a"), Some(Route::Session("a")));
+        assert_eq!(
+            Route::parse("/v1/sessions/a/events"),
+            Some(Route::Events("a"))
+        );
+        assert_eq!(
+            Route::parse("/v1/sessions/a/cancel"),
+            Some(Route::Cancel("a"))
+        );
+        assert_eq!(Route::parse("/v1/status"), Some(Route::Status));
+        assert_eq!(Route::parse("/v1/sessions/"), Some(Route::Session("")));
+        for unknown in [
+            "/",
+            "/v1",
+            "/v2/tasks",
+            "/v1/tasks/x",
+            "/v1/sessions/a/b",
+            "/status",
+        ] {
+            assert_eq!(Route::parse(unknown), None, "{unknown}");
+        }
+    }
+
+    #[test]
+    fn page_query_defaults_caps_and_refuses() {
+        assert_eq!(page_query(None, 100), Ok((0, 100)));
+        assert_eq!(page_query(Some("from=5&limit=7"), 100), Ok((5, 7)));
+        assert_eq!(
+            page_query(Some("limit=999999"), 100),
+            Ok((0, MAX_PAGE_RECORDS))
+        );
+        assert!(
+            page_query(Some("limit=0"), 100)
+                .unwrap_err()
+                .contains("at least 1")
+        );
+        assert!(
+            page_query(Some("from=x"), 100)
+                .unwrap_err()
+                .contains("from=\"x\"")
+        );
+        assert!(
+            page_query(Some("page=2"), 100)
+                .unwrap_err()
+                .contains("\"page\"")
+        );
+    }
+}

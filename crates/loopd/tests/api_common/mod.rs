@@ -1,0 +1,355 @@
+//! What the API tests share: a scripted stand-in `Backend`, a server on a temporary socket,
+//! and a small hyper client over a `UnixStream`.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use bxcore::{
+    CallId, DataClass, LogRecord, SessionId, Timestamp, ToolCall, ToolOutcome, TurnEnd, TurnEvent,
+};
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Body, Frame, Incoming};
+use hyper_util::rt::TokioIo;
+use loopd::api::{ApiFailure, ApiOptions, Backend, Submitted, bind_socket, serve};
+use proto::api::{
+    BrokerStatus, CancelAnswer, LlamaStatus, LoopdStatus, RecordsPage, SessionInfo, SessionList,
+    SlotRoles, Status, TaskAccepted, TaskRequest,
+};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::UnixStream;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+/// How long a test waits for anything before it fails, in milliseconds.
+pub const WAIT_MS: u64 = 10_000;
+
+/// The records the stand-in holds for session `s1`.
+pub const S1_RECORDS: u64 = 5;
+
+/// The events of the stand-in's scripted turn `turn` in `session`.
+pub fn scripted_turn(session: &SessionId, turn: u64) -> Vec<TurnEvent> {
+    vec![
+        TurnEvent::Started {
+            session: session.clone(),
+            turn,
+        },
+        TurnEvent::Content { text: "Hel".into() },
+        TurnEvent::ToolCall {
+            call: CallId(1),
+            tool_call: ToolCall {
+                id: "c1".into(),
+                name: "clock".into(),
+                arguments: "{}".into(),
+            },
+        },
+        TurnEvent::ToolResult {
+            call: CallId(1),
+            outcome: ToolOutcome::Ok,
+            class: DataClass::Public,
+            untrusted: false,
+            truncated: false,
+            bytes: 25,
+        },
+        TurnEvent::Content { text: "lo".into() },
+        TurnEvent::Ended {
+            turn,
+            end: TurnEnd::Done,
+        },
+    ]
+}
+
+/// A scripted engine. Sessions: `s1` (known, 5 records), `busy` (full queue), `slow` (a
+/// turn whose events the test sends through [`Stub::slow_turn`]); any other is unknown.
+pub struct Stub {
+    /// Every task submitted, in order.
+    pub submitted: Mutex<Vec<TaskRequest>>,
+    /// The last `(from, limit)` asked of `records`.
+    pub last_page: Mutex<Option<(u64, u64)>>,
+    /// The sender of `s1`'s follow channel.
+    pub follow: broadcast::Sender<TurnEvent>,
+    /// The sender of the `slow` session's running turn, once submitted.
+    pub slow_turn: Mutex<Option<mpsc::UnboundedSender<TurnEvent>>>,
+}
+
+impl Stub {
+    /// A stand-in whose follow channel holds `follow_capacity` events.
+    pub fn new(follow_capacity: usize) -> Stub {
+        Stub {
+            submitted: Mutex::new(Vec::new()),
+            last_page: Mutex::new(None),
+            follow: broadcast::channel(follow_capacity).0,
+            slow_turn: Mutex::new(None),
+        }
+    }
+}
+
+fn known(id: &SessionId) -> Result<(), ApiFailure> {
+    if id.as_str() == "s1" {
+        Ok(())
+    } else {
+        Err(ApiFailure::NotFound(format!("no session {id}")))
+    }
+}
+
+/// Record `i` of `s1`.
+pub fn s1_record(i: u64) -> LogRecord {
+    LogRecord::User {
+        time: Timestamp::parse("2026-01-02T03:04:05Z").unwrap(),
+        turn: i + 1,
+        content: format!("task {i}"),
+    }
+}
+
+impl Backend for Stub {
+    async fn submit(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
+        self.submitted.lock().unwrap().push(task.clone());
+        let session = task
+            .session
+            .clone()
+            .unwrap_or_else(|| SessionId::new("new-1").unwrap());
+        let (tx, rx) = mpsc::unbounded_channel();
+        match session.as_str() {
+            "busy" => return Err(ApiFailure::Busy("session busy: 8 tasks wait".into())),
+            "gone" => return Err(ApiFailure::NotFound("no session gone".into())),
+            "slow" => *self.slow_turn.lock().unwrap() = Some(tx),
+            _ => {
+                for event in scripted_turn(&session, 3) {
+                    tx.send(event).unwrap();
+                }
+            }
+        }
+        Ok(Submitted {
+            accepted: TaskAccepted { session, turn: 3 },
+            events: rx,
+        })
+    }
+
+    fn sessions(&self) -> Result<SessionList, ApiFailure> {
+        Ok(SessionList {
+            sessions: vec![SessionInfo {
+                id: SessionId::new("s1").unwrap(),
+                last_turn: 5,
+                records: S1_RECORDS,
+                busy: true,
+                queued: 2,
+            }],
+        })
+    }
+
+    fn records(&self, id: &SessionId, from: u64, limit: u64) -> Result<RecordsPage, ApiFailure> {
+        known(id)?;
+        *self.last_page.lock().unwrap() = Some((from, limit));
+        let end = (from + limit).min(S1_RECORDS);
+        Ok(RecordsPage {
+            session: id.clone(),
+            from,
+            records: (from..end).map(s1_record).collect(),
+            next: (end < S1_RECORDS).then_some(end),
+        })
+    }
+
+    fn follow(&self, id: &SessionId) -> Result<broadcast::Receiver<TurnEvent>, ApiFailure> {
+        known(id)?;
+        Ok(self.follow.subscribe())
+    }
+
+    fn cancel(&self, id: &SessionId) -> Result<CancelAnswer, ApiFailure> {
+        known(id)?;
+        Ok(CancelAnswer {
+            session: id.clone(),
+            cancelled: true,
+            dropped: 2,
+        })
+    }
+
+    async fn status(&self) -> Status {
+        status()
+    }
+}
+
+/// The stand-in's status.
+pub fn status() -> Status {
+    Status {
+        loopd: LoopdStatus {
+            version: "0.1.0".into(),
+            uptime_s: 7,
+            running: 1,
+            queued: 2,
+        },
+        broker: BrokerStatus {
+            kind: "fake".into(),
+            socket: None,
+            ok: true,
+            note: "fake tools (no broker configured)".into(),
+        },
+        llama: LlamaStatus {
+            url: "http://127.0.0.1:8080".into(),
+            ok: true,
+            error: None,
+            n_ctx: 8192,
+            total_slots: 3,
+            model: "fakellama".into(),
+            slots: SlotRoles {
+                main: 0,
+                background: 1,
+                subagent: 2,
+            },
+        },
+    }
+}
+
+/// A served stand-in: its socket, the stand-in, and how to stop it.
+pub struct Served {
+    /// The socket.
+    pub socket: PathBuf,
+    /// The stand-in behind it.
+    pub stub: Arc<Stub>,
+    stop: Option<oneshot::Sender<()>>,
+    server: tokio::task::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+/// The options the tests serve with: a 1 KiB body cap, pages of 2, fast pings.
+pub fn test_options() -> ApiOptions {
+    ApiOptions {
+        max_body_bytes: 1024,
+        page_records: 2,
+        allowed_gid: None,
+        own_uid: nix::unistd::getuid().as_raw(),
+        sse_ping_interval_ms: 50,
+        shutdown_drain_ms: 1_000,
+    }
+}
+
+/// Serves a new stand-in with `options` on a socket in a new temporary directory.
+pub fn start(options: ApiOptions) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("loopd.sock");
+    let listener = bind_socket(&socket, None).unwrap();
+    let stub = Arc::new(Stub::new(4));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, Arc::clone(&stub), options, async move {
+        let _ = stopped.await;
+    }));
+    Served {
+        socket,
+        stub,
+        stop: Some(stop),
+        server,
+        _dir: dir,
+    }
+}
+
+impl Served {
+    /// Stops the server and waits (bounded) until it has.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        bounded(&mut self.server).await.unwrap();
+    }
+}
+
+/// `future`, failing the test when it takes longer than [`WAIT_MS`].
+pub async fn bounded<F: std::future::Future>(future: F) -> F::Output {
+    tokio::time::timeout(Duration::from_millis(WAIT_MS), future)
+        .await
+        .expect("timed out")
+}
+
+/// A request body sent in the given chunks, with no length up front (chunked encoding).
+pub struct Chunks(pub VecDeque<Bytes>);
+
+impl Body for Chunks {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// Sends `request` on a new connection to `socket`; the answer's status, headers and body.
+pub async fn send<B>(socket: &PathBuf, request: Request<B>) -> (StatusCode, HeaderMap, Incoming)
+where
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = bounded(UnixStream::connect(socket)).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let response = bounded(sender.send_request(request)).await.unwrap();
+    let (parts, body) = response.into_parts();
+    (parts.status, parts.headers, body)
+}
+
+/// A request of `method` to `path` with `body` (none when empty) and extra `headers`.
+pub fn request(
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Request<Full<Bytes>> {
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(format!("http://loopd{path}"))
+        .header("host", "loopd");
+    for (k, v) in headers {
+        builder = builder.header(*k, *v);
+    }
+    builder
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+/// `GET path` with no body.
+pub fn get(path: &str) -> Request<Empty<Bytes>> {
+    Request::builder()
+        .uri(format!("http://loopd{path}"))
+        .header("host", "loopd")
+        .body(Empty::new())
+        .unwrap()
+}
+
+/// The whole body as text.
+pub async fn text(body: Incoming) -> String {
+    let bytes = bounded(body.collect()).await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// The whole body as JSON.
+pub async fn json(body: Incoming) -> serde_json::Value {
+    serde_json::from_str(&text(body).await).unwrap()
+}
+
+/// Reads `body` until `done` says the text so far is enough; the text read.
+pub async fn read_until(body: &mut Incoming, done: impl Fn(&str) -> bool) -> String {
+    let mut seen = String::new();
+    while !done(&seen) {
+        let frame = bounded(body.frame()).await;
+        let Some(frame) = frame else {
+            panic!("the stream ended before the condition held; read: {seen:?}")
+        };
+        if let Ok(data) = frame.unwrap().into_data() {
+            seen.push_str(std::str::from_utf8(&data).unwrap());
+        }
+    }
+    seen
+}
+
+/// The `data:` lines of `event: turn` frames in `text`, parsed.
+pub fn turn_events(text: &str) -> Vec<TurnEvent> {
+    text.split("\n\n")
+        .filter_map(|frame| frame.strip_prefix("event: turn\ndata: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}

@@ -1,0 +1,223 @@
+//! loopd's HTTP API (`/v1`, HTTP/1.1 over loopd's Unix socket): the bodies boxctl sends and
+//! reads.
+//!
+//! | method and path | body | answer |
+//! |---|---|---|
+//! | `POST /v1/tasks` | [`TaskRequest`] | 202 [`TaskAccepted`] once the user record is durable; with `Accept: text/event-stream`, the turn's [`bxcore::TurnEvent`]s as SSE until it ends |
+//! | `GET /v1/sessions` | | [`SessionList`] |
+//! | `GET /v1/sessions/{id}?from=N&limit=M` | | [`RecordsPage`] |
+//! | `GET /v1/sessions/{id}/events` | | SSE of [`bxcore::TurnEvent`]s as they happen |
+//! | `POST /v1/sessions/{id}/cancel` | | [`CancelAnswer`] |
+//! | `GET /v1/status` | | [`Status`] |
+//!
+//! Every error is an [`ApiError`] with a status: 400 bad JSON or session id, 404 unknown
+//! session or path, 409 the session's queue is full, 413 body too large, 503 not ready.
+
+use bxcore::{LogRecord, SessionId};
+use serde::{Deserialize, Serialize};
+
+/// The SSE event name of a turn event (`event: turn`), and of the stream's end.
+pub const SSE_EVENT_TURN: &str = "turn";
+
+/// Asks loopd to run a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskRequest {
+    /// The session to run it in; a new session when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
+    /// What the user asks.
+    pub text: String,
+}
+
+/// A task was accepted: its user record is on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskAccepted {
+    /// The session it runs in.
+    pub session: SessionId,
+    /// Its turn number in that session.
+    pub turn: u64,
+}
+
+/// One session, as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionInfo {
+    /// Its id.
+    pub id: SessionId,
+    /// The highest turn number so far.
+    pub last_turn: u64,
+    /// Its records so far.
+    pub records: u64,
+    /// Whether a turn runs on it now.
+    pub busy: bool,
+    /// Tasks waiting for it.
+    pub queued: u64,
+}
+
+/// Every session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionList {
+    /// Sorted by id.
+    pub sessions: Vec<SessionInfo>,
+}
+
+/// A page of a session's records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordsPage {
+    /// The session.
+    pub session: SessionId,
+    /// The index (from 0) of the first record in this page.
+    pub from: u64,
+    /// The records.
+    pub records: Vec<LogRecord>,
+    /// Where the next page starts, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
+}
+
+/// The answer to a cancel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelAnswer {
+    /// The session.
+    pub session: SessionId,
+    /// Whether a running turn was told to stop (false: nothing was running).
+    pub cancelled: bool,
+    /// Queued tasks that were dropped.
+    pub dropped: u64,
+}
+
+/// How the appliance is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Status {
+    /// loopd itself.
+    pub loopd: LoopdStatus,
+    /// The tool broker.
+    pub broker: BrokerStatus,
+    /// The model server.
+    pub llama: LlamaStatus,
+}
+
+/// loopd's own state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoopdStatus {
+    /// loopd's version.
+    pub version: String,
+    /// Seconds since it started.
+    pub uptime_s: u64,
+    /// Sessions with a running turn.
+    pub running: u64,
+    /// Tasks waiting.
+    pub queued: u64,
+}
+
+/// Which tool broker loopd uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrokerStatus {
+    /// `brokerd` or `fake` (the in-process FakeTools, until brokerd is configured).
+    pub kind: String,
+    /// Its socket, for brokerd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
+    /// Whether it answered.
+    pub ok: bool,
+    /// What to know about it, e.g. that fake tools are in use.
+    pub note: String,
+}
+
+/// The model server as loopd sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlamaStatus {
+    /// Its URL.
+    pub url: String,
+    /// Whether `/health` answered ok just now.
+    pub ok: bool,
+    /// What it said when it was not ok.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Tokens of context per slot, from `/props` at start.
+    pub n_ctx: u64,
+    /// Its slots, from `/props` at start.
+    pub total_slots: u64,
+    /// The model alias or path.
+    pub model: String,
+    /// Slot numbers by role.
+    pub slots: SlotRoles,
+}
+
+/// Which slot does what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlotRoles {
+    /// Turns.
+    pub main: u32,
+    /// Summaries and compaction.
+    pub background: u32,
+    /// Subagents.
+    pub subagent: u32,
+}
+
+/// Every error answer's body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiError {
+    /// The error.
+    pub error: ApiErrorBody,
+}
+
+/// What went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiErrorBody {
+    /// The HTTP status.
+    pub code: u16,
+    /// A word for scripts, one of [`error_kind`]: `bad_request`, `forbidden`, `not_found`,
+    /// `method_not_allowed`, `busy`, `too_large`, `unavailable`, `internal`.
+    pub kind: String,
+    /// What was wrong, for people.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error of `code` and `kind` saying `message`.
+    pub fn new(code: u16, kind: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            error: ApiErrorBody {
+                code,
+                kind: kind.to_string(),
+                message: message.into(),
+            },
+        }
+    }
+}
+
+/// The `kind` words of [`ApiErrorBody`], one per HTTP status loopd answers with.
+pub mod error_kind {
+    /// 400: the request was wrong (bad JSON, unknown field, bad session id or query).
+    pub const BAD_REQUEST: &str = "bad_request";
+    /// 403: the peer's user may not use loopd's socket.
+    pub const FORBIDDEN: &str = "forbidden";
+    /// 404: no such session, or no such path.
+    pub const NOT_FOUND: &str = "not_found";
+    /// 405: the path exists but not with this method.
+    pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
+    /// 409: the session's queue is full.
+    pub const BUSY: &str = "busy";
+    /// 413: the request body is larger than `api.max_body_bytes`.
+    pub const TOO_LARGE: &str = "too_large";
+    /// 500: something broke inside loopd.
+    pub const INTERNAL: &str = "internal";
+    /// 503: loopd cannot serve it now.
+    pub const UNAVAILABLE: &str = "unavailable";
+}
+
+/// The SSE comment loopd sends on an idle stream to keep it open (`: ping`).
+pub const SSE_PING_COMMENT: &str = "ping";
