@@ -7,6 +7,9 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// The daemons' log level in tests: problems only, so test output stays readable.
+pub const DAEMON_LOG_LEVEL: &str = "warn";
+
 /// How long a test waits for a child to say it is ready.
 pub const READY_TIMEOUT_MS: u64 = 20_000;
 
@@ -84,5 +87,118 @@ impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A running appliance for a test: fakellama with a script, loopd on a temporary socket and
+/// state dir, driven with the real `boxctl`.
+pub struct Stack {
+    /// The temporary directory holding sockets, state and configs.
+    pub dir: tempfile::TempDir,
+    /// loopd's socket.
+    pub socket: PathBuf,
+    /// fakellama's base URL.
+    pub llama_url: String,
+    /// The fakellama process (None once stopped).
+    pub fakellama: Option<Running>,
+    /// The loopd process (None once stopped).
+    pub loopd: Option<Running>,
+}
+
+/// How a test wants its stack.
+#[derive(Debug, Clone, Default)]
+pub struct StackOptions {
+    /// fakellama's script (TOML).
+    pub script: String,
+    /// Extra lines for loopd's config file (TOML, appended).
+    pub loopd_toml: String,
+    /// Extra fakellama flags.
+    pub fakellama_args: Vec<String>,
+}
+
+impl Stack {
+    /// Starts fakellama, then loopd, and waits until loopd's socket answers.
+    pub fn start(options: StackOptions) -> std::io::Result<Stack> {
+        let dir = tempfile::tempdir()?;
+        let script = dir.path().join("script.toml");
+        std::fs::write(&script, &options.script)?;
+        let mut command = Command::new(binary("fakellama"));
+        command
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--script")
+            .arg(&script)
+            .args(&options.fakellama_args)
+            .env("RUST_LOG", DAEMON_LOG_LEVEL);
+        let fakellama = Running::start(command)?;
+        let addr = fakellama
+            .wait_for_line("fakellama listening on ")
+            .ok_or_else(|| std::io::Error::other("fakellama did not print its address"))?;
+        let llama_url = format!("http://{addr}");
+        let socket = dir.path().join("loopd.sock");
+        let mut stack = Stack {
+            socket,
+            llama_url,
+            fakellama: Some(fakellama),
+            loopd: None,
+            dir,
+        };
+        stack.start_loopd(&options.loopd_toml)?;
+        Ok(stack)
+    }
+
+    /// Starts loopd against this stack's fakellama and waits for its socket.
+    pub fn start_loopd(&mut self, extra_toml: &str) -> std::io::Result<()> {
+        let config = self.dir.path().join("loopd.toml");
+        let system = workspace_root().join("config/system.md");
+        let text = format!(
+            "socket = {:?}\nstate_dir = {:?}\n{extra_toml}\n[llama]\nurl = {:?}\n\
+             retry_initial_backoff_ms = 20\nretry_max_backoff_ms = 100\nhealth_wait_ms = 10000\n\
+             [baseline]\nsystem = {:?}\n",
+            self.socket,
+            self.dir.path().join("state"),
+            self.llama_url,
+            system,
+        );
+        std::fs::write(&config, text)?;
+        let mut command = Command::new(binary("loopd"));
+        command
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", DAEMON_LOG_LEVEL);
+        self.loopd = Some(Running::start(command)?);
+        let deadline = std::time::Instant::now() + Duration::from_millis(READY_TIMEOUT_MS);
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            if std::time::Instant::now() > deadline {
+                return Err(std::io::Error::other(
+                    "loopd's socket did not answer in time",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// Runs `boxctl --socket <loopd's> ARGS...` to completion.
+    pub fn boxctl(&self, args: &[&str]) -> std::process::Output {
+        Command::new(binary("boxctl"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run boxctl: {e}"))
+    }
+
+    /// The session log of `id`, as text.
+    pub fn log_text(&self, id: &str) -> String {
+        std::fs::read_to_string(
+            self.dir
+                .path()
+                .join("state/sessions")
+                .join(id)
+                .join("log.jsonl"),
+        )
+        .unwrap_or_default()
     }
 }

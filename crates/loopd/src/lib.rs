@@ -1,8 +1,15 @@
 //! loopd, boxmaker's agent loop.
 //!
 //! It keeps persistent sessions (append-only, hash-chained logs that survive a crash at any
-//! byte) and, in later issues, runs turns of model calls and tool calls over them. See
-//! `docs/ARCHITECTURE.md` for where each piece lives.
+//! byte) and runs turns of model calls and tool calls over them, serving boxctl over HTTP on
+//! a Unix socket. See `docs/ARCHITECTURE.md` for where each piece lives.
 
+pub mod api;
+pub mod baseline;
 pub mod config;
+pub mod daemon;
+pub mod engine;
+pub mod llama;
 pub mod session;
+pub mod tools;
+pub mod turn;

@@ -1,6 +1,6 @@
 //! The `loopd` binary: boxmaker's agent loop daemon.
 //!
-//! Today it checks configs (`--check-config FILE`); the daemon itself arrives with issue #3.
+//! `loopd --config FILE` runs the daemon; `--check-config FILE` checks a config.
 
 use bxconfig::{ConfigArgs, Loader, run_check_config};
 use clap::Parser;
@@ -13,9 +13,8 @@ use std::process::ExitCode;
 ///
 /// loopd will hold persistent sessions (append-only, hash-chained logs) and run turns of model
 /// calls (llama-server) and tool calls (brokerd) over them, serving boxctl over HTTP on a Unix
-/// socket. The daemon mode arrives with issue #3; today loopd checks configs:
-/// `loopd --check-config FILE` prints the resolved config as TOML (exit 0) or every problem
-/// (exit 1).
+/// socket. `loopd --config FILE` runs it; `loopd --check-config FILE` prints the resolved
+/// config as TOML (exit 0) or every problem (exit 1).
 ///
 /// Config layers, lowest first: built-in defaults, the file, environment variables
 /// LOOPD_SECTION__KEY (e.g. LOOPD_LLAMA__URL), the flags below. See docs/config.md.
@@ -64,11 +63,26 @@ fn main() -> ExitCode {
         return run_check_config::<Config>(&cli.loader(file));
     }
     init_logging();
-    tracing::error!(
-        "the daemon mode is not implemented yet (it arrives with issue #3); \
-         only `loopd --check-config FILE` works in this version"
-    );
-    ExitCode::from(2)
+    let Some(file) = &cli.config.config else {
+        tracing::error!("no config: start loopd with --config FILE (see config/loopd.toml)");
+        return ExitCode::from(2);
+    };
+    let cfg = match cli.loader(file).load_valid::<Config>() {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            for line in e.lines() {
+                tracing::error!("{line}");
+            }
+            return ExitCode::from(1);
+        }
+    };
+    match loopd::daemon::run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Logs to stderr; `RUST_LOG` sets the filter (default `info`).

@@ -111,12 +111,38 @@ fn cli_check_config_missing_file_exits_1_naming_it() {
 }
 
 #[test]
-fn cli_daemon_mode_without_check_config_is_not_implemented_and_exits_2() {
-    for args in [&[][..], &["--config", SHIPPED][..]] {
-        let out = loopd(args, &[]);
-        assert_eq!(out.status.code(), Some(2));
-        let stderr = text(&out.stderr);
-        assert!(stderr.contains("not implemented yet"), "{stderr}");
-        assert!(out.stdout.is_empty());
-    }
+fn cli_daemon_mode_without_a_config_says_so_and_exits_2() {
+    let out = loopd(&[], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--config FILE"));
+}
+
+#[test]
+fn cli_daemon_refuses_to_start_when_llama_server_is_not_there() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port that nobody listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let system = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/system.md");
+    let config = dir.path().join("loopd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "socket = {:?}\nstate_dir = {:?}\n[llama]\nurl = \"http://127.0.0.1:{port}\"\n\
+             health_wait_ms = 300\nretry_initial_backoff_ms = 10\nretry_max_backoff_ms = 20\n\
+             [baseline]\nsystem = {system:?}\n",
+            dir.path().join("loopd.sock"),
+            dir.path().join("state"),
+        ),
+    )
+    .unwrap();
+    let out = loopd(&["--config", config.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+    assert!(stderr.contains("not ready"), "{stderr}");
+    assert!(!dir.path().join("loopd.sock").exists());
 }

@@ -338,23 +338,28 @@ fn baseline(epoch: u32, system: &str) -> Baseline {
 fn a_baseline_is_written_once() {
     let state = tempfile::tempdir().unwrap();
     let store = Store::new(state.path()).unwrap();
-    let session = store.create(&id("s")).unwrap();
+    let mut session = store.create(&id("s")).unwrap();
     assert_eq!(session.baseline(0).unwrap(), None);
+    assert_eq!(session.current_baseline(), None);
     let first = baseline(0, "You are helpful.");
-    session.write_baseline(&first).unwrap();
-    let err = session.write_baseline(&baseline(0, "changed")).unwrap_err();
+    session.write_baseline(first.clone()).unwrap();
+    let err = session.write_baseline(baseline(0, "changed")).unwrap_err();
     assert!(
         matches!(err, StoreError::BaselineExists { epoch: 0, .. }),
         "{err}"
     );
-    assert_eq!(session.baseline(0).unwrap(), Some(first));
-    assert!(session.write_baseline(&baseline(3, "x")).is_err());
+    assert_eq!(session.baseline(0).unwrap(), Some(first.clone()));
+    assert_eq!(session.current_baseline(), Some(&first));
+    assert!(session.write_baseline(baseline(3, "x")).is_err());
     let leftovers: Vec<_> = std::fs::read_dir(session.dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n.contains("tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+    drop(session);
+    let reopened = store.open(&id("s")).unwrap();
+    assert_eq!(reopened.current_baseline(), Some(&first));
 }
 
 #[test]

@@ -13,6 +13,9 @@ pub struct Loop {
     /// The most bytes of one tool result put in the context; the rest is cut (on a character
     /// boundary, with `\n[truncated]`).
     pub tool_result_cap_bytes: usize,
+    /// Whether the model may reason before answering (`chat_template_kwargs.enable_thinking`).
+    /// Reasoning is streamed and logged but never replayed to the model.
+    pub thinking: bool,
 }
 
 impl Default for Loop {
@@ -20,6 +23,7 @@ impl Default for Loop {
         Loop {
             max_steps: 32,
             tool_result_cap_bytes: 16_384,
+            thinking: false,
         }
     }
 }

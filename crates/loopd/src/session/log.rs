@@ -33,6 +33,8 @@ pub struct Session {
     last_call: u64,
     /// Set when a failed write could not be undone: nothing more may be appended.
     poisoned: bool,
+    /// The current epoch's baseline, once written.
+    baseline: Option<Baseline>,
     _hold: Hold,
 }
 
@@ -88,11 +90,13 @@ impl Session {
             open_turn: None,
             last_call: 0,
             poisoned: false,
+            baseline: None,
             _hold: hold,
         };
         for record in found.records {
             session.note(record);
         }
+        session.baseline = baseline::read(&session.dir, session.epoch)?;
         if let Some(turn) = session.open_turn {
             tracing::warn!(session = %session.id, turn, "ending a turn left unfinished as interrupted");
             session.append(LogRecord::TurnEnd {
@@ -205,6 +209,7 @@ impl Session {
             LogRecord::EpochStart { epoch, .. } => {
                 self.epoch = *epoch;
                 self.epoch_start = self.records.len();
+                self.baseline = None;
             }
             LogRecord::ToolResult { call, .. } => self.last_call = self.last_call.max(call.0),
             _ => {}
@@ -274,7 +279,7 @@ impl Session {
     }
 
     /// Writes the current epoch's baseline; refused if it was written before.
-    pub fn write_baseline(&self, baseline: &Baseline) -> Result<(), StoreError> {
+    pub fn write_baseline(&mut self, baseline: Baseline) -> Result<&Baseline, StoreError> {
         if baseline.epoch != self.epoch {
             return Err(StoreError::BadRecord {
                 session: self.id.clone(),
@@ -285,10 +290,16 @@ impl Session {
                 ),
             });
         }
-        baseline::write(&self.dir, baseline)
+        baseline::write(&self.dir, &baseline)?;
+        Ok(self.baseline.insert(baseline))
     }
 
-    /// The baseline of epoch `epoch`, if written.
+    /// The current epoch's baseline, once written.
+    pub fn current_baseline(&self) -> Option<&Baseline> {
+        self.baseline.as_ref()
+    }
+
+    /// The baseline of epoch `epoch`, if written (read from its file).
     pub fn baseline(&self, epoch: u32) -> Result<Option<Baseline>, StoreError> {
         baseline::read(&self.dir, epoch)
     }

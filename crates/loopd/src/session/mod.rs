@@ -118,6 +118,11 @@ impl Store {
         Ok(scan::scan(&path, id, &bytes)?.records)
     }
 
+    /// Whether session `id` exists (has a log).
+    pub fn exists(&self, id: &SessionId) -> bool {
+        self.dir(id).join(LOG_FILE).is_file()
+    }
+
     /// Whether session `id` is open (held) in this process now.
     pub fn is_held(&self, id: &SessionId) -> bool {
         self.holds.is_held(id)

@@ -1,0 +1,264 @@
+//! From a session to the messages of a model call: the epoch's baseline (system prompt,
+//! memory, tools array), then the carry, then the epoch's records.
+//!
+//! The baseline is made once per epoch and stored (`session::Baseline`); every call of the
+//! epoch starts with exactly its bytes, so llama-server's prompt cache covers it.
+
+use crate::llama::ChatMessage;
+use crate::session::{BASELINE_FORMAT_VERSION, Baseline, Session, StoreError};
+use crate::tools::Registry;
+use bxcore::{Labels, LogRecord, Timestamp};
+use std::collections::HashSet;
+use std::path::Path;
+
+/// What the model sees in place of a result that never came (the turn was interrupted
+/// between the call and its result). Chat templates need every call answered.
+pub const MISSING_RESULT: &str = "No result: the turn ended before this tool call finished.";
+
+/// Why a baseline could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineError {
+    /// The system prompt file could not be read.
+    #[error("cannot read the system prompt {path}: {source}")]
+    SystemPrompt {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Reads the system prompt file.
+pub fn read_system_prompt(path: &Path) -> Result<String, BaselineError> {
+    std::fs::read_to_string(path).map_err(|source| BaselineError::SystemPrompt {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The current epoch's baseline, made from `system` and the registry's core tools and
+/// written first if the epoch has none yet.
+pub fn ensure<'s>(
+    session: &'s mut Session,
+    system: &str,
+    registry: &Registry,
+) -> Result<&'s Baseline, BaselineError> {
+    if session.current_baseline().is_none() {
+        let baseline = Baseline {
+            version: BASELINE_FORMAT_VERSION,
+            epoch: session.epoch(),
+            time: Timestamp::now(),
+            system: system.to_string(),
+            memory: String::new(),
+            memory_labels: Labels::PUBLIC,
+            tools: registry.core_schemas(),
+        };
+        session.write_baseline(baseline)?;
+    }
+    session
+        .current_baseline()
+        .ok_or_else(|| BaselineError::Store(StoreError::Poisoned(session.id().clone())))
+}
+
+/// The messages of the current epoch: baseline, carry, then its records.
+pub fn messages(session: &Session, baseline: &Baseline) -> Vec<ChatMessage> {
+    messages_with_carry(baseline, session.epoch_records(), session.carry())
+}
+
+/// The messages for `records` (one epoch's) after `baseline` and the carry. Tool summaries,
+/// turn ends and notes are not replayed; reasoning is not sent back.
+pub fn messages_with_carry(
+    baseline: &Baseline,
+    records: &[LogRecord],
+    carry: Option<(&str, Labels)>,
+) -> Vec<ChatMessage> {
+    let mut system = baseline.system.trim_end().to_string();
+    if !baseline.memory.is_empty() {
+        system.push_str("\n\n");
+        system.push_str(&baseline.memory);
+    }
+    let mut out = vec![ChatMessage::System { content: system }];
+    if let Some((carry, _)) = carry {
+        out.push(ChatMessage::User {
+            content: format!("Summary of the conversation so far:\n{carry}"),
+        });
+    }
+    // Calls asked for and not yet answered, in order.
+    let mut open_calls: Vec<String> = Vec::new();
+    for record in records {
+        let answers_a_call = matches!(record, LogRecord::ToolResult { .. });
+        let replayed = matches!(
+            record,
+            LogRecord::User { .. } | LogRecord::Assistant { .. } | LogRecord::TurnEnd { .. }
+        );
+        if !answers_a_call && replayed {
+            close_open_calls(&mut open_calls, &mut out);
+        }
+        match record {
+            LogRecord::User { content, .. } => out.push(ChatMessage::User {
+                content: content.clone(),
+            }),
+            LogRecord::Assistant {
+                content,
+                tool_calls,
+                ..
+            } => {
+                open_calls = tool_calls.iter().map(|c| c.id.clone()).collect();
+                out.push(ChatMessage::Assistant {
+                    content: content.clone(),
+                    tool_calls: tool_calls.clone(),
+                });
+            }
+            LogRecord::ToolResult {
+                tool_call_id,
+                content,
+                ..
+            } => {
+                open_calls.retain(|id| id != tool_call_id);
+                out.push(ChatMessage::Tool {
+                    tool_call_id: tool_call_id.clone(),
+                    content: content.clone(),
+                });
+            }
+            LogRecord::Header { .. }
+            | LogRecord::EpochStart { .. }
+            | LogRecord::ToolSummary { .. }
+            | LogRecord::TurnEnd { .. }
+            | LogRecord::Note { .. } => {}
+        }
+    }
+    out
+}
+
+/// Answers every call still open with [`MISSING_RESULT`].
+fn close_open_calls(open_calls: &mut Vec<String>, out: &mut Vec<ChatMessage>) {
+    for tool_call_id in open_calls.drain(..) {
+        out.push(ChatMessage::Tool {
+            tool_call_id,
+            content: MISSING_RESULT.to_string(),
+        });
+    }
+}
+
+/// The session's context label: the join of everything in its current epoch, the memory in
+/// its baseline and the carry included (SPEC 4).
+pub fn context_labels(session: &Session) -> Labels {
+    let mut labels = session
+        .current_baseline()
+        .map_or(Labels::PUBLIC, |b| b.memory_labels);
+    if let Some((_, carry)) = session.carry() {
+        labels = labels.join(carry);
+    }
+    for record in session.epoch_records() {
+        if let LogRecord::ToolResult {
+            class, untrusted, ..
+        }
+        | LogRecord::ToolSummary {
+            class, untrusted, ..
+        } = record
+        {
+            labels = labels.join(Labels::new(*class, *untrusted));
+        }
+    }
+    labels
+}
+
+/// The names in a baseline's tools array.
+pub fn tool_names(baseline: &Baseline) -> HashSet<&str> {
+    baseline.tools.iter().map(|t| t.name.as_str()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bxcore::{CallId, DataClass, ToolCall, ToolOutcome, TurnEnd};
+
+    fn baseline() -> Baseline {
+        Baseline {
+            version: BASELINE_FORMAT_VERSION,
+            epoch: 1,
+            time: Timestamp::now(),
+            system: "System.\n".into(),
+            memory: "Memory.".into(),
+            memory_labels: Labels::PUBLIC,
+            tools: vec![],
+        }
+    }
+
+    #[test]
+    fn calls_left_without_a_result_are_answered_and_summaries_are_not_replayed() {
+        let time = Timestamp::now();
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "clock".into(),
+            arguments: "{}".into(),
+        };
+        let records = vec![
+            LogRecord::User {
+                time,
+                turn: 1,
+                content: "q".into(),
+            },
+            LogRecord::Assistant {
+                time,
+                content: String::new(),
+                reasoning: Some("never replayed".into()),
+                tool_calls: vec![call("a"), call("b")],
+                usage: None,
+            },
+            LogRecord::ToolResult {
+                time,
+                call: CallId(1),
+                tool_call_id: "a".into(),
+                content: "A".into(),
+                class: DataClass::Public,
+                untrusted: false,
+                truncated: false,
+                outcome: ToolOutcome::Ok,
+            },
+            LogRecord::ToolSummary {
+                time,
+                call: CallId(1),
+                tool_call_id: "a".into(),
+                content: "summary".into(),
+                class: DataClass::Public,
+                untrusted: false,
+            },
+            LogRecord::TurnEnd {
+                time,
+                turn: 1,
+                end: TurnEnd::Interrupted,
+            },
+        ];
+        let messages = messages_with_carry(
+            &baseline(),
+            &records,
+            Some(("so far", Labels::new(DataClass::Private, false))),
+        );
+        assert_eq!(
+            messages[0],
+            ChatMessage::System {
+                content: "System.\n\nMemory.".into()
+            }
+        );
+        assert!(
+            matches!(&messages[1], ChatMessage::User { content } if content.ends_with("so far"))
+        );
+        let tool_answers: Vec<(&str, &str)> = messages
+            .iter()
+            .filter_map(|m| match m {
+                ChatMessage::Tool {
+                    tool_call_id,
+                    content,
+                } => Some((tool_call_id.as_str(), content.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tool_answers, [("a", "A"), ("b", MISSING_RESULT)]);
+        assert_eq!(messages.len(), 6);
+    }
+}

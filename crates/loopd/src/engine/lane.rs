@@ -1,0 +1,125 @@
+//! One session's lane: the task running on it, the tasks waiting, and its event feed.
+
+use crate::api::{ApiFailure, Submitted};
+use crate::turn::Stop;
+use bxcore::{SessionId, TurnEvent};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::sync::{broadcast, oneshot};
+
+/// Events a follower may fall behind by before it is told it missed some.
+pub const FOLLOW_BUFFER_EVENTS: usize = 1024;
+
+/// A task waiting for its turn.
+pub struct Pending {
+    /// What the user asked.
+    pub text: String,
+    /// Answered when the task's user record is durable (or it cannot run).
+    pub reply: oneshot::Sender<Result<Submitted, ApiFailure>>,
+}
+
+/// A session's work.
+pub struct Lane {
+    queue: VecDeque<Pending>,
+    running: Option<Arc<Stop>>,
+    events: broadcast::Sender<TurnEvent>,
+}
+
+impl Lane {
+    /// An idle lane.
+    pub fn new() -> Lane {
+        Lane {
+            queue: VecDeque::new(),
+            running: None,
+            events: broadcast::channel(FOLLOW_BUFFER_EVENTS).0,
+        }
+    }
+
+    /// Whether a turn runs.
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// Whether a new task has to wait.
+    pub fn is_busy(&self) -> bool {
+        self.running.is_some() || !self.queue.is_empty()
+    }
+
+    /// Tasks waiting.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Marks a turn as running and returns its stop switch.
+    pub fn start(&mut self) -> Arc<Stop> {
+        let stop = Arc::new(Stop::default());
+        self.running = Some(stop.clone());
+        stop
+    }
+
+    /// The next waiting task, marked as running; or none, and the lane is idle.
+    pub fn next(&mut self) -> Option<(Pending, Arc<Stop>)> {
+        match self.queue.pop_front() {
+            Some(pending) => Some((pending, self.start())),
+            None => {
+                self.running = None;
+                None
+            }
+        }
+    }
+
+    /// Queues `pending` behind the running turn, unless `queue_len` tasks already wait.
+    pub fn enqueue(
+        &mut self,
+        pending: Pending,
+        queue_len: usize,
+        id: &SessionId,
+    ) -> Result<(), ApiFailure> {
+        if self.queue.len() >= queue_len {
+            return Err(ApiFailure::Busy(format!(
+                "session {id} is busy: {} task(s) already wait for it (the limit is {queue_len})",
+                self.queue.len()
+            )));
+        }
+        self.queue.push_back(pending);
+        Ok(())
+    }
+
+    /// Tells the running turn to stop (as a shutdown when `shutdown`) and drops every waiting
+    /// task with `why`. Returns whether a turn was told, and how many tasks were dropped.
+    pub fn stop_all(&mut self, why: &str, shutdown: bool) -> (bool, u64) {
+        let told = match &self.running {
+            Some(stop) => {
+                if shutdown {
+                    stop.shutdown.store(true, Ordering::SeqCst);
+                }
+                stop.cancelled.store(true, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        };
+        let dropped = self.queue.len() as u64;
+        for pending in self.queue.drain(..) {
+            let _ = pending
+                .reply
+                .send(Err(ApiFailure::Unavailable(why.to_string())));
+        }
+        (told, dropped)
+    }
+
+    /// A feed of this session's events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<TurnEvent> {
+        self.events.subscribe()
+    }
+
+    /// The sender of this session's events.
+    pub fn feed(&self) -> broadcast::Sender<TurnEvent> {
+        self.events.clone()
+    }
+
+    /// Whether nobody needs this lane any more.
+    pub fn is_idle_and_unwatched(&self) -> bool {
+        !self.is_busy() && self.events.receiver_count() == 0
+    }
+}

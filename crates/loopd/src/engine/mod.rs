@@ -1,0 +1,254 @@
+//! The engine: runs tasks as turns, one at a time per session and in order, different
+//! sessions concurrently up to the number of main slots; answers the API (`Backend`).
+//!
+//! Each session with work has a lane: a bounded queue of waiting tasks and, while a turn runs,
+//! its `Stop`. A worker thread per busy lane opens the session (taking its hold), writes the
+//! task's user record (then acknowledges it), runs the turn, and takes the next task.
+
+mod lane;
+mod status;
+mod worker;
+
+use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted};
+use crate::config::Config;
+use crate::llama::{Client, ServerInfo};
+use crate::session::{Store, StoreError};
+use crate::tools::{Registry, ToolPort};
+use bxcore::{SessionId, TurnEvent};
+use lane::{Lane, Pending};
+use proto::api::{
+    BrokerStatus, CancelAnswer, RecordsPage, SessionInfo, SessionList, Status, TaskRequest,
+};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, Semaphore, broadcast, oneshot};
+
+/// Everything the engine runs turns with.
+pub struct EngineParts {
+    /// loopd's config.
+    pub cfg: Config,
+    /// The sessions.
+    pub store: Store,
+    /// The model server.
+    pub client: Arc<Client>,
+    /// Tools that loopd does not answer itself.
+    pub port: Arc<dyn ToolPort>,
+    /// The tools of new epochs.
+    pub registry: Registry,
+    /// The system prompt.
+    pub system: String,
+    /// What the model server reported at start.
+    pub server: ServerInfo,
+    /// Which broker is in use, for status.
+    pub broker: BrokerStatus,
+    /// The runtime the API runs on (turn threads use it to wait for a main slot).
+    pub handle: tokio::runtime::Handle,
+}
+
+/// The engine; cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    parts: EngineParts,
+    lanes: Mutex<HashMap<SessionId, Lane>>,
+    /// One permit per main slot: turns beyond that wait for a slot.
+    slots: Arc<Semaphore>,
+    started: Instant,
+    shutting_down: AtomicBool,
+    /// Counter for the ids of new sessions.
+    new_ids: AtomicU64,
+    /// Notified each time a worker ends.
+    worker_done: Notify,
+}
+
+impl Engine {
+    /// An engine over `parts`. Turns of different sessions run concurrently up to one per
+    /// main slot (one today: `[slots] main`).
+    pub fn new(parts: EngineParts) -> Engine {
+        Engine {
+            inner: Arc::new(Inner {
+                parts,
+                lanes: Mutex::new(HashMap::new()),
+                slots: Arc::new(Semaphore::new(1)),
+                started: Instant::now(),
+                shutting_down: AtomicBool::new(false),
+                new_ids: AtomicU64::new(0),
+                worker_done: Notify::new(),
+            }),
+        }
+    }
+
+    /// Stops taking tasks, drops queued ones, tells running turns to stop (they end as
+    /// `interrupted`) and waits up to `grace_ms` for them to record their end.
+    pub async fn shutdown(&self, grace_ms: u64) {
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        {
+            let mut lanes = self.inner.lock_lanes();
+            for lane in lanes.values_mut() {
+                lane.stop_all("loopd is shutting down", true);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_millis(grace_ms);
+        loop {
+            let notified = self.inner.worker_done.notified();
+            if self.inner.running() == 0 {
+                return;
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                tracing::warn!(
+                    running = self.inner.running(),
+                    "turns still running at the end of the grace period"
+                );
+                return;
+            };
+            let _ = tokio::time::timeout(left, notified).await;
+        }
+    }
+
+    /// A new session id: `t-<unix seconds>-<n>`, not yet used.
+    fn new_session_id(&self) -> Result<SessionId, ApiFailure> {
+        let now = bxcore::Timestamp::now().unix_seconds();
+        loop {
+            let n = self.inner.new_ids.fetch_add(1, Ordering::SeqCst) + 1;
+            let id = SessionId::new(&format!("t-{now}-{n}"))
+                .map_err(|e| ApiFailure::Internal(e.to_string()))?;
+            if !self.inner.parts.store.exists(&id) && !self.inner.lock_lanes().contains_key(&id) {
+                return Ok(id);
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn lock_lanes(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Lane>> {
+        self.lanes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn running(&self) -> usize {
+        self.lock_lanes()
+            .values()
+            .filter(|l| l.is_running())
+            .count()
+    }
+
+    fn known(&self, id: &SessionId) -> Result<(), ApiFailure> {
+        if self.parts.store.exists(id) || self.lock_lanes().contains_key(id) {
+            Ok(())
+        } else {
+            Err(ApiFailure::NotFound(format!("no session {id}")))
+        }
+    }
+}
+
+/// A store error as the API reports it.
+fn store_failure(e: StoreError) -> ApiFailure {
+    match e {
+        StoreError::NotFound(id) => ApiFailure::NotFound(format!("no session {id}")),
+        StoreError::Busy(_) => ApiFailure::Busy(e.to_string()),
+        other => ApiFailure::Internal(other.to_string()),
+    }
+}
+
+impl Backend for Engine {
+    async fn submit(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
+        if self.inner.shutting_down.load(Ordering::SeqCst) {
+            return Err(ApiFailure::Unavailable("loopd is shutting down".into()));
+        }
+        if task.text.trim().is_empty() {
+            return Err(ApiFailure::BadRequest(
+                "the task's text is empty: say what the task is".into(),
+            ));
+        }
+        let id = match task.session {
+            Some(id) => id,
+            None => self.new_session_id()?,
+        };
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending {
+            text: task.text,
+            reply,
+        };
+        {
+            let mut lanes = self.inner.lock_lanes();
+            let lane = lanes.entry(id.clone()).or_insert_with(Lane::new);
+            if lane.is_busy() {
+                lane.enqueue(pending, self.inner.parts.cfg.api.session_queue_len, &id)?;
+            } else {
+                let stop = lane.start();
+                worker::spawn(self.inner.clone(), id.clone(), pending, stop).map_err(|e| {
+                    ApiFailure::Internal(format!("cannot start a turn thread: {e}"))
+                })?;
+            }
+        }
+        answer.await.map_err(|_| {
+            ApiFailure::Internal("the task was dropped before its turn started".into())
+        })?
+    }
+
+    fn sessions(&self) -> Result<SessionList, ApiFailure> {
+        let ids = self.inner.parts.store.list().map_err(store_failure)?;
+        let lanes = self.inner.lock_lanes();
+        let mut sessions = Vec::with_capacity(ids.len());
+        for id in ids {
+            let (last_turn, records) = match self.inner.parts.store.read(&id) {
+                Ok(records) => (status::last_turn(&records), records.len() as u64),
+                // A damaged log is still listed; `show` names the damage.
+                Err(_) => (0, 0),
+            };
+            let lane = lanes.get(&id);
+            sessions.push(SessionInfo {
+                busy: lane.is_some_and(Lane::is_running),
+                queued: lane.map_or(0, |l| l.queued() as u64),
+                id,
+                last_turn,
+                records,
+            });
+        }
+        Ok(SessionList { sessions })
+    }
+
+    fn records(&self, id: &SessionId, from: u64, limit: u64) -> Result<RecordsPage, ApiFailure> {
+        let records = self.inner.parts.store.read(id).map_err(store_failure)?;
+        let limit = limit.clamp(1, MAX_PAGE_RECORDS);
+        let start = (from as usize).min(records.len());
+        let end = start.saturating_add(limit as usize).min(records.len());
+        Ok(RecordsPage {
+            session: id.clone(),
+            from: start as u64,
+            records: records[start..end].to_vec(),
+            next: (end < records.len()).then_some(end as u64),
+        })
+    }
+
+    fn follow(&self, id: &SessionId) -> Result<broadcast::Receiver<TurnEvent>, ApiFailure> {
+        self.inner.known(id)?;
+        let mut lanes = self.inner.lock_lanes();
+        Ok(lanes
+            .entry(id.clone())
+            .or_insert_with(Lane::new)
+            .subscribe())
+    }
+
+    fn cancel(&self, id: &SessionId) -> Result<CancelAnswer, ApiFailure> {
+        self.inner.known(id)?;
+        let mut lanes = self.inner.lock_lanes();
+        let (cancelled, dropped) = match lanes.get_mut(id) {
+            Some(lane) => lane.stop_all("cancelled before it started", false),
+            None => (false, 0),
+        };
+        Ok(CancelAnswer {
+            session: id.clone(),
+            cancelled,
+            dropped,
+        })
+    }
+
+    async fn status(&self) -> Status {
+        status::status(&self.inner).await
+    }
+}

@@ -1,0 +1,58 @@
+//! `GET /v1/status`: how loopd, the broker and the model server are.
+
+use super::Inner;
+use bxcore::LogRecord;
+use proto::api::{LlamaStatus, LoopdStatus, SlotRoles, Status};
+
+/// The highest turn number in `records`.
+pub fn last_turn(records: &[LogRecord]) -> u64 {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            LogRecord::User { turn, .. } => Some(*turn),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The status now; asks the model server's `/health`.
+pub async fn status(inner: &std::sync::Arc<Inner>) -> Status {
+    let client = inner.parts.client.clone();
+    let health = tokio::task::spawn_blocking(move || client.health()).await;
+    let (ok, error) = match health {
+        Ok(Ok(_)) => (true, None),
+        Ok(Err(e)) => (false, Some(e.to_string())),
+        Err(e) => (false, Some(e.to_string())),
+    };
+    let (running, queued) = {
+        let lanes = inner.lock_lanes();
+        (
+            lanes.values().filter(|l| l.is_running()).count() as u64,
+            lanes.values().map(|l| l.queued() as u64).sum(),
+        )
+    };
+    let parts = &inner.parts;
+    Status {
+        loopd: LoopdStatus {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            uptime_s: inner.started.elapsed().as_secs(),
+            running,
+            queued,
+        },
+        broker: parts.broker.clone(),
+        llama: LlamaStatus {
+            url: parts.cfg.llama.url.clone(),
+            ok,
+            error,
+            n_ctx: u64::from(parts.server.n_ctx),
+            total_slots: u64::from(parts.server.total_slots),
+            model: parts.server.model.clone(),
+            slots: SlotRoles {
+                main: parts.cfg.slots.main,
+                background: parts.cfg.slots.background,
+                subagent: parts.cfg.slots.subagent,
+            },
+        },
+    }
+}

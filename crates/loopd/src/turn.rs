@@ -1,0 +1,230 @@
+//! A turn: model calls and tool calls over a session until the model answers without tool
+//! calls, the step limit is reached, or the turn is stopped (SPEC 3).
+//!
+//! Turns are blocking code on their own thread: the llama client and the tool port block.
+//! Every step is appended to the session log (durably) before the next one starts, so a crash
+//! loses at most the step in flight, and the next open ends the turn as `interrupted`.
+
+use crate::baseline::{self, BaselineError};
+use crate::config::Config;
+use crate::llama::{ChatEvent, ChatRequest, Client, Completion, InferError};
+use crate::session::{Session, StoreError};
+use crate::tools::{Registry, ToolPort};
+use bxcore::{LogRecord, Timestamp, TurnEnd, TurnEvent};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+mod call;
+
+pub use call::{CallOutcome, run_call};
+
+/// What a turn needs besides its session.
+pub struct Runtime<'a> {
+    /// loopd's config.
+    pub cfg: &'a Config,
+    /// The model server.
+    pub client: &'a Client,
+    /// Where tools that loopd does not answer itself go (brokerd, or `FakeTools`).
+    pub port: &'a dyn ToolPort,
+    /// The tools of this epoch.
+    pub registry: &'a Registry,
+    /// The system prompt text.
+    pub system: &'a str,
+}
+
+/// How a turn is told to stop early.
+#[derive(Debug, Default)]
+pub struct Stop {
+    /// Set to cancel the turn (it ends as `cancelled`, or `interrupted` when `shutdown` is set).
+    pub cancelled: AtomicBool,
+    /// Set (before `cancelled`) when loopd is shutting down.
+    pub shutdown: AtomicBool,
+}
+
+impl Stop {
+    /// How the turn ends now that it was stopped.
+    fn end(&self) -> TurnEnd {
+        if self.shutdown.load(Ordering::SeqCst) {
+            TurnEnd::Interrupted
+        } else {
+            TurnEnd::Cancelled
+        }
+    }
+
+    fn is_set(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+}
+
+/// Why a turn could not run to an end of its own.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    /// The prompt no longer fits the slot: the session needs compaction.
+    #[error("the session's context is full: {0}")]
+    SessionFull(String),
+    /// The session log refused a record; the turn stopped where the log stops.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The epoch's baseline could not be made.
+    #[error(transparent)]
+    Baseline(#[from] BaselineError),
+}
+
+/// Appends the user record of a new turn; once this returns the task is durable.
+pub fn start_turn(session: &mut Session, text: &str) -> Result<u64, StoreError> {
+    let turn = session.last_turn() + 1;
+    session.append(LogRecord::User {
+        time: Timestamp::now(),
+        turn,
+        content: text.to_string(),
+    })?;
+    Ok(turn)
+}
+
+/// Runs the open turn of `session` to its end, appends the turn end, and reports every step
+/// through `on_event`. Returns how it ended.
+pub fn run_turn(
+    rt: &Runtime<'_>,
+    session: &mut Session,
+    stop: &Stop,
+    on_event: &mut dyn FnMut(&TurnEvent),
+) -> Result<TurnEnd, TurnError> {
+    let Some(turn) = session.open_turn() else {
+        return Err(TurnError::Store(StoreError::BadRecord {
+            session: session.id().clone(),
+            kind: "turn_end",
+            why: "no turn is open: start_turn first".to_string(),
+        }));
+    };
+    on_event(&TurnEvent::Started {
+        session: session.id().clone(),
+        turn,
+    });
+    let result = steps(rt, session, stop, on_event);
+    let end = match &result {
+        Ok(end) => end.clone(),
+        Err(TurnError::SessionFull(message)) => TurnEnd::Failed {
+            reason: format!("the session's context is full: {message}"),
+        },
+        Err(e) => TurnEnd::Failed {
+            reason: e.to_string(),
+        },
+    };
+    // A turn whose log refused a record cannot record its end either; the next open ends
+    // it as interrupted.
+    if !matches!(result, Err(TurnError::Store(_))) {
+        session.append(LogRecord::TurnEnd {
+            time: Timestamp::now(),
+            turn,
+            end: end.clone(),
+        })?;
+    }
+    on_event(&TurnEvent::Ended {
+        turn,
+        end: end.clone(),
+    });
+    finish_turn(rt, session, &result);
+    result
+}
+
+/// The steps of a turn: model call, tool calls, again.
+fn steps(
+    rt: &Runtime<'_>,
+    session: &mut Session,
+    stop: &Stop,
+    on_event: &mut dyn FnMut(&TurnEvent),
+) -> Result<TurnEnd, TurnError> {
+    baseline::ensure(session, rt.system, rt.registry)?;
+    for _ in 0..rt.cfg.r#loop.max_steps {
+        if stop.is_set() {
+            return Ok(stop.end());
+        }
+        let completion = match model_call(rt, session, stop, on_event)? {
+            Ok(completion) => completion,
+            Err(end) => return Ok(end),
+        };
+        let calls = completion.tool_calls.clone();
+        session.append(LogRecord::Assistant {
+            time: Timestamp::now(),
+            content: completion.content.unwrap_or_default(),
+            reasoning: completion.reasoning,
+            tool_calls: completion.tool_calls,
+            usage: Some(completion.usage),
+        })?;
+        on_event(&TurnEvent::ModelDone {
+            usage: completion.usage,
+        });
+        if calls.is_empty() {
+            return Ok(TurnEnd::Done);
+        }
+        for tool_call in &calls {
+            if stop.is_set() {
+                return Ok(stop.end());
+            }
+            let call = session.next_call();
+            on_event(&TurnEvent::ToolCall {
+                call,
+                tool_call: tool_call.clone(),
+            });
+            let outcome = run_call(rt, session, call, tool_call);
+            session.append(outcome.record(call, &tool_call.id))?;
+            on_event(&outcome.event(call));
+        }
+    }
+    Ok(TurnEnd::MaxSteps)
+}
+
+/// One model call on the main slot. `Ok(Err(end))`: the turn ends without an answer.
+fn model_call(
+    rt: &Runtime<'_>,
+    session: &Session,
+    stop: &Stop,
+    on_event: &mut dyn FnMut(&TurnEvent),
+) -> Result<Result<Completion, TurnEnd>, TurnError> {
+    let Some(baseline) = session.current_baseline() else {
+        return Err(TurnError::Store(StoreError::Poisoned(session.id().clone())));
+    };
+    let request = ChatRequest {
+        slot: rt.cfg.slots.main,
+        messages: baseline::messages(session, baseline),
+        tools: baseline.tools.clone(),
+        thinking: rt.cfg.r#loop.thinking,
+    };
+    let mut forward = |event: &ChatEvent| on_event(&turn_event(event));
+    match rt
+        .client
+        .chat_with_retry_until(&request, &mut forward, &stop.cancelled)
+    {
+        Ok(completion) => Ok(Ok(completion)),
+        Err(InferError::Cancelled) => Ok(Err(stop.end())),
+        Err(InferError::SessionFull { message, .. }) => Err(TurnError::SessionFull(message)),
+        Err(e) => Ok(Err(TurnEnd::Failed {
+            reason: e.to_string(),
+        })),
+    }
+}
+
+/// A llama client event as a turn event.
+fn turn_event(event: &ChatEvent) -> TurnEvent {
+    match event {
+        ChatEvent::Content(text) => TurnEvent::Content { text: text.clone() },
+        ChatEvent::Reasoning(text) => TurnEvent::Reasoning { text: text.clone() },
+        ChatEvent::Attempt {
+            attempt,
+            delay_ms,
+            error,
+        } => TurnEvent::Retry {
+            attempt: *attempt,
+            delay_ms: *delay_ms,
+            error: error.clone(),
+        },
+    }
+}
+
+/// After a turn: the one place where summaries of opted-in results and compaction will run
+/// (issue #6). Today it only logs how the turn went.
+pub fn finish_turn(_rt: &Runtime<'_>, session: &mut Session, result: &Result<TurnEnd, TurnError>) {
+    match result {
+        Ok(end) => tracing::debug!(session = %session.id(), ?end, "turn finished"),
+        Err(e) => tracing::warn!(session = %session.id(), error = %e, "turn failed"),
+    }
+}

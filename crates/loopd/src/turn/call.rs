@@ -1,0 +1,156 @@
+//! One tool call: checked, dispatched (answered by loopd or sent to the port), capped and
+//! labelled.
+
+use super::Runtime;
+use crate::baseline;
+use crate::session::Session;
+use crate::tools::{Dispatch, cap_result, dispatch};
+use bxcore::sanitize::neutralise;
+use bxcore::{
+    CallId, DataClass, LogRecord, Timestamp, ToolCall, ToolOutcome, TurnEvent, denial_message,
+};
+use proto::{ToolRequest, ToolResponse};
+
+/// What came of one tool call, ready to be logged and shown to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutcome {
+    /// What the model is shown (capped, neutralised when untrusted).
+    pub content: String,
+    /// The result's class.
+    pub class: DataClass,
+    /// Whether the result came from outside.
+    pub untrusted: bool,
+    /// Whether the content was cut to the cap.
+    pub truncated: bool,
+    /// How the call ended.
+    pub outcome: ToolOutcome,
+}
+
+impl CallOutcome {
+    /// A public, trusted answer of loopd's own.
+    fn local(content: String, outcome: ToolOutcome) -> CallOutcome {
+        CallOutcome {
+            content,
+            class: DataClass::Public,
+            untrusted: false,
+            truncated: false,
+            outcome,
+        }
+    }
+
+    /// The log record of this outcome for call `call` answering `tool_call_id`.
+    pub fn record(&self, call: CallId, tool_call_id: &str) -> LogRecord {
+        LogRecord::ToolResult {
+            time: Timestamp::now(),
+            call,
+            tool_call_id: tool_call_id.to_string(),
+            content: self.content.clone(),
+            class: self.class,
+            untrusted: self.untrusted,
+            truncated: self.truncated,
+            outcome: self.outcome,
+        }
+    }
+
+    /// The turn event of this outcome.
+    pub fn event(&self, call: CallId) -> TurnEvent {
+        TurnEvent::ToolResult {
+            call,
+            outcome: self.outcome,
+            class: self.class,
+            untrusted: self.untrusted,
+            truncated: self.truncated,
+            bytes: self.content.len() as u64,
+        }
+    }
+}
+
+/// Runs `tool_call` (number `call` in `session`): a name outside the epoch's tools array or
+/// arguments that are not JSON get a clear answer back to the model; everything else goes
+/// through `dispatch`.
+pub fn run_call(
+    rt: &Runtime<'_>,
+    session: &Session,
+    call: CallId,
+    tool_call: &ToolCall,
+) -> CallOutcome {
+    if let Some(problem) = check_call(rt, session, tool_call) {
+        return CallOutcome::local(problem, ToolOutcome::Failed);
+    }
+    let outcome = match dispatch(rt.registry, &tool_call.name, &tool_call.arguments) {
+        Dispatch::Local(text) => CallOutcome::local(text, ToolOutcome::Ok),
+        Dispatch::Port { tool, arguments } => {
+            let request = ToolRequest {
+                session: session.id().clone(),
+                call,
+                tool,
+                arguments,
+                context: baseline::context_labels(session),
+            };
+            from_port(rt.port.call(&request))
+        }
+    };
+    cap(outcome, rt.cfg.r#loop.tool_result_cap_bytes)
+}
+
+/// Why a call cannot run as asked, in words for the model.
+fn check_call(rt: &Runtime<'_>, session: &Session, tool_call: &ToolCall) -> Option<String> {
+    let name = &tool_call.name;
+    let in_array = session
+        .current_baseline()
+        .is_some_and(|b| baseline::tool_names(b).contains(name.as_str()));
+    if !in_array {
+        let hint = if rt.registry.get(name).is_some() {
+            format!(
+                "call it through call_tool with {{\"name\": \"{name}\", \"arguments\": {{...}}}}"
+            )
+        } else {
+            "use find_tool to search for a tool that does what you need".to_string()
+        };
+        return Some(format!(
+            "There is no tool named \"{name}\" in your tools array: {hint}."
+        ));
+    }
+    if let Err(e) = serde_json::from_str::<serde_json::Value>(&tool_call.arguments) {
+        return Some(format!(
+            "The arguments of {name} are not valid JSON ({e}). Call it again with a JSON \
+             object that fits its schema."
+        ));
+    }
+    None
+}
+
+/// A port's answer as an outcome; untrusted text is neutralised before the model sees it.
+fn from_port(response: ToolResponse) -> CallOutcome {
+    match response {
+        ToolResponse::Result {
+            content,
+            class,
+            untrusted,
+            truncated,
+        } => CallOutcome {
+            content: if untrusted {
+                neutralise(&content).into_owned()
+            } else {
+                content
+            },
+            class,
+            untrusted,
+            truncated,
+            outcome: ToolOutcome::Ok,
+        },
+        ToolResponse::Failed { message } => CallOutcome::local(message, ToolOutcome::Failed),
+        ToolResponse::Denied { reason, detail } => CallOutcome::local(
+            denial_message(reason, detail.as_deref()),
+            ToolOutcome::Denied { reason },
+        ),
+    }
+}
+
+/// Cuts the content to the cap.
+fn cap(mut outcome: CallOutcome, cap_bytes: usize) -> CallOutcome {
+    let (content, cut) = cap_result(&outcome.content, cap_bytes);
+    outcome.content = content;
+    outcome.truncated |= cut;
+    outcome
+}
