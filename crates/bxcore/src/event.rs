@@ -37,6 +37,9 @@ pub enum TurnEvent {
     ModelDone {
         /// Its token counts.
         usage: Usage,
+        /// How long the call took, from sending the request to the end of the answer, in
+        /// microseconds (retries included).
+        model_us: u64,
     },
     /// The model asked for a tool.
     ToolCall {

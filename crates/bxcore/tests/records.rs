@@ -148,6 +148,7 @@ fn every_event_round_trips() {
         },
         TurnEvent::ModelDone {
             usage: Usage::default(),
+            model_us: 1_500,
         },
         TurnEvent::ToolCall {
             call: CallId(1),

@@ -12,6 +12,7 @@ use crate::session::{Session, StoreError};
 use crate::tools::{Registry, ToolPort};
 use bxcore::{LogRecord, Timestamp, TurnEnd, TurnEvent};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 mod call;
 
@@ -138,8 +139,8 @@ fn steps(
         if stop.is_set() {
             return Ok(stop.end());
         }
-        let completion = match model_call(rt, session, stop, on_event)? {
-            Ok(completion) => completion,
+        let (completion, model_us) = match model_call(rt, session, stop, on_event)? {
+            Ok(done) => done,
             Err(end) => return Ok(end),
         };
         let calls = completion.tool_calls.clone();
@@ -152,6 +153,7 @@ fn steps(
         })?;
         on_event(&TurnEvent::ModelDone {
             usage: completion.usage,
+            model_us,
         });
         if calls.is_empty() {
             return Ok(TurnEnd::Done);
@@ -173,13 +175,14 @@ fn steps(
     Ok(TurnEnd::MaxSteps)
 }
 
-/// One model call on the main slot. `Ok(Err(end))`: the turn ends without an answer.
+/// One model call on the main slot, and how long the call itself took (µs).
+/// `Ok(Err(end))`: the turn ends without an answer.
 fn model_call(
     rt: &Runtime<'_>,
     session: &Session,
     stop: &Stop,
     on_event: &mut dyn FnMut(&TurnEvent),
-) -> Result<Result<Completion, TurnEnd>, TurnError> {
+) -> Result<Result<(Completion, u64), TurnEnd>, TurnError> {
     let Some(baseline) = session.current_baseline() else {
         return Err(TurnError::Store(StoreError::Poisoned(session.id().clone())));
     };
@@ -190,11 +193,13 @@ fn model_call(
         thinking: rt.cfg.r#loop.thinking,
     };
     let mut forward = |event: &ChatEvent| on_event(&turn_event(event));
-    match rt
+    let started = Instant::now();
+    let answer = rt
         .client
-        .chat_with_retry_until(&request, &mut forward, &stop.cancelled)
-    {
-        Ok(completion) => Ok(Ok(completion)),
+        .chat_with_retry_until(&request, &mut forward, &stop.cancelled);
+    let model_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    match answer {
+        Ok(completion) => Ok(Ok((completion, model_us))),
         Err(InferError::Cancelled) => Ok(Err(stop.end())),
         Err(InferError::SessionFull { message, .. }) => Err(TurnError::SessionFull(message)),
         Err(e) => Ok(Err(TurnEnd::Failed {
