@@ -62,20 +62,22 @@ fn main() -> ExitCode {
     if let Some(file) = &cli.config.check_config {
         return run_check_config::<Config>(&cli.loader(file));
     }
-    init_logging();
     let Some(file) = &cli.config.config else {
+        init_logging("info");
         tracing::error!("no config: start loopd with --config FILE (see config/loopd.toml)");
         return ExitCode::from(2);
     };
     let cfg = match cli.loader(file).load_valid::<Config>() {
         Ok(cfg) => cfg,
         Err(e) => {
+            init_logging("info");
             for line in e.lines() {
                 tracing::error!("{line}");
             }
             return ExitCode::from(1);
         }
     };
+    init_logging(cfg.log.level.as_str());
     match loopd::daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -85,10 +87,10 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs to stderr; `RUST_LOG` sets the filter (default `info`).
-fn init_logging() {
+/// Logs to stderr at `level` (the config's `[log] level`); `RUST_LOG`, when set, wins.
+fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

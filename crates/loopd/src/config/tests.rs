@@ -1,3 +1,4 @@
+//! Unit tests: this file is compiled only under #[cfg(test)] (see where its module is declared).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
