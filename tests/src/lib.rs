@@ -1,6 +1,8 @@
 //! Helpers for the end-to-end tests: find the workspace's built binaries, run them as child
 //! processes that are killed when dropped, and wait (bounded) for what they print.
 
+pub mod real;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -83,6 +85,18 @@ impl Running {
     }
 }
 
+impl Running {
+    /// The exit status, if the child has ended.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// The child's process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -97,10 +111,10 @@ pub struct Stack {
     pub dir: tempfile::TempDir,
     /// loopd's socket.
     pub socket: PathBuf,
-    /// fakellama's base URL.
+    /// The model server's base URL.
     pub llama_url: String,
-    /// The fakellama process (None once stopped).
-    pub fakellama: Option<Running>,
+    /// The model server's process, fakellama or llama-server (None once stopped).
+    pub model: Option<Running>,
     /// The loopd process (None once stopped).
     pub loopd: Option<Running>,
 }
@@ -134,20 +148,34 @@ impl Stack {
         let addr = fakellama
             .wait_for_line("fakellama listening on ")
             .ok_or_else(|| std::io::Error::other("fakellama did not print its address"))?;
-        let llama_url = format!("http://{addr}");
-        let socket = dir.path().join("loopd.sock");
+        Stack::with_model(
+            dir,
+            fakellama,
+            format!("http://{addr}"),
+            &options.loopd_toml,
+        )
+    }
+
+    /// Starts loopd against a model server that is already running at `llama_url`, with
+    /// `extra_toml` in its config; the stack owns `model` and `dir` from now on.
+    pub fn with_model(
+        dir: tempfile::TempDir,
+        model: Running,
+        llama_url: String,
+        extra_toml: &str,
+    ) -> std::io::Result<Stack> {
         let mut stack = Stack {
-            socket,
+            socket: dir.path().join("loopd.sock"),
             llama_url,
-            fakellama: Some(fakellama),
+            model: Some(model),
             loopd: None,
             dir,
         };
-        stack.start_loopd(&options.loopd_toml)?;
+        stack.start_loopd(extra_toml)?;
         Ok(stack)
     }
 
-    /// Starts loopd against this stack's fakellama and waits for its socket.
+    /// Starts loopd against this stack's model server and waits for its socket.
     pub fn start_loopd(&mut self, extra_toml: &str) -> std::io::Result<()> {
         let config = self.dir.path().join("loopd.toml");
         let system = workspace_root().join("config/system.md");
@@ -166,16 +194,23 @@ impl Stack {
             .arg("--config")
             .arg(&config)
             .env("RUST_LOG", DAEMON_LOG_LEVEL);
-        self.loopd = Some(Running::start(command)?);
+        let mut loopd = Running::start(command)?;
         let deadline = std::time::Instant::now() + Duration::from_millis(READY_TIMEOUT_MS);
         while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            if let Some(status) = loopd.exited() {
+                return Err(std::io::Error::other(format!(
+                    "loopd exited ({status}) before serving"
+                )));
+            }
             if std::time::Instant::now() > deadline {
+                drop(loopd);
                 return Err(std::io::Error::other(
                     "loopd's socket did not answer in time",
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        self.loopd = Some(loopd);
         Ok(())
     }
 

@@ -187,7 +187,7 @@ fn a_model_server_that_is_gone_fails_the_turn_cleanly() {
     let mut stack = stack("default_reply = \"first\"\n");
     let out = stack.boxctl(&["task", "--session", "gone", "one"]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    drop(stack.fakellama.take());
+    drop(stack.model.take());
     let out = stack.boxctl(&["task", "--session", "gone", "two"]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let records = records(&stack, "gone");

@@ -1,0 +1,107 @@
+//! A real llama-server for the tests that need one: its parts come from
+//! `scripts/fetch-parts.sh` (built and cached once), named by environment variables.
+
+use crate::{READY_TIMEOUT_MS, Running};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Set to `1` (as `scripts/test.sh` does) to make a missing real model a failure, not a skip.
+pub const REQUIRE_ENV: &str = "BOXMAKER_REQUIRE_REAL_MODEL";
+/// How long a model may take to load, in milliseconds.
+pub const LOAD_TIMEOUT_MS: u64 = 180_000;
+
+/// The real parts: the llama-server binary and the two models.
+#[derive(Debug, Clone)]
+pub struct RealParts {
+    /// `LLAMA_SERVER`.
+    pub llama_server: PathBuf,
+    /// `SMOLLM2_GGUF`: SmolLM2-135M-Instruct (no tool support in its template).
+    pub smollm2: PathBuf,
+    /// `QWEN_GGUF`: Qwen2.5-Coder-0.5B-Instruct.
+    pub qwen: PathBuf,
+}
+
+impl RealParts {
+    /// The parts named by `LLAMA_SERVER`, `SMOLLM2_GGUF`, `QWEN_GGUF`; `None` (with a note on
+    /// stderr) when they are not set, unless [`REQUIRE_ENV`] is `1`, which makes it a panic.
+    pub fn from_env() -> Option<RealParts> {
+        let get = |name: &str| {
+            std::env::var_os(name)
+                .map(PathBuf::from)
+                .filter(|p| p.is_file())
+        };
+        match (get("LLAMA_SERVER"), get("SMOLLM2_GGUF"), get("QWEN_GGUF")) {
+            (Some(llama_server), Some(smollm2), Some(qwen)) => Some(RealParts {
+                llama_server,
+                smollm2,
+                qwen,
+            }),
+            _ => {
+                let why = "LLAMA_SERVER, SMOLLM2_GGUF and QWEN_GGUF must name files: \
+                           run `eval \"$(scripts/fetch-parts.sh --print-paths)\"` first \
+                           (scripts/test.sh does)";
+                assert!(std::env::var(REQUIRE_ENV).as_deref() != Ok("1"), "{why}");
+                eprintln!("skipping a real-model test: {why}");
+                None
+            }
+        }
+    }
+}
+
+/// A running llama-server on a free loopback port.
+pub struct LlamaServer {
+    /// The process.
+    pub running: Running,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl LlamaServer {
+    /// Starts `server -m model ARGS --host 127.0.0.1 --port P --no-webui` and waits (bounded)
+    /// until `/health` answers 200.
+    pub fn start(server: &PathBuf, model: &PathBuf, args: &[&str]) -> std::io::Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let mut command = Command::new(server);
+        command.arg("-m").arg(model).args(args).args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--no-webui",
+        ]);
+        let mut running = Running::start(command)?;
+        let deadline =
+            Instant::now() + Duration::from_millis(LOAD_TIMEOUT_MS.max(READY_TIMEOUT_MS));
+        while health(port) != Some(200) {
+            if let Some(status) = running.exited() {
+                return Err(std::io::Error::other(format!(
+                    "llama-server exited: {status}"
+                )));
+            }
+            if Instant::now() > deadline {
+                return Err(std::io::Error::other("llama-server did not become ready"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(LlamaServer {
+            running,
+            url: format!("http://127.0.0.1:{port}"),
+        })
+    }
+}
+
+/// The status code of `GET /health`, if anything answered.
+fn health(port: u16) -> Option<u16> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
