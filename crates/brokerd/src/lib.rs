@@ -5,3 +5,4 @@
 //! configuration: [`config`].
 
 pub mod config;
+pub mod tool;

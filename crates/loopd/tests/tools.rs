@@ -395,6 +395,7 @@ fn cap_result_cuts_on_a_character_boundary() {
 fn request(call: u64, tool: &str, arguments: &str) -> ToolRequest {
     ToolRequest {
         session: SessionId::new("main").unwrap(),
+        turn: 1,
         call: CallId(call),
         tool: tool.to_string(),
         arguments: arguments.to_string(),

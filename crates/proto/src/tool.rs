@@ -24,6 +24,8 @@ pub struct ToolSchema {
 pub struct ToolRequest {
     /// The session that makes the call.
     pub session: SessionId,
+    /// The turn of that session it is made in (per-turn rate limits count by it).
+    pub turn: u64,
     /// The call's number in that session.
     pub call: CallId,
     /// The tool to run (never `call_tool`: loopd unwraps it).
@@ -62,4 +64,14 @@ pub enum ToolResponse {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
     },
+}
+
+/// The tools brokerd offers one session: only those some grant lets it call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Catalogue {
+    /// The session it was made for.
+    pub session: SessionId,
+    /// The tools, in a stable order (by name).
+    pub tools: Vec<ToolSchema>,
 }

@@ -82,6 +82,7 @@ pub fn run_call(
         Dispatch::Port { tool, arguments } => {
             let request = ToolRequest {
                 session: session.id().clone(),
+                turn: session.open_turn().unwrap_or(session.last_turn()),
                 call,
                 tool,
                 arguments,

@@ -1,0 +1,56 @@
+//! What a tool is to brokerd: a schema and a call. Built-in tools and MCP servers' tools
+//! implement [`Tool`]; the policy decides whether a call may run before it ever gets here.
+
+use crate::config::Grant;
+use proto::ToolSchema;
+use std::future::Future;
+use std::pin::Pin;
+
+/// What a tool gave back, before brokerd labels it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The result text (already cut to the cap by the tool when it streams a lot).
+    pub content: String,
+    /// Whether the tool cut it.
+    pub truncated: bool,
+}
+
+/// Why a tool call did not give a result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments do not fit the schema or the tool's rules; says which and why.
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// A path outside the grant's roots (after resolving symlinks and `..`).
+    #[error("{0}")]
+    PathNotAllowed(String),
+    /// A host the grant does not allow (also for each redirect).
+    #[error("{0}")]
+    HostNotAllowed(String),
+    /// The tool ran and failed, or ran past its time.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What a call may use besides its arguments.
+#[derive(Debug, Clone, Copy)]
+pub struct CallContext<'a> {
+    /// The grant that allowed the call: its `paths` and `hosts` limit the arguments.
+    pub grant: &'a Grant,
+    /// The most bytes of result to keep.
+    pub result_cap_bytes: usize,
+    /// The longest the call may take, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// The future a tool call returns.
+pub type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+
+/// A tool brokerd can run.
+pub trait Tool: Send + Sync {
+    /// How the model sees it.
+    fn schema(&self) -> ToolSchema;
+    /// Runs it with `arguments` (a JSON value, checked by the tool) within `ctx`.
+    fn call<'a>(&'a self, arguments: &'a serde_json::Value, ctx: CallContext<'a>)
+    -> CallFuture<'a>;
+}
