@@ -3,13 +3,13 @@
 
 use crate::api::{ApiOptions, bind_socket, serve};
 use crate::baseline::read_system_prompt;
+use crate::broker::Broker;
 use crate::config::Config;
-use crate::engine::{Engine, EngineParts};
+use crate::engine::{Engine, EngineParts, ToolSource};
 use crate::llama::{Client, ClientOptions, check_expectations};
 use crate::session::Store;
 use crate::tools::{FakeTools, Registry, ToolPort};
 use anyhow::{Context, bail};
-use proto::api::BrokerStatus;
 use std::sync::Arc;
 
 /// Tokio worker threads for the API (turns run on their own threads).
@@ -18,8 +18,8 @@ pub const API_WORKER_THREADS: usize = 2;
 pub const SHUTDOWN_GRACE_MS: u64 = 5_000;
 
 /// What loopd says when it answers tools itself.
-const FAKE_TOOLS_NOTE: &str = "no broker configured: tools are answered by loopd's built-in \
-     fake tools (clock, echo) until brokerd arrives (issue #5)";
+pub const FAKE_TOOLS_NOTE: &str = "no broker configured: tools are answered by loopd's \
+     built-in fake tools (clock, echo); set [broker] socket to use brokerd";
 
 /// Runs loopd with `cfg` until SIGTERM or SIGINT.
 pub fn run(cfg: Config) -> anyhow::Result<()> {
@@ -45,7 +45,7 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     tracing::info!(n_ctx = server.n_ctx, slots = server.total_slots, model = %server.model, "llama-server is ready");
     let store = Store::new(&cfg.state_dir)
         .with_context(|| format!("cannot use the state dir {}", cfg.state_dir.display()))?;
-    let (port, broker) = tool_port(&cfg)?;
+    let (port, tools) = tool_port(&cfg, runtime.handle());
     let api_options = ApiOptions::from_config(&cfg.api)?;
     let socket = cfg.socket.clone();
     let engine = Engine::new(EngineParts {
@@ -53,10 +53,9 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         store,
         client,
         port,
-        registry: Registry::m2b(),
+        tools,
         system,
         server,
-        broker,
         handle: runtime.handle().clone(),
     });
     runtime.block_on(async {
@@ -70,23 +69,32 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     })
 }
 
-/// The tool port: brokerd when configured (issue #5), else the fake tools.
-fn tool_port(cfg: &Config) -> anyhow::Result<(Arc<dyn ToolPort>, BrokerStatus)> {
-    if let Some(socket) = &cfg.broker.socket {
-        bail!(
-            "broker.socket is set ({}), but this loopd cannot talk to brokerd yet (issue #5): \
-             leave broker.socket unset to use the built-in fake tools",
-            socket.display()
-        );
+/// The tool port and where registries come from: brokerd when `[broker] socket` is set,
+/// else loopd's fake tools (and a warning saying so).
+fn tool_port(cfg: &Config, handle: &tokio::runtime::Handle) -> (Arc<dyn ToolPort>, ToolSource) {
+    match &cfg.broker.socket {
+        Some(socket) => {
+            let broker = Broker::new(socket.clone(), cfg.broker.call_timeout_ms, handle.clone());
+            match handle.block_on(broker.health_async()) {
+                Ok(()) => tracing::info!(socket = %socket.display(), "brokerd answers"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "brokerd does not answer yet; tool calls fail until it does")
+                }
+            }
+            let source = ToolSource::Broker {
+                broker: broker.clone(),
+                core_tools: cfg.broker.core_tools.clone(),
+            };
+            (Arc::new(broker), source)
+        }
+        None => {
+            tracing::warn!("{FAKE_TOOLS_NOTE}");
+            (
+                Arc::new(FakeTools::new()),
+                ToolSource::Fake(Registry::m2b()),
+            )
+        }
     }
-    tracing::warn!("{FAKE_TOOLS_NOTE}");
-    let status = BrokerStatus {
-        kind: "fake".to_string(),
-        socket: None,
-        ok: true,
-        note: FAKE_TOOLS_NOTE.to_string(),
-    };
-    Ok((Arc::new(FakeTools::new()), status))
 }
 
 /// Resolves at the first SIGTERM or SIGINT.

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod baseline;
+pub mod broker;
 pub mod config;
 pub mod daemon;
 pub mod engine;

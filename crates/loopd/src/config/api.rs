@@ -51,6 +51,10 @@ pub struct Broker {
     pub socket: Option<PathBuf>,
     /// The longest one tool call through brokerd may take, in milliseconds.
     pub call_timeout_ms: u64,
+    /// brokerd's tools that go straight into the tools array (the core set); every other
+    /// tool it offers is found with `find_tool` and called with `call_tool`. A name brokerd
+    /// does not offer the session is left out.
+    pub core_tools: Vec<String>,
 }
 
 impl Default for Broker {
@@ -58,6 +62,7 @@ impl Default for Broker {
         Broker {
             socket: None,
             call_timeout_ms: 30_000,
+            core_tools: Vec::new(),
         }
     }
 }

@@ -10,15 +10,14 @@ mod status;
 mod worker;
 
 use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted};
+use crate::broker::Broker;
 use crate::config::Config;
 use crate::llama::{Client, ServerInfo};
 use crate::session::{Store, StoreError};
 use crate::tools::{Registry, ToolPort};
 use bxcore::{SessionId, TurnEvent};
 use lane::{Lane, Pending};
-use proto::api::{
-    BrokerStatus, CancelAnswer, RecordsPage, SessionInfo, SessionList, Status, TaskRequest,
-};
+use proto::api::{CancelAnswer, RecordsPage, SessionInfo, SessionList, Status, TaskRequest};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,16 +34,48 @@ pub struct EngineParts {
     pub client: Arc<Client>,
     /// Tools that loopd does not answer itself.
     pub port: Arc<dyn ToolPort>,
-    /// The tools of new epochs.
-    pub registry: Registry,
+    /// Where each task's registry comes from.
+    pub tools: ToolSource,
     /// The system prompt.
     pub system: String,
     /// What the model server reported at start.
     pub server: ServerInfo,
-    /// Which broker is in use, for status.
-    pub broker: BrokerStatus,
     /// The runtime the API runs on (turn threads use it to wait for a main slot).
     pub handle: tokio::runtime::Handle,
+}
+
+/// Where the tools of a task come from.
+pub enum ToolSource {
+    /// No broker: the in-process fake tools, with this fixed registry.
+    Fake(Registry),
+    /// brokerd: each task's registry is made from the catalogue brokerd offers its session.
+    Broker {
+        /// The client of brokerd.
+        broker: Broker,
+        /// brokerd's tools that go straight into the tools array.
+        core_tools: Vec<String>,
+    },
+}
+
+impl ToolSource {
+    /// The registry for a task of `session`. A broker that cannot be asked leaves loopd's own
+    /// tools only; its calls would fail anyway, and the turn can still answer.
+    fn registry(&self, session: &SessionId) -> Registry {
+        match self {
+            ToolSource::Fake(registry) => registry.clone(),
+            ToolSource::Broker { broker, core_tools } => match broker.catalogue(session) {
+                Ok(catalogue) => crate::broker::registry(&catalogue, core_tools),
+                Err(e) => {
+                    tracing::warn!(%session, error = %e, "no catalogue from brokerd; loopd's own tools only");
+                    let empty = proto::Catalogue {
+                        session: session.clone(),
+                        tools: Vec::new(),
+                    };
+                    crate::broker::registry(&empty, core_tools)
+                }
+            },
+        }
+    }
 }
 
 /// The engine; cheap to clone.

@@ -2,7 +2,7 @@
 
 use super::Inner;
 use bxcore::LogRecord;
-use proto::api::{LlamaStatus, LoopdStatus, SlotRoles, Status};
+use proto::api::{BrokerStatus, LlamaStatus, LoopdStatus, SlotRoles, Status};
 
 /// The highest turn number in `records`.
 pub fn last_turn(records: &[LogRecord]) -> u64 {
@@ -40,7 +40,7 @@ pub async fn status(inner: &std::sync::Arc<Inner>) -> Status {
             running,
             queued,
         },
-        broker: parts.broker.clone(),
+        broker: broker_status(&parts.tools).await,
         llama: LlamaStatus {
             url: parts.cfg.llama.url.clone(),
             ok,
@@ -54,5 +54,29 @@ pub async fn status(inner: &std::sync::Arc<Inner>) -> Status {
                 subagent: parts.cfg.slots.subagent,
             },
         },
+    }
+}
+
+/// How the tool broker is.
+async fn broker_status(tools: &super::ToolSource) -> BrokerStatus {
+    match tools {
+        super::ToolSource::Fake(_) => BrokerStatus {
+            kind: "fake".to_string(),
+            socket: None,
+            ok: true,
+            note: crate::daemon::FAKE_TOOLS_NOTE.to_string(),
+        },
+        super::ToolSource::Broker { broker, .. } => {
+            let health = broker.health_async().await;
+            BrokerStatus {
+                kind: "brokerd".to_string(),
+                socket: Some(broker.socket().display().to_string()),
+                ok: health.is_ok(),
+                note: match health {
+                    Ok(()) => "tools run under brokerd's grants".to_string(),
+                    Err(e) => e.to_string(),
+                },
+            }
+        }
     }
 }

@@ -82,11 +82,12 @@ fn run_one(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) {
     }));
     let feed = inner.lock_lanes().get(id).map(|lane| lane.feed());
     let parts = &inner.parts;
+    let registry = parts.tools.registry(id);
     let rt = Runtime {
         cfg: &parts.cfg,
         client: &parts.client,
         port: parts.port.as_ref(),
-        registry: &parts.registry,
+        registry: &registry,
         system: &parts.system,
     };
     let mut on_event = |event: &TurnEvent| {

@@ -1,0 +1,223 @@
+//! brokerd as loopd's `ToolPort`: tool calls and the per-session catalogue over brokerd's
+//! Unix socket (`POST /v1/call`, `GET /v1/catalogue?session=ID`, `GET /v1/health`).
+//!
+//! A broker that is down or slow never fails a turn: the model gets
+//! `Failed("tool broker unavailable: ...")` and the turn goes on. Each call opens its own
+//! connection, so a restarted brokerd is simply found again on the next call.
+
+use crate::tools::ToolPort;
+use bxcore::SessionId;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use proto::{Catalogue, ToolRequest, ToolResponse};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The largest answer read from brokerd, in bytes (its results are capped far below this).
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+/// The longest a catalogue or health request may take, in milliseconds.
+pub const PROBE_TIMEOUT_MS: u64 = 5_000;
+/// What the model is told when brokerd cannot be reached; the reason follows.
+pub const UNAVAILABLE: &str = "tool broker unavailable";
+
+/// Why a request to brokerd got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// No connection, a broken one, or a timeout.
+    #[error("{UNAVAILABLE}: {0}")]
+    Unavailable(String),
+    /// brokerd answered something loopd cannot read.
+    #[error("tool broker answered {status}: {message}")]
+    BadAnswer {
+        /// The HTTP status.
+        status: u16,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+/// A client of brokerd.
+#[derive(Debug, Clone)]
+pub struct Broker {
+    socket: PathBuf,
+    call_timeout_ms: u64,
+    handle: tokio::runtime::Handle,
+}
+
+impl Broker {
+    /// A client of brokerd at `socket`; calls are cut at `call_timeout_ms`. Blocking calls
+    /// run on `handle` (call them from turn threads, never from inside an async task).
+    pub fn new(socket: PathBuf, call_timeout_ms: u64, handle: tokio::runtime::Handle) -> Broker {
+        Broker {
+            socket,
+            call_timeout_ms,
+            handle,
+        }
+    }
+
+    /// brokerd's socket.
+    pub fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
+    /// The tools brokerd offers `session` (async).
+    pub async fn catalogue_async(&self, session: &SessionId) -> Result<Catalogue, BrokerError> {
+        let path = format!("/v1/catalogue?session={session}");
+        let body = self.exchange("GET", &path, None, PROBE_TIMEOUT_MS).await?;
+        serde_json::from_slice(&body).map_err(|e| BrokerError::BadAnswer {
+            status: 200,
+            message: format!("not a catalogue: {e}"),
+        })
+    }
+
+    /// The tools brokerd offers `session` (blocking).
+    pub fn catalogue(&self, session: &SessionId) -> Result<Catalogue, BrokerError> {
+        self.handle.block_on(self.catalogue_async(session))
+    }
+
+    /// Whether brokerd answers its health check (async).
+    pub async fn health_async(&self) -> Result<(), BrokerError> {
+        self.exchange("GET", "/v1/health", None, PROBE_TIMEOUT_MS)
+            .await
+            .map(|_| ())
+    }
+
+    /// One call (async).
+    pub async fn call_async(&self, request: &ToolRequest) -> Result<ToolResponse, BrokerError> {
+        let body = serde_json::to_vec(request).map_err(|e| BrokerError::BadAnswer {
+            status: 0,
+            message: format!("cannot encode the request: {e}"),
+        })?;
+        let answer = self
+            .exchange("POST", "/v1/call", Some(body), self.call_timeout_ms)
+            .await?;
+        serde_json::from_slice(&answer).map_err(|e| BrokerError::BadAnswer {
+            status: 200,
+            message: format!("not a tool response: {e}"),
+        })
+    }
+
+    /// Sends one request on a fresh connection and reads a 200 answer's body.
+    async fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        timeout_ms: u64,
+    ) -> Result<Bytes, BrokerError> {
+        let work = async {
+            let stream = tokio::net::UnixStream::connect(&self.socket)
+                .await
+                .map_err(|e| BrokerError::Unavailable(format!("{}: {e}", self.socket.display())))?;
+            let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
+                .await
+                .map_err(|e| BrokerError::Unavailable(e.to_string()))?;
+            let connection = tokio::spawn(connection);
+            let request = hyper::Request::builder()
+                .method(method)
+                .uri(path)
+                .header("host", "brokerd")
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(body.unwrap_or_default())))
+                .map_err(|e| BrokerError::Unavailable(e.to_string()))?;
+            let response = sender
+                .send_request(request)
+                .await
+                .map_err(|e| BrokerError::Unavailable(e.to_string()))?;
+            let status = response.status().as_u16();
+            let bytes = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| BrokerError::Unavailable(e.to_string()))?
+                .to_bytes();
+            connection.abort();
+            if status != 200 {
+                return Err(BrokerError::BadAnswer {
+                    status,
+                    message: String::from_utf8_lossy(&bytes).into_owned(),
+                });
+            }
+            Ok(bytes)
+        };
+        tokio::time::timeout(Duration::from_millis(timeout_ms), work)
+            .await
+            .unwrap_or_else(|_| {
+                Err(BrokerError::Unavailable(format!(
+                    "no answer within {timeout_ms} ms"
+                )))
+            })
+    }
+}
+
+impl ToolPort for Broker {
+    fn call(&self, request: &ToolRequest) -> ToolResponse {
+        match self.handle.block_on(self.call_async(request)) {
+            Ok(response) => response,
+            Err(e) => {
+                tracing::warn!(session = %request.session, tool = %request.tool, error = %e, "tool call through brokerd failed");
+                ToolResponse::Failed {
+                    message: e.to_string(),
+                }
+            }
+        }
+    }
+}
+
+/// The registry of an epoch in broker mode: loopd's own `clock` (core), then every tool the
+/// catalogue offers, core when named in `core_tools`. Names loopd answers itself are never
+/// taken from the catalogue.
+pub fn registry(catalogue: &Catalogue, core_tools: &[String]) -> crate::tools::Registry {
+    use crate::tools::{CALL_TOOL, CLOCK, Entry, FIND_TOOL, Registry, clock_schema};
+    let own = [CLOCK, FIND_TOOL, CALL_TOOL, "subagent"];
+    let mut entries = vec![Entry {
+        schema: clock_schema(),
+        core: true,
+    }];
+    entries.extend(
+        catalogue
+            .tools
+            .iter()
+            .filter(|t| !own.contains(&t.name.as_str()))
+            .map(|t| Entry {
+                schema: t.clone(),
+                core: core_tools.contains(&t.name),
+            }),
+    );
+    Registry::new(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::ToolSchema;
+
+    fn schema(name: &str) -> ToolSchema {
+        ToolSchema {
+            name: name.into(),
+            description: format!("{name} tool"),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    #[test]
+    fn the_registry_keeps_loopds_own_tools_and_marks_the_core_set() {
+        let catalogue = Catalogue {
+            session: SessionId::new("s").unwrap(),
+            tools: vec![schema("clock"), schema("read_file"), schema("http_fetch")],
+        };
+        let registry = registry(&catalogue, &["read_file".to_string()]);
+        let core: Vec<String> = registry
+            .core_schemas()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(core, ["clock", "read_file", "find_tool", "call_tool"]);
+        assert_eq!(
+            registry.get("clock").unwrap().schema,
+            crate::tools::clock_schema()
+        );
+        assert!(!registry.get("http_fetch").unwrap().core);
+    }
+}

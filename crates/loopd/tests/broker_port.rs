@@ -1,0 +1,35 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! loopd's brokerd port when brokerd is not there: the model is told, the turn goes on.
+
+use bxcore::{CallId, Labels, SessionId};
+use loopd::broker::{Broker, UNAVAILABLE};
+use loopd::tools::ToolPort;
+use proto::{ToolRequest, ToolResponse};
+
+#[test]
+fn a_broker_that_is_down_gives_failed_tool_broker_unavailable() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::new(dir.path().join("brokerd.sock"), 1_000, rt.handle().clone());
+    let request = ToolRequest {
+        session: SessionId::new("s").unwrap(),
+        turn: 1,
+        call: CallId(1),
+        tool: "read_file".into(),
+        arguments: "{}".into(),
+        context: Labels::PUBLIC,
+    };
+    match broker.call(&request) {
+        ToolResponse::Failed { message } => {
+            assert!(message.starts_with(UNAVAILABLE), "{message}");
+            assert!(message.contains("brokerd.sock"), "{message}");
+        }
+        other => panic!("expected Failed, got {other:?}"),
+    }
+    let err = broker.catalogue(&SessionId::new("s").unwrap()).unwrap_err();
+    assert!(err.to_string().starts_with(UNAVAILABLE), "{err}");
+}
