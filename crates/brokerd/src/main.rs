@@ -1,6 +1,6 @@
 //! The `brokerd` binary: boxmaker's tool broker daemon.
 //!
-//! Today it checks configs (`--check-config FILE`); the daemon itself arrives with issue #5.
+//! `brokerd --config FILE` runs the daemon; `--check-config FILE` checks a config.
 
 use brokerd::config::{Config, ENV_PREFIX};
 use bxconfig::{ConfigArgs, Loader, run_check_config};
@@ -11,11 +11,11 @@ use std::process::ExitCode;
 
 /// brokerd, boxmaker's tool broker.
 ///
-/// brokerd will run every tool call that loopd does not answer itself (built-in tools and MCP
-/// servers) under explicit grants, label every result with its class and trust, and record
-/// every decision in an audit log. The daemon mode arrives with issue #5; today brokerd checks
-/// configs: `brokerd --check-config FILE` prints the resolved config as TOML (exit 0) or every
-/// problem (exit 1).
+/// brokerd runs every tool call that loopd does not answer itself (built-in tools and MCP
+/// servers) under explicit grants, labels every result with its class and trust, and records
+/// every decision in an audit log (<state_dir>/audit.jsonl). `brokerd --config FILE` serves
+/// HTTP on its Unix socket until SIGTERM or SIGINT; `brokerd --check-config FILE` prints the
+/// resolved config as TOML (exit 0) or every problem (exit 1).
 ///
 /// Config layers, lowest first: built-in defaults, the file, environment variables
 /// BROKERD_SECTION__KEY (e.g. BROKERD_LIMITS__CALL_TIMEOUT_MS), the flags below.
@@ -52,18 +52,35 @@ fn main() -> ExitCode {
     if let Some(file) = &cli.config.check_config {
         return run_check_config::<Config>(&cli.loader(file));
     }
-    init_logging();
-    tracing::error!(
-        "the daemon mode is not implemented yet (it arrives with issue #5); \
-         only `brokerd --check-config FILE` works in this version"
-    );
-    ExitCode::from(2)
+    let Some(file) = &cli.config.config else {
+        init_logging("info");
+        tracing::error!("no config: start brokerd with --config FILE (see config/brokerd.toml)");
+        return ExitCode::from(2);
+    };
+    let cfg = match cli.loader(file).load_valid::<Config>() {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            init_logging("info");
+            for line in e.lines() {
+                tracing::error!("{line}");
+            }
+            return ExitCode::from(1);
+        }
+    };
+    init_logging(cfg.log.level.as_str());
+    match brokerd::daemon::run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::from(1)
+        }
+    }
 }
 
-/// Logs to stderr; `RUST_LOG` sets the filter (default `info`).
-fn init_logging() {
+/// Logs to stderr at `level` (the config's `[log] level`); `RUST_LOG`, when set, wins.
+fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

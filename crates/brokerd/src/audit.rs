@@ -1,0 +1,200 @@
+//! The audit log: one JSON line per tool request, appended to `<state_dir>/audit.jsonl`.
+//!
+//! Each line is an [`AuditRecord`] and is written with one `write(2)` on a file opened for
+//! appending, before brokerd answers the request: once loopd has an answer, its line is in the
+//! kernel and survives brokerd dying. Lines reach the disk (`fdatasync`) in batches: the daemon
+//! calls [`AuditLog::sync`] every [`AUDIT_SYNC_INTERVAL_MS`] when lines were written, and at
+//! shutdown; a power loss can cost at most that interval of lines.
+//!
+//! A record never holds the arguments (they may hold private data), only their SHA-256, and
+//! never a tool's own message (which may quote them): its `detail` is brokerd's own text.
+
+use bxcore::{CallId, DenyReason, Labels, SessionId, Timestamp};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+/// The audit log's file name in the state dir.
+pub const AUDIT_FILE: &str = "audit.jsonl";
+
+/// How often the daemon flushes written audit lines to disk, in milliseconds.
+pub const AUDIT_SYNC_INTERVAL_MS: u64 = 1_000;
+
+/// The audit log file's mode: brokerd's user only.
+pub const AUDIT_FILE_MODE: u32 = 0o600;
+
+/// The state dir's mode when brokerd creates it.
+pub const STATE_DIR_MODE: u32 = 0o700;
+
+/// What came of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditDecision {
+    /// The tool ran and gave a result.
+    Allowed,
+    /// The broker or the tool refused it.
+    Denied,
+    /// The tool failed or ran past its time.
+    Failed,
+}
+
+/// One line of the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditRecord {
+    /// When the answer was ready (RFC 3339, UTC).
+    pub time: Timestamp,
+    /// The calling session.
+    pub session: SessionId,
+    /// Its turn.
+    pub turn: u64,
+    /// The call's number in the session.
+    pub call: CallId,
+    /// The tool asked for.
+    pub tool: String,
+    /// Hex SHA-256 of the arguments text, exactly as received.
+    pub args_sha256: String,
+    /// The caller's context label.
+    pub context: Labels,
+    /// What came of it.
+    pub decision: AuditDecision,
+    /// Why it was denied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<DenyReason>,
+    /// brokerd's own words on the denial or failure (never a tool's text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// From receiving the request to the answer, in microseconds.
+    pub duration_us: u64,
+    /// Bytes of the result content loopd gets (0 when none).
+    pub result_bytes: u64,
+    /// The label of the result, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Labels>,
+    /// Whether the result was cut to the cap.
+    pub truncated: bool,
+}
+
+/// Hex SHA-256 of `arguments`.
+pub fn args_sha256(arguments: &str) -> String {
+    hex::encode(Sha256::digest(arguments.as_bytes()))
+}
+
+/// Why the audit log could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// A file-system step failed.
+    #[error("audit log {}: cannot {step}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What was being done.
+        step: &'static str,
+        /// What failed.
+        source: io::Error,
+    },
+    /// A record could not be written as JSON.
+    #[error("audit log: cannot serialise a record: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+#[derive(Debug)]
+struct Open {
+    file: File,
+    /// Lines were written since the last sync.
+    dirty: bool,
+}
+
+/// The append-only audit log of one brokerd.
+#[derive(Debug)]
+pub struct AuditLog {
+    path: PathBuf,
+    open: Mutex<Open>,
+}
+
+impl AuditLog {
+    /// Opens (creating it, and `state_dir` with mode [`STATE_DIR_MODE`], when missing)
+    /// `<state_dir>/audit.jsonl` for appending.
+    pub fn open(state_dir: &Path) -> Result<AuditLog, AuditError> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(STATE_DIR_MODE)
+            .create(state_dir)
+            .map_err(|source| AuditError::Io {
+                path: state_dir.to_path_buf(),
+                step: "create the state dir",
+                source,
+            })?;
+        let path = state_dir.join(AUDIT_FILE);
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(AUDIT_FILE_MODE)
+            .open(&path)
+            .map_err(|source| AuditError::Io {
+                path: path.clone(),
+                step: "open for appending",
+                source,
+            })?;
+        Ok(AuditLog {
+            path,
+            open: Mutex::new(Open { file, dirty: false }),
+        })
+    }
+
+    /// The log file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends `record` as one line, with one write.
+    pub fn append(&self, record: &AuditRecord) -> Result<(), AuditError> {
+        let mut line = serde_json::to_vec(record)?;
+        line.push(b'\n');
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.file
+            .write_all(&line)
+            .map_err(|source| AuditError::Io {
+                path: self.path.clone(),
+                step: "append a line",
+                source,
+            })?;
+        open.dirty = true;
+        Ok(())
+    }
+
+    /// Flushes the lines written since the last sync to disk (`fdatasync`); nothing to do when
+    /// none were.
+    pub fn sync(&self) -> Result<(), AuditError> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if !open.dirty {
+            return Ok(());
+        }
+        open.file.sync_data().map_err(|source| AuditError::Io {
+            path: self.path.clone(),
+            step: "sync to disk",
+            source,
+        })?;
+        open.dirty = false;
+        Ok(())
+    }
+
+    /// Every record of the log at `path`, in order (for tests and tools that read it back).
+    pub fn read(path: &Path) -> Result<Vec<AuditRecord>, AuditError> {
+        let io_error = |step| {
+            let path = path.to_path_buf();
+            move |source| AuditError::Io { path, step, source }
+        };
+        let file = File::open(path).map_err(io_error("open for reading"))?;
+        let mut records = Vec::new();
+        for line in io::BufReader::new(file).lines() {
+            let line = line.map_err(io_error("read a line"))?;
+            records.push(serde_json::from_str(&line)?);
+        }
+        Ok(records)
+    }
+}

@@ -1,0 +1,224 @@
+//! The broker: decides each request ([`crate::policy::decide`]), runs the tool under its time
+//! limit, caps and labels the result, and writes the audit line before it answers.
+
+use crate::audit::{AuditDecision, AuditLog, AuditRecord, args_sha256};
+use crate::config::{Config, Grant, Limits};
+use crate::policy::{CallCounters, Decision, GlobError, Grants, decide};
+use crate::result::{from_error, labelled};
+use crate::tool::{CallContext, Tool};
+use crate::toolset::ToolSet;
+use bxcore::{Labels, SessionId, Timestamp};
+use proto::{Catalogue, ToolRequest, ToolResponse};
+use serde_json::Value;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+
+/// What a broker answers with when its audit log cannot be written: the call's result is
+/// withheld, because an unrecorded result must not reach the model.
+pub const AUDIT_FAILED_MESSAGE: &str =
+    "brokerd cannot write its audit log, so it withholds the result; see brokerd's log";
+
+/// Runs tool calls under grants, labels and limits.
+#[derive(Debug)]
+pub struct Broker {
+    tools: ToolSet,
+    grants: Grants,
+    limits: Limits,
+    counters: Mutex<CallCounters>,
+    audit: Arc<AuditLog>,
+}
+
+impl Broker {
+    /// A broker for `config`'s grants and limits over `tools`, auditing to `audit`.
+    pub fn new(config: &Config, tools: ToolSet, audit: Arc<AuditLog>) -> Result<Broker, GlobError> {
+        let grants = Grants::new(&config.grants)?;
+        for grant in grants.iter() {
+            if !tools.contains(&grant.tool) {
+                tracing::warn!(tool = %grant.tool, "a grant names a tool brokerd does not offer now; its calls are denied as unknown");
+            }
+        }
+        Ok(Broker {
+            tools,
+            grants,
+            limits: config.limits.clone(),
+            counters: Mutex::new(CallCounters::new()),
+            audit,
+        })
+    }
+
+    /// The tools this broker runs.
+    pub fn tools(&self) -> &ToolSet {
+        &self.tools
+    }
+
+    /// The audit log.
+    pub fn audit(&self) -> &AuditLog {
+        &self.audit
+    }
+
+    /// The tools some grant lets `session` call, sorted by name.
+    pub fn catalogue(&self, session: &SessionId) -> Catalogue {
+        let tools = self
+            .tools
+            .schemas()
+            .into_iter()
+            .filter(|schema| self.grants.allows(&schema.name, session))
+            .collect();
+        Catalogue {
+            session: session.clone(),
+            tools,
+        }
+    }
+
+    /// Decides and runs `request`, writes its audit line, and answers.
+    pub async fn call(&self, request: &ToolRequest) -> ToolResponse {
+        let started = Instant::now();
+        let tool = self.tools.get(&request.tool);
+        let decision = {
+            let mut counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
+            decide(request, &self.grants, tool.is_some(), &mut counters)
+        };
+        let (response, own_detail) = match (decision, tool) {
+            (Decision::Allow { grant, arguments }, Some(tool)) => {
+                self.run(tool, grant, arguments).await
+            }
+            (Decision::Deny { reason, detail }, _) => (
+                ToolResponse::Denied {
+                    reason,
+                    detail: Some(detail.clone()),
+                },
+                Some(detail),
+            ),
+            // decide allows only known tools.
+            (Decision::Allow { .. }, None) => {
+                let message = format!("no tool named {:?}", request.tool);
+                (
+                    ToolResponse::Failed {
+                        message: message.clone(),
+                    },
+                    Some(message),
+                )
+            }
+        };
+        let record = audit_record(request, &response, own_detail, started);
+        if let Err(e) = self.audit.append(&record) {
+            tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}");
+            return ToolResponse::Failed {
+                message: AUDIT_FAILED_MESSAGE.to_string(),
+            };
+        }
+        tracing::debug!(session = %request.session, call = %request.call, tool = %request.tool, decision = ?record.decision, reason = ?record.reason, us = record.duration_us, "tool call");
+        response
+    }
+
+    /// Runs an allowed call on its own task (a panic in the tool fails the call, not brokerd),
+    /// stopped at `limits.call_timeout_ms`. Says brokerd's own detail, when it wrote one.
+    async fn run(
+        &self,
+        tool: Arc<dyn Tool>,
+        grant: Arc<Grant>,
+        arguments: Value,
+    ) -> (ToolResponse, Option<String>) {
+        let cap_bytes = self.limits.result_cap_bytes;
+        let timeout_ms = self.limits.call_timeout_ms;
+        let task_grant = Arc::clone(&grant);
+        let task = AbortOnDrop(tokio::spawn(async move {
+            let ctx = CallContext {
+                grant: &task_grant,
+                result_cap_bytes: cap_bytes,
+                timeout_ms,
+            };
+            tool.call(&arguments, ctx).await
+        }));
+        match tokio::time::timeout(Duration::from_millis(timeout_ms), task).await {
+            Ok(Ok(Ok(output))) => (labelled(output, &grant, cap_bytes), None),
+            Ok(Ok(Err(error))) => (from_error(error), None),
+            Ok(Err(join)) => {
+                let message = if join.is_panic() {
+                    format!("the tool {:?} crashed", grant.tool)
+                } else {
+                    format!("the tool {:?} was cancelled", grant.tool)
+                };
+                tracing::error!("{message}: {join}");
+                failed(message)
+            }
+            Err(_) => failed(format!(
+                "the tool {:?} ran past its time limit of {timeout_ms} ms \
+                 (limits.call_timeout_ms) and was stopped",
+                grant.tool
+            )),
+        }
+    }
+}
+
+fn failed(message: String) -> (ToolResponse, Option<String>) {
+    (
+        ToolResponse::Failed {
+            message: message.clone(),
+        },
+        Some(message),
+    )
+}
+
+/// A task that is aborted when its handle is dropped (at the time limit, or when the caller
+/// goes away).
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+fn audit_record(
+    request: &ToolRequest,
+    response: &ToolResponse,
+    detail: Option<String>,
+    started: Instant,
+) -> AuditRecord {
+    let (decision, reason, result_bytes, result, truncated) = match response {
+        ToolResponse::Result {
+            content,
+            class,
+            untrusted,
+            truncated,
+        } => (
+            AuditDecision::Allowed,
+            None,
+            content.len() as u64,
+            Some(Labels::new(*class, *untrusted)),
+            *truncated,
+        ),
+        ToolResponse::Denied { reason, .. } => {
+            (AuditDecision::Denied, Some(*reason), 0, None, false)
+        }
+        ToolResponse::Failed { .. } => (AuditDecision::Failed, None, 0, None, false),
+    };
+    AuditRecord {
+        time: Timestamp::now(),
+        session: request.session.clone(),
+        turn: request.turn,
+        call: request.call,
+        tool: request.tool.clone(),
+        args_sha256: args_sha256(&request.arguments),
+        context: request.context,
+        decision,
+        reason,
+        detail,
+        duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        result_bytes,
+        result,
+        truncated,
+    }
+}

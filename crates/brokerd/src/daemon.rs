@@ -1,0 +1,119 @@
+//! brokerd's daemon mode: open the audit log, start the MCP servers, build the tool set, serve
+//! the socket until SIGTERM or SIGINT, then stop the MCP servers and flush the audit log.
+
+use crate::audit::{AUDIT_SYNC_INTERVAL_MS, AuditLog};
+use crate::broker::Broker;
+use crate::config::Config;
+use crate::mcp::McpServers;
+use crate::server::{ServerOptions, bind_socket, serve};
+use crate::toolset::{ToolSet, ToolSource};
+use anyhow::Context;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Tokio worker threads (tool calls are short or wait on I/O; the file tools use tokio's
+/// blocking pool).
+pub const WORKER_THREADS: usize = 2;
+
+/// The log line that says brokerd accepts calls (tests wait for it).
+pub const SERVING: &str = "brokerd is serving";
+
+/// Runs brokerd with `cfg` until SIGTERM or SIGINT.
+pub fn run(cfg: Config) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve_until_signal(cfg))
+}
+
+async fn serve_until_signal(cfg: Config) -> anyhow::Result<()> {
+    let audit = Arc::new(AuditLog::open(&cfg.state_dir)?);
+    let mcp = Arc::new(
+        McpServers::start(&cfg.mcp)
+            .await
+            .context("cannot start the MCP servers")?,
+    );
+    let served = serve_with(&cfg, &audit, &mcp).await;
+    stop_mcp(mcp).await;
+    audit.sync()?;
+    if served.is_ok() {
+        tracing::info!("brokerd stopped");
+    }
+    served
+}
+
+/// Builds the broker over the built-ins and `mcp`, binds the socket, and serves until a
+/// signal.
+async fn serve_with(
+    cfg: &Config,
+    audit: &Arc<AuditLog>,
+    mcp: &Arc<McpServers>,
+) -> anyhow::Result<()> {
+    let tools = build_tools(mcp)?;
+    let broker = Arc::new(Broker::new(cfg, tools, Arc::clone(audit))?);
+    let options = ServerOptions::from_config(cfg)?;
+    let listener = bind_socket(&cfg.socket, options.allowed_gid)
+        .with_context(|| format!("cannot serve on {}", cfg.socket.display()))?;
+    let stop = shutdown_signal()?;
+    let syncer = tokio::spawn(sync_audit(Arc::clone(audit)));
+    tracing::info!(
+        socket = %cfg.socket.display(),
+        audit = %audit.path().display(),
+        tools = ?broker.tools().names(),
+        grants = cfg.grants.len(),
+        "{SERVING}"
+    );
+    serve(listener, broker, options, stop).await;
+    syncer.abort();
+    Ok(())
+}
+
+/// The tools this brokerd offers: the built-ins, and each `[[mcp]]` server's tools (as
+/// `<prefix>_<tool>`), which follow the servers as they restart.
+fn build_tools(mcp: &Arc<McpServers>) -> anyhow::Result<ToolSet> {
+    let mut tools = ToolSet::with_builtins()?;
+    tools.add_source(Arc::clone(mcp) as Arc<dyn ToolSource>);
+    Ok(tools)
+}
+
+/// Stops the MCP servers once nothing else holds them.
+async fn stop_mcp(mcp: Arc<McpServers>) {
+    match Arc::try_unwrap(mcp) {
+        Ok(servers) => servers.shutdown().await,
+        Err(_) => tracing::warn!(
+            "MCP servers are still in use at exit (a call outlived the drain); \
+             they stop when brokerd exits and their stdin closes"
+        ),
+    }
+}
+
+/// Flushes the audit log to disk every [`AUDIT_SYNC_INTERVAL_MS`] when lines were written.
+async fn sync_audit(audit: Arc<AuditLog>) {
+    let mut every = tokio::time::interval(Duration::from_millis(AUDIT_SYNC_INTERVAL_MS));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let audit = Arc::clone(&audit);
+        match tokio::task::spawn_blocking(move || audit.sync()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!("{e}"),
+            Err(e) => tracing::error!("the audit sync task failed: {e}"),
+        }
+    }
+}
+
+/// A future that resolves at the first SIGTERM or SIGINT; the handlers are in place when
+/// this returns, so a signal sent once brokerd says it serves is never missed.
+fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM"),
+            _ = int.recv() => tracing::info!("SIGINT"),
+        }
+    })
+}

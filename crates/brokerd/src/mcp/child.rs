@@ -1,0 +1,215 @@
+//! Starting one MCP server's child process: the command in its own process group, stdio piped,
+//! stderr read line by line into the log, and the `initialize` handshake and `tools/list`.
+
+use super::{McpError, McpOptions, STDERR_LINE_MAX_BYTES, STDERR_TAIL_LINES};
+use crate::config::McpServer;
+use process_wrap::tokio::{CommandWrap, ProcessGroup};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, InitializeRequestParams, ProtocolVersion,
+};
+use rmcp::service::{ClientInitializeError, NotificationContext, RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ServiceExt};
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::ChildStderr;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// How long to wait for a dead child's stderr to reach its end, to quote it, in milliseconds.
+const STDERR_DRAIN_TIMEOUT_MS: u64 = 500;
+
+/// The client side of one connection: says who brokerd is and passes on "the tools changed".
+#[derive(Debug)]
+pub(super) struct Handler {
+    relist: Arc<Notify>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        InitializeRequestParams::new(
+            ClientCapabilities::default(),
+            Implementation::new("boxmaker-brokerd", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.relist.notify_one();
+    }
+}
+
+/// The last lines a child wrote to stderr.
+#[derive(Debug, Clone, Default)]
+pub(super) struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        let mut lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if lines.len() == STDERR_TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// `" (stderr: a | b)"`, or nothing when it wrote nothing.
+    pub(super) fn quote(&self) -> String {
+        let lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if lines.is_empty() {
+            String::new()
+        } else {
+            let joined: Vec<&str> = lines.iter().map(String::as_str).collect();
+            format!(" (stderr: {})", joined.join(" | "))
+        }
+    }
+}
+
+/// One running, initialized server.
+pub(super) struct Child {
+    /// The rmcp client service; its task owns the child process.
+    pub(super) service: RunningService<RoleClient, Handler>,
+    /// The child's process id.
+    pub(super) pid: Option<u32>,
+    /// Notified when the server says its tool list changed.
+    pub(super) relist: Arc<Notify>,
+    /// Its stderr, read into the log until the pipe closes.
+    pub(super) stderr: Option<JoinHandle<()>>,
+    /// The last lines of its stderr.
+    pub(super) tail: StderrTail,
+}
+
+impl Child {
+    /// Waits (bounded) for the stderr reader to finish, then quotes the last lines.
+    pub(super) async fn drain_stderr(stderr: Option<JoinHandle<()>>, tail: &StderrTail) -> String {
+        if let Some(reader) = stderr {
+            let limit = Duration::from_millis(STDERR_DRAIN_TIMEOUT_MS);
+            if tokio::time::timeout(limit, reader).await.is_err() {
+                tracing::debug!("stderr of an MCP server still open after it stopped");
+            }
+        }
+        tail.quote()
+    }
+}
+
+/// Runs `config`'s command and does the `initialize` handshake, within `options`.
+pub(super) async fn spawn(config: &McpServer, options: &McpOptions) -> Result<Child, McpError> {
+    let mut command = tokio::process::Command::new(&config.command);
+    command
+        .args(&config.args)
+        .envs(&config.env)
+        .kill_on_drop(true);
+    let mut wrapped = CommandWrap::from(command);
+    wrapped.wrap(ProcessGroup::leader());
+    let (transport, stderr) = TokioChildProcess::builder(wrapped)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| McpError::Spawn {
+            server: config.name.clone(),
+            command: config.command.clone(),
+            detail: e.to_string(),
+        })?;
+    let pid = transport.id();
+    tracing::info!(server = %config.name, command = %config.command, ?pid, "MCP server started");
+    let tail = StderrTail::default();
+    let stderr =
+        stderr.map(|pipe| tokio::spawn(log_stderr(config.name.clone(), pipe, tail.clone())));
+    let relist = Arc::new(Notify::new());
+    let handler = Handler {
+        relist: relist.clone(),
+    };
+    let limit = options.initialize_timeout;
+    let service = match tokio::time::timeout(limit, handler.serve(transport)).await {
+        Ok(Ok(service)) => service,
+        Ok(Err(error)) => {
+            let quoted = Child::drain_stderr(stderr, &tail).await;
+            return Err(McpError::Initialize {
+                server: config.name.clone(),
+                detail: format!("{}{quoted}", describe_init_error(&error)),
+            });
+        }
+        Err(_) => {
+            return Err(McpError::Timeout {
+                server: config.name.clone(),
+                step: "initialize",
+                limit_ms: millis(limit),
+            });
+        }
+    };
+    if let Some(info) = service.peer_info() {
+        let name = info.server_info.as_ref().map(|i| i.name.as_str());
+        tracing::info!(server = %config.name, peer = ?name,
+            protocol = %info.protocol_version, "MCP server initialized");
+    }
+    Ok(Child {
+        service,
+        pid,
+        relist,
+        stderr,
+        tail,
+    })
+}
+
+/// A duration in whole milliseconds, for messages.
+pub(super) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn describe_init_error(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::ConnectionClosed(_) => {
+            String::from("the server exited or closed its stdout before answering")
+        }
+        // A server that exits at once may be gone before the request is even written: the
+        // write then fails with a broken pipe, which says the same thing less clearly.
+        other if other.to_string().contains("Broken pipe") => {
+            format!("the server exited or closed its stdin before the handshake ({other})")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Logs each line of `pipe` (cut at [`STDERR_LINE_MAX_BYTES`]) with the server's name, until the
+/// pipe closes.
+async fn log_stderr(server: String, pipe: ChildStderr, tail: StderrTail) {
+    let mut reader = BufReader::new(pipe);
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let (used, complete) = match reader.fill_buf().await {
+            Ok([]) => break,
+            Ok(buf) => {
+                let end = buf.iter().position(|&b| b == b'\n');
+                let part = &buf[..end.unwrap_or(buf.len())];
+                let room = STDERR_LINE_MAX_BYTES.saturating_sub(line.len());
+                line.extend_from_slice(&part[..part.len().min(room)]);
+                (end.map_or(buf.len(), |e| e + 1), end.is_some())
+            }
+            Err(error) => {
+                tracing::debug!(%server, %error, "reading an MCP server's stderr failed");
+                break;
+            }
+        };
+        reader.consume(used);
+        if complete {
+            emit(&server, &line, &tail);
+            line.clear();
+        }
+    }
+    if !line.is_empty() {
+        emit(&server, &line, &tail);
+    }
+}
+
+fn emit(server: &str, line: &[u8], tail: &StderrTail) {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end_matches('\r');
+    if text.is_empty() {
+        return;
+    }
+    tracing::info!(target: "brokerd::mcp::stderr", %server, "{text}");
+    tail.push(text.to_owned());
+}

@@ -1,0 +1,162 @@
+//! The tools one brokerd offers: built-ins and MCP servers' tools, by name.
+//!
+//! A set holds fixed tools ([`ToolSet::with_builtins`], [`ToolSet::insert`]) and sources of
+//! tools that come and go while brokerd runs ([`ToolSource`], [`ToolSet::add_source`]: the MCP
+//! servers, whose tools change when one restarts). A fixed tool always wins over a source's
+//! tool of the same name, so an MCP server can never shadow a built-in. A request for a name
+//! that is in neither is denied `UnknownTool`.
+
+use crate::builtin;
+use crate::tool::Tool;
+use proto::ToolSchema;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// Tools loopd answers itself: never in a tool set (grants apply to the target tool).
+pub const LOOPD_TOOLS: [&str; 3] = ["find_tool", "call_tool", "subagent"];
+
+/// Why a tool could not join the set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolSetError {
+    /// Two tools of one name.
+    #[error("two tools are named {0:?}: tool names must be unique")]
+    Duplicate(String),
+    /// A name loopd answers itself.
+    #[error("{0:?} is answered by loopd, never by brokerd")]
+    Reserved(String),
+    /// An empty name.
+    #[error("a tool has an empty name")]
+    Empty,
+}
+
+/// Tools that come and go while brokerd runs, asked afresh on every lookup.
+pub trait ToolSource: Send + Sync {
+    /// The tools now, as `(name, tool)`; the name is the one the model calls it by.
+    fn tools(&self) -> Vec<(String, Arc<dyn Tool>)>;
+
+    /// The tool named `name` now (by default, searched in [`ToolSource::tools`]).
+    fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, tool)| tool)
+    }
+}
+
+/// The running MCP servers are a source: their tools as `<prefix>_<tool>`.
+impl ToolSource for crate::mcp::McpServers {
+    fn tools(&self) -> Vec<(String, Arc<dyn Tool>)> {
+        crate::mcp::McpServers::tools(self)
+    }
+}
+
+/// Every tool brokerd can run, by name (so the catalogue comes out sorted).
+#[derive(Clone, Default)]
+pub struct ToolSet {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+    sources: Vec<Arc<dyn ToolSource>>,
+}
+
+impl fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolSet")
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .field("sources", &self.sources.len())
+            .finish()
+    }
+}
+
+impl ToolSet {
+    /// An empty set.
+    pub fn new() -> ToolSet {
+        ToolSet::default()
+    }
+
+    /// The built-in tools ([`builtin::all`]).
+    pub fn with_builtins() -> Result<ToolSet, ToolSetError> {
+        let mut set = ToolSet::new();
+        for tool in builtin::all() {
+            set.insert(tool)?;
+        }
+        Ok(set)
+    }
+
+    /// Adds `tool` under the name its schema gives. MCP servers' tools join here, named
+    /// `<prefix>_<tool>` by their schema.
+    pub fn insert(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolSetError> {
+        let name = tool.schema().name;
+        if name.is_empty() {
+            return Err(ToolSetError::Empty);
+        }
+        if LOOPD_TOOLS.contains(&name.as_str()) {
+            return Err(ToolSetError::Reserved(name));
+        }
+        if self.tools.contains_key(&name) {
+            return Err(ToolSetError::Duplicate(name));
+        }
+        self.tools.insert(name, tool);
+        Ok(())
+    }
+
+    /// Adds a source of tools that change while brokerd runs (the MCP servers). Its tools named
+    /// like a fixed tool, or like a tool loopd answers, are left out.
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
+    }
+
+    /// Whether a source's tool named `name` may be offered.
+    fn open_to_sources(&self, name: &str) -> bool {
+        !name.is_empty() && !self.tools.contains_key(name) && !LOOPD_TOOLS.contains(&name)
+    }
+
+    /// The tool named `name` now: a fixed one, else the first source's that has it.
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        if let Some(tool) = self.tools.get(name) {
+            return Some(Arc::clone(tool));
+        }
+        if !self.open_to_sources(name) {
+            return None;
+        }
+        self.sources.iter().find_map(|source| source.get(name))
+    }
+
+    /// Whether a tool is named `name` now.
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Every tool now, by name.
+    fn current(&self) -> BTreeMap<String, Arc<dyn Tool>> {
+        let mut all = self.tools.clone();
+        for source in &self.sources {
+            for (name, tool) in source.tools() {
+                if self.open_to_sources(&name) {
+                    all.entry(name).or_insert(tool);
+                }
+            }
+        }
+        all
+    }
+
+    /// The names now, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.current().into_keys().collect()
+    }
+
+    /// Every schema now, sorted by name (the name is the set's, whatever the schema says).
+    pub fn schemas(&self) -> Vec<ToolSchema> {
+        self.current()
+            .into_iter()
+            .map(|(name, tool)| ToolSchema {
+                name,
+                ..tool.schema()
+            })
+            .collect()
+    }
+
+    /// How many fixed tools (sources' tools not counted).
+    pub fn fixed_len(&self) -> usize {
+        self.tools.len()
+    }
+}
