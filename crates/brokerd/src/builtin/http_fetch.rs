@@ -57,8 +57,12 @@ const PARAMS: [Param; 1] = [Param {
 /// The `http_fetch` tool. See the module documentation.
 #[derive(Debug, Clone)]
 pub struct HttpFetch {
-    /// The TLS client configuration, or why there is none (then `https://` calls fail).
-    tls: Result<Arc<rustls::ClientConfig>, String>,
+    /// The roots to trust; `None`: Mozilla's (`webpki-roots`).
+    roots: Option<rustls::RootCertStore>,
+    /// The TLS client configuration, or why there is none (then `https://` calls fail). Made
+    /// on the first `https://` fetch: the root store costs memory that a box which never
+    /// fetches over https should not pay.
+    tls: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
 }
 
 impl Default for HttpFetch {
@@ -70,24 +74,30 @@ impl Default for HttpFetch {
 impl HttpFetch {
     /// The tool, trusting Mozilla's root certificates (`webpki-roots`) for HTTPS.
     pub fn new() -> HttpFetch {
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        HttpFetch::with_root_certificates(roots)
+        HttpFetch {
+            roots: None,
+            tls: std::sync::OnceLock::new(),
+        }
     }
 
     /// The tool, trusting only `roots` for HTTPS (for tests, or a private CA).
     pub fn with_root_certificates(roots: rustls::RootCertStore) -> HttpFetch {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map(|builder| {
-                let mut config = builder.with_root_certificates(roots).with_no_client_auth();
-                config.alpn_protocols = vec![b"http/1.1".to_vec()];
-                Arc::new(config)
+        HttpFetch {
+            roots: Some(roots),
+            tls: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The TLS configuration, made on first use.
+    fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+        self.tls
+            .get_or_init(|| {
+                let roots = self.roots.clone().unwrap_or_else(|| rustls::RootCertStore {
+                    roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+                });
+                tls_config(roots)
             })
-            .map_err(|e| format!("TLS is not available: {e}"));
-        HttpFetch { tls }
+            .clone()
     }
 
     /// The whole call after its arguments were checked, without the time limit.
@@ -141,7 +151,7 @@ impl HttpFetch {
         match target.scheme {
             Scheme::Http => send(TokioIo::new(tcp), target).await,
             Scheme::Https => {
-                let config = self.tls.clone().map_err(ToolError::Failed)?;
+                let config = self.tls().map_err(ToolError::Failed)?;
                 let name = ServerName::try_from(target.host.clone()).map_err(|e| {
                     ToolError::Failed(format!("{} is not a TLS server name: {e}", target.host))
                 })?;
@@ -271,4 +281,17 @@ async fn read_body(
     }
     let (content, truncated) = text::capped_text(&bytes, cap);
     Ok(ToolOutput { content, truncated })
+}
+
+/// A TLS client configuration trusting `roots`, speaking HTTP/1.1.
+fn tls_config(roots: rustls::RootCertStore) -> Result<Arc<rustls::ClientConfig>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|builder| {
+            let mut config = builder.with_root_certificates(roots).with_no_client_auth();
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            Arc::new(config)
+        })
+        .map_err(|e| format!("TLS is not available: {e}"))
 }
