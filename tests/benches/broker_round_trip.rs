@@ -4,7 +4,12 @@
 //!
 //! `cargo build --release -p brokerd && cargo bench -p e2e --bench broker_round_trip`
 
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout
+)]
 
 use bxcore::{CallId, Labels, SessionId};
 use e2e::{Running, bin_dir};
@@ -29,7 +34,12 @@ fn rss_kb(pid: u32, field: &str) -> String {
 fn report(name: &str, mut samples: Vec<Duration>) {
     samples.sort();
     let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
-    println!("{name}: n={} p50={:?} p99={:?}", samples.len(), at(0.5), at(0.99));
+    println!(
+        "{name}: n={} p50={:?} p99={:?}",
+        samples.len(),
+        at(0.5),
+        at(0.99)
+    );
 }
 
 fn main() {
@@ -91,7 +101,11 @@ fn main() {
                 "{answer:?}"
             );
         }
-        let kind = if expect_denied { "denied (no grant)" } else { "echo" };
+        let kind = if expect_denied {
+            "denied (no grant)"
+        } else {
+            "echo"
+        };
         report(&format!("loopd -> brokerd -> loopd, {kind}"), samples);
     }
     println!(

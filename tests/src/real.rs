@@ -105,3 +105,87 @@ fn health(port: u16) -> Option<u16> {
     stream.read_exact(&mut head).ok()?;
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }
+
+/// The real-model tests run one at a time: each starts a llama-server that uses every core,
+/// and two at once on a small machine make both slow enough to look hung. Take this first.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A chat template under `config/templates/`.
+pub fn template(name: &str) -> PathBuf {
+    crate::workspace_root().join("config/templates").join(name)
+}
+
+/// Runs `command` to completion with stdout and stderr captured, killing it after `limit`;
+/// `Err` (with what it printed so far) when the limit ran out, so a hang fails the test
+/// instead of stalling it.
+pub fn output_within(
+    mut command: Command,
+    limit: Duration,
+) -> Result<std::process::Output, String> {
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {command:?}: {e}"))?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => break None,
+        }
+    };
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        let out = stdout.join().unwrap_or_default();
+        let err = stderr.join().unwrap_or_default();
+        return Err(format!(
+            "{command:?} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&err)
+        ));
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
+/// `boxctl --socket <the stack's loopd> ARGS...`, killed (and `Err`) after `limit`.
+pub fn boxctl_within(
+    stack: &crate::Stack,
+    args: &[&str],
+    limit: Duration,
+) -> Result<std::process::Output, String> {
+    let mut command = Command::new(crate::binary("boxctl"));
+    command.arg("--socket").arg(&stack.socket).args(args);
+    output_within(command, limit)
+}
