@@ -18,6 +18,12 @@ mod call;
 
 pub use call::{CallOutcome, run_call};
 
+/// llama-server's `finish_reason` for an answer cut at the token limit or the context ceiling.
+pub const FINISH_LENGTH: &str = "length";
+/// What the model is told about a call in an answer that was cut off.
+pub const CUT_CALL: &str = "Not run: your answer was cut off at the token limit before this \
+     tool call was complete. Call it again with shorter arguments.";
+
 /// What a turn needs besides its session.
 pub struct Runtime<'a> {
     /// loopd's config.
@@ -144,6 +150,9 @@ fn steps(
             Err(end) => return Ok(end),
         };
         let calls = completion.tool_calls.clone();
+        // A reply cut at the token limit may end inside a call: its arguments are a fragment,
+        // so none of that reply's calls is run.
+        let cut = completion.finish_reason == FINISH_LENGTH;
         session.append(LogRecord::Assistant {
             time: Timestamp::now(),
             content: completion.content.unwrap_or_default(),
@@ -167,7 +176,11 @@ fn steps(
                 call,
                 tool_call: tool_call.clone(),
             });
-            let outcome = run_call(rt, session, call, tool_call);
+            let outcome = if cut {
+                CallOutcome::not_run(CUT_CALL)
+            } else {
+                run_call(rt, session, call, tool_call)
+            };
             session.append(outcome.record(call, &tool_call.id))?;
             on_event(&outcome.event(call));
         }

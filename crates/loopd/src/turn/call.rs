@@ -38,6 +38,11 @@ impl CallOutcome {
         }
     }
 
+    /// A call that was not run, with `why` for the model.
+    pub fn not_run(why: &str) -> CallOutcome {
+        CallOutcome::local(why.to_string(), ToolOutcome::Failed)
+    }
+
     /// The log record of this outcome for call `call` answering `tool_call_id`.
     pub fn record(&self, call: CallId, tool_call_id: &str) -> LogRecord {
         LogRecord::ToolResult {
