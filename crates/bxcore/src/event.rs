@@ -3,6 +3,22 @@
 use crate::{CallId, DataClass, SessionId, ToolCall, ToolOutcome, TurnEnd, Usage};
 use serde::{Deserialize, Serialize};
 
+/// The model server's timings of one call (llama-server's `timings`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelTimings {
+    /// Prompt tokens reused from the slot's cache.
+    pub cache_n: u64,
+    /// Prompt tokens evaluated.
+    pub prompt_n: u64,
+    /// Time to evaluate them, in milliseconds.
+    pub prompt_ms: f64,
+    /// Tokens generated.
+    pub predicted_n: u64,
+    /// Time to generate them, in milliseconds.
+    pub predicted_ms: f64,
+}
+
 /// One step of a turn, as it happens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -40,6 +56,9 @@ pub enum TurnEvent {
         /// How long the call took, from sending the request to the end of the answer, in
         /// microseconds (retries included).
         model_us: u64,
+        /// The server's own timings, when it sent them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timings: Option<ModelTimings>,
     },
     /// The model asked for a tool.
     ToolCall {

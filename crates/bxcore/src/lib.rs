@@ -15,7 +15,7 @@ mod time;
 
 pub use deny::{DenyReason, denial_message};
 pub use error::ValueError;
-pub use event::TurnEvent;
+pub use event::{ModelTimings, TurnEvent};
 pub use ids::{CallId, SESSION_ID_MAX_BYTES, SessionId};
 pub use labels::{DataClass, Labels};
 pub use record::{LOG_FORMAT_VERSION, LogRecord, ToolCall, ToolOutcome, TurnEnd, Usage};

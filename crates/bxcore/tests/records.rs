@@ -149,6 +149,13 @@ fn every_event_round_trips() {
         TurnEvent::ModelDone {
             usage: Usage::default(),
             model_us: 1_500,
+            timings: Some(bxcore::ModelTimings {
+                cache_n: 236,
+                prompt_n: 1,
+                prompt_ms: 30.5,
+                predicted_n: 35,
+                predicted_ms: 661.0,
+            }),
         },
         TurnEvent::ToolCall {
             call: CallId(1),

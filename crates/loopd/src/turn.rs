@@ -163,6 +163,13 @@ fn steps(
         on_event(&TurnEvent::ModelDone {
             usage: completion.usage,
             model_us,
+            timings: completion.timings.map(|t| bxcore::ModelTimings {
+                cache_n: t.cache_n,
+                prompt_n: t.prompt_n,
+                prompt_ms: t.prompt_ms,
+                predicted_n: t.predicted_n,
+                predicted_ms: t.predicted_ms,
+            }),
         });
         if calls.is_empty() {
             return Ok(TurnEnd::Done);

@@ -30,6 +30,9 @@ pub struct Llama {
     pub retry_initial_backoff_ms: u64,
     /// The longest wait between tries, in milliseconds.
     pub retry_max_backoff_ms: u64,
+    /// The most tokens one answer may have (`max_tokens`); an answer cut there ends with
+    /// `finish_reason: "length"`, and any tool call in it is not run.
+    pub max_answer_tokens: u32,
 }
 
 impl Default for Llama {
@@ -43,6 +46,7 @@ impl Default for Llama {
             retry_max_attempts: 5,
             retry_initial_backoff_ms: 250,
             retry_max_backoff_ms: 5_000,
+            max_answer_tokens: 2_048,
         }
     }
 }
@@ -68,6 +72,7 @@ impl Llama {
         p.at_least("llama.connect_timeout_ms", self.connect_timeout_ms, 1);
         p.at_least("llama.request_timeout_ms", self.request_timeout_ms, 1);
         p.at_least("llama.retry_max_attempts", self.retry_max_attempts, 1);
+        p.at_least("llama.max_answer_tokens", self.max_answer_tokens, 1);
         p.at_least(
             "llama.retry_initial_backoff_ms",
             self.retry_initial_backoff_ms,

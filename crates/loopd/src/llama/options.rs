@@ -46,7 +46,7 @@ impl ClientOptions {
             retry_max_attempts: llama.retry_max_attempts.max(1),
             retry_initial_backoff_ms: llama.retry_initial_backoff_ms,
             retry_max_backoff_ms: llama.retry_max_backoff_ms,
-            max_tokens: None,
+            max_tokens: Some(llama.max_answer_tokens),
         })
     }
 
