@@ -1,17 +1,18 @@
 //! `POST /v1/chat/completions`: check, render, tokenise, pick a rule and a slot, answer.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
+use crate::http::MODEL_PATH;
 use crate::record::RecordedRequest;
 use crate::reply::{Answer, ReplySource};
 use crate::request::ChatRequest;
-use crate::sse::{Meta, StreamOptions, completion_json, stream_events};
+use crate::sse::{Meta, StreamOptions, completion_json, stream_events, unix_now};
 use crate::state::State;
 use crate::template::render_prompt;
 use crate::tokenize::tokenize;
@@ -76,7 +77,14 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
         Err(e) => return e.into(),
     };
     record.stream = request.stream;
-    let prompt = render_prompt(&request.messages, &request.tools);
+    // A template without tool support ignores the tools: not rendered, calls not parsed.
+    let tools: &[Value] = if state.tool_template {
+        &request.tools
+    } else {
+        &[]
+    };
+    let parse_tool_calls = state.tool_template && request.tool_calls_parsed;
+    let prompt = render_prompt(&request.messages, tools);
     let tokens = tokenize(&prompt);
     record.prompt = prompt;
     record.prompt_tokens = tokens.len();
@@ -111,21 +119,18 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
         .max_tokens
         .map_or(room, |m| usize::try_from(m).unwrap_or(usize::MAX).min(room));
     let source = ReplySource::new(rule, &default_reply, request.enable_thinking);
-    let answer = Answer::generate(source, request.tool_calls_parsed, budget, || {
-        state.next_id()
-    });
+    let answer = Answer::generate(source, parse_tool_calls, budget, || state.next_id());
     usage.completion_tokens = answer.generated.len();
     record.completion_tokens = usage.completion_tokens;
+    // The last generated token is sampled but never evaluated: the slot keeps the others.
+    let evaluated = answer.generated.len().saturating_sub(1);
     let mut cached = tokens;
-    cached.extend(answer.generated.iter().cloned());
+    cached.extend(answer.generated.iter().take(evaluated).cloned());
     lease.set_cache(cached);
 
     let meta = Meta {
         id: format!("chatcmpl-{}", state.next_id()),
-        created: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        model: request.model.clone(),
+        model: MODEL_PATH.to_owned(),
     };
     let mid_stream_error = rule.and_then(|r| r.error_mid_stream.as_ref());
     sleep_ms(rule_delay).await;
@@ -155,10 +160,11 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
     let delay = state.delay;
     tokio::spawn(async move {
         let _lease = lease;
-        for event in events {
+        for mut event in events {
             if matches!(event, crate::sse::Event::Data(_)) {
                 sleep_ms(delay).await;
             }
+            event.stamp(unix_now());
             if sender.send_data(event.to_bytes()).await.is_err() {
                 tracing::debug!("client went away mid-stream");
                 break;

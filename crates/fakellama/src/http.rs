@@ -11,17 +11,24 @@ use serde_json::{Value, json};
 
 use crate::chat::{ChatReply, chat};
 use crate::error::ApiError;
-use crate::sse::BUILD_INFO;
+use crate::reply::END_OF_TURN;
+use crate::sse::{BUILD_INFO, unix_now};
 use crate::state::State;
-use crate::template::CHAT_TEMPLATE;
+use crate::template::{CHAT_TEMPLATE, CHAT_TEMPLATE_WITHOUT_TOOLS};
 
 /// The largest request body accepted, in bytes (8 MiB); larger ones get 413.
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
-/// The `model_alias` reported by `/props` and `/v1/models`.
-pub const MODEL_ALIAS: &str = "fakellama";
-/// The `model_path` reported by `/props`.
-pub const MODEL_PATH: &str = "fakellama.gguf";
+/// The model file fakellama pretends to serve: `/props` `model_path`, and the `model` of
+/// every answer (llama-server answers with its model, whatever the request asks for).
+pub const MODEL_PATH: &str = "/models/fakellama.gguf";
+/// The `model_alias` reported by `/props` and the id in `/v1/models`: the model path, as
+/// llama-server started without `--alias` reports.
+pub const MODEL_ALIAS: &str = MODEL_PATH;
+/// `/props` `bos_token` (as SmolLM2's).
+pub const BOS_TOKEN: &str = "<|im_start|>";
+/// `/props` `model_ftype`.
+pub const MODEL_FTYPE: &str = "Q8_0";
 
 /// The response body type.
 pub type Body = BoxBody<Bytes, Infallible>;
@@ -54,21 +61,33 @@ fn authorized(headers: &HeaderMap, key: &str) -> bool {
 }
 
 fn props(state: &State) -> Value {
+    let tools = state.tool_template;
     json!({
         "default_generation_settings": {
-            "id": 0,
-            "id_task": -1,
             "n_ctx": state.n_ctx,
-            "speculative": false,
-            "is_processing": false,
             "params": { "n_predict": -1, "cache_prompt": true },
         },
         "total_slots": state.slots.snapshot().len(),
         "model_alias": MODEL_ALIAS,
+        "model_ftype": MODEL_FTYPE,
         "model_path": MODEL_PATH,
-        "chat_template": CHAT_TEMPLATE,
-        "modalities": { "vision": false, "audio": false },
+        "modalities": { "vision": false, "video": false, "audio": false },
+        "endpoint_slots": true,
+        "endpoint_props": false,
+        "endpoint_metrics": false,
+        "chat_template": if tools { CHAT_TEMPLATE } else { CHAT_TEMPLATE_WITHOUT_TOOLS },
+        "chat_template_caps": {
+            "supports_tools": tools,
+            "supports_tool_calls": tools,
+            "supports_parallel_tool_calls": tools,
+            "supports_system_role": true,
+            "supports_string_content": true,
+            "supports_typed_content": false,
+        },
+        "bos_token": BOS_TOKEN,
+        "eos_token": END_OF_TURN,
         "build_info": BUILD_INFO,
+        "is_sleeping": false,
     })
 }
 
@@ -97,7 +116,7 @@ fn models(state: &State) -> Value {
         "data": [{
             "id": MODEL_ALIAS,
             "object": "model",
-            "created": 0,
+            "created": unix_now(),
             "owned_by": "llamacpp",
             "meta": { "n_ctx_train": state.n_ctx },
         }],

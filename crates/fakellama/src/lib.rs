@@ -35,9 +35,10 @@ pub mod tokenize;
 mod usage;
 
 pub use error::{Error, ScriptError};
-pub use http::{MAX_BODY_BYTES, MODEL_ALIAS, MODEL_PATH};
+pub use http::{BOS_TOKEN, MAX_BODY_BYTES, MODEL_ALIAS, MODEL_FTYPE, MODEL_PATH};
 pub use options::{DEFAULT_N_CTX, DEFAULT_SLOTS, Listen, Options};
 pub use record::{MAX_RECORDED_REQUESTS, RecordedRequest};
+pub use reply::END_OF_TURN;
 pub use script::{FIXED_REPLY, Rule, Script, ScriptHttpError, ScriptStreamError, ScriptToolCall};
 pub use server::{Handle, start};
 pub use sse::BUILD_INFO;

@@ -32,6 +32,10 @@ struct Args {
     /// Answer 503 "Loading model" everywhere for this long after start, in milliseconds.
     #[arg(long, default_value_t = 0)]
     loading_ms: u64,
+    /// Act as a model whose chat template has no tool support (like SmolLM2): `tools` are
+    /// ignored, tool calls come back as JSON text in `content`.
+    #[arg(long)]
+    no_tool_template: bool,
 }
 
 #[tokio::main]
@@ -56,6 +60,7 @@ async fn main() -> anyhow::Result<()> {
         api_key: args.api_key,
         delay_ms: args.delay_ms,
         loading_ms: args.loading_ms,
+        tool_template: !args.no_tool_template,
         script,
     })
     .await?;

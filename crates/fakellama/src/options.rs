@@ -65,12 +65,18 @@ pub struct Options {
     pub delay_ms: u64,
     /// For this long after start every endpoint answers 503 "Loading model", in milliseconds.
     pub loading_ms: u64,
+    /// Whether the "model's" chat template supports tools (as Qwen2.5's does, SmolLM2's does
+    /// not). Off: `tools` in requests are ignored (not rendered into the prompt), scripted
+    /// tool calls come back as their JSON text in `content`, and `/props` says
+    /// `chat_template_caps.supports_tools: false`.
+    pub tool_template: bool,
     /// How to answer chat requests.
     pub script: Script,
 }
 
 impl Default for Options {
-    /// `127.0.0.1:0`, [`DEFAULT_N_CTX`], [`DEFAULT_SLOTS`], no key, no delays, the fixed reply.
+    /// `127.0.0.1:0`, [`DEFAULT_N_CTX`], [`DEFAULT_SLOTS`], no key, no delays, a template
+    /// with tool support, the fixed reply.
     fn default() -> Self {
         Self {
             listen: Listen::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))),
@@ -79,6 +85,7 @@ impl Default for Options {
             api_key: None,
             delay_ms: 0,
             loading_ms: 0,
+            tool_template: true,
             script: Script::default(),
         }
     }

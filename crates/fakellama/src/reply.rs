@@ -38,6 +38,11 @@ pub struct OutCall {
     pub arguments: String,
 }
 
+/// The end-of-turn token the "model" generates after a reply that ends by itself. It counts
+/// as one completion token (as llama-server's `<|im_end|>` does) and, being the last token
+/// generated, is never evaluated, so never cached.
+pub const END_OF_TURN: &str = "<|im_end|>";
+
 /// One streamed delta, in generation order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Delta {
@@ -45,9 +50,10 @@ pub enum Delta {
     Reasoning(String),
     /// A piece of `content`.
     Content(String),
-    /// The start of tool call `index`: id and name, empty arguments.
-    CallStart(usize),
-    /// A fragment of tool call `index`'s arguments.
+    /// The start of tool call `index`: its id and name with the first fragment of its
+    /// arguments (empty when it has none).
+    CallStart(usize, String),
+    /// A later fragment of tool call `index`'s arguments.
     CallArguments(usize, String),
 }
 
@@ -56,13 +62,14 @@ pub enum Delta {
 pub struct Answer {
     /// The reasoning sent (empty: none).
     pub reasoning: String,
-    /// The content sent.
+    /// The content of the non-streamed answer. A tool call cut before its name is complete
+    /// is in it as the raw text generated (and never streamed).
     pub content: String,
-    /// The complete tool calls.
+    /// The tool calls; the last one's arguments may be cut by the token budget.
     pub tool_calls: Vec<OutCall>,
     /// Why generation stopped.
     pub finish: FinishReason,
-    /// The generated tokens (what the slot caches after the prompt).
+    /// The generated tokens, [`END_OF_TURN`] last unless the budget ran out.
     pub generated: Vec<String>,
     /// The stream's deltas.
     pub deltas: Vec<Delta>,
@@ -115,10 +122,34 @@ impl ReplySource {
     }
 }
 
+/// Cuts each piece's tokens so that all together fit in `budget`; also says whether any
+/// was cut and how much budget is left.
+fn cut_to_budget(pieces: &[Piece], budget: usize) -> (Vec<(&Piece, Vec<String>)>, bool, usize) {
+    let mut left = budget;
+    let mut truncated = false;
+    let cut = pieces
+        .iter()
+        .map(|piece| {
+            let mut tokens = tokenize(piece.text());
+            if tokens.len() > left {
+                tokens.truncate(left);
+                truncated = true;
+            }
+            left -= tokens.len();
+            (piece, tokens)
+        })
+        .collect();
+    (cut, truncated, left)
+}
+
 impl Answer {
-    /// Generates the answer within `budget` tokens. Without `parse_tool_calls` (no tools in
-    /// the request) tool calls are appended to the content as their JSON text, one a line.
-    /// `new_id` names each returned tool call. A tool call cut by the budget is not returned.
+    /// Generates the answer within `budget` tokens, the end-of-turn token included. Without
+    /// `parse_tool_calls` (no tools in the request, or a template without tool support)
+    /// tool calls are appended to the content as their JSON text, one a line.
+    ///
+    /// `new_id` names each returned tool call. A call cut by the budget is returned with its
+    /// arguments cut once its start (up to its arguments) was generated; cut earlier, its
+    /// raw text goes into the non-streamed content and nothing of it is streamed.
     pub fn generate(
         source: ReplySource,
         parse_tool_calls: bool,
@@ -139,30 +170,7 @@ impl Answer {
             tool_calls.clear();
         }
         let pieces = assistant_pieces(&reasoning, &content, &tool_calls);
-
-        // Cut the pieces' tokens to the budget.
-        let mut left = budget;
-        let mut truncated = false;
-        let cut: Vec<(&Piece, Vec<String>)> = pieces
-            .iter()
-            .map(|piece| {
-                let mut tokens = tokenize(piece.text());
-                if tokens.len() > left {
-                    tokens.truncate(left);
-                    truncated = true;
-                }
-                left -= tokens.len();
-                (piece, tokens)
-            })
-            .collect();
-        let complete: Vec<bool> = (0..tool_calls.len())
-            .map(|i| {
-                cut.iter().any(|(p, tokens)| {
-                    matches!(p, Piece::CallEnd(j, text) if *j == i && tokens.concat() == *text)
-                })
-            })
-            .collect();
-        let is_complete = |i: &usize| complete.get(*i).copied().unwrap_or(false);
+        let (cut, mut truncated, left) = cut_to_budget(&pieces, budget);
 
         let mut answer = Answer {
             reasoning: String::new(),
@@ -173,40 +181,15 @@ impl Answer {
             deltas: Vec::new(),
         };
         for (piece, tokens) in cut {
-            match piece {
-                Piece::Reasoning(_) => {
-                    answer.reasoning.push_str(&tokens.concat());
-                    answer
-                        .deltas
-                        .extend(tokens.iter().cloned().map(Delta::Reasoning));
-                }
-                Piece::Content(_) => {
-                    answer.content.push_str(&tokens.concat());
-                    answer
-                        .deltas
-                        .extend(tokens.iter().cloned().map(Delta::Content));
-                }
-                Piece::CallStart(i, _) if is_complete(i) => {
-                    answer.tool_calls.push(OutCall {
-                        id: new_id(),
-                        name: tool_calls[*i].name.clone(),
-                        arguments: tool_calls[*i].arguments.clone(),
-                    });
-                    answer
-                        .deltas
-                        .push(Delta::CallStart(answer.tool_calls.len() - 1));
-                }
-                Piece::Arguments(i, _) if is_complete(i) => {
-                    let index = answer.tool_calls.len().saturating_sub(1);
-                    answer.deltas.extend(
-                        tokens
-                            .iter()
-                            .map(|t| Delta::CallArguments(index, t.clone())),
-                    );
-                }
-                _ => {}
-            }
+            answer.add_piece(piece, &tokens, &tool_calls, &mut new_id);
             answer.generated.extend(tokens);
+        }
+        if !truncated {
+            if left > 0 {
+                answer.generated.push(END_OF_TURN.to_owned());
+            } else {
+                truncated = true;
+            }
         }
         answer.finish = if truncated {
             FinishReason::Length
@@ -217,11 +200,71 @@ impl Answer {
         };
         answer
     }
+
+    /// Adds what the client sees of one piece, generated as `tokens` (perhaps cut).
+    fn add_piece(
+        &mut self,
+        piece: &Piece,
+        tokens: &[String],
+        calls: &[ToolCallText],
+        new_id: &mut impl FnMut() -> String,
+    ) {
+        match piece {
+            Piece::Reasoning(_) => {
+                self.reasoning.push_str(&tokens.concat());
+                self.deltas
+                    .extend(tokens.iter().cloned().map(Delta::Reasoning));
+            }
+            Piece::Content(_) => {
+                self.content.push_str(&tokens.concat());
+                self.deltas
+                    .extend(tokens.iter().cloned().map(Delta::Content));
+            }
+            Piece::CallStart(i, text) => {
+                let generated = tokens.concat();
+                if generated == *text {
+                    self.tool_calls.push(OutCall {
+                        id: new_id(),
+                        name: calls.get(*i).map(|c| c.name.clone()).unwrap_or_default(),
+                        arguments: String::new(),
+                    });
+                    self.deltas
+                        .push(Delta::CallStart(self.tool_calls.len() - 1, String::new()));
+                } else {
+                    self.content.push_str(&generated);
+                }
+            }
+            Piece::Arguments(..) => {
+                let Some(index) = self.tool_calls.len().checked_sub(1) else {
+                    return;
+                };
+                for token in tokens {
+                    self.tool_calls[index].arguments.push_str(token);
+                    match self.deltas.last_mut() {
+                        Some(Delta::CallStart(i, first)) if *i == index && first.is_empty() => {
+                            first.push_str(token);
+                        }
+                        _ => self.deltas.push(Delta::CallArguments(index, token.clone())),
+                    }
+                }
+            }
+            Piece::Markup(_) | Piece::CallEnd(..) => {}
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tokenize::count_tokens;
+
+    /// Tokens of the reasoning "hmm" with its markup.
+    const THINK_TOKENS: usize = 14;
+
+    #[test]
+    fn reasoning_markup_has_the_expected_length() {
+        assert_eq!(count_tokens("<think>\nhmm\n</think>\n\n"), THINK_TOKENS);
+    }
 
     fn source(content: &str, calls: &[(&str, &str)]) -> ReplySource {
         ReplySource {
@@ -243,7 +286,9 @@ mod tests {
         assert_eq!(a.finish, FinishReason::ToolCalls);
         assert_eq!(a.tool_calls.len(), 1);
         assert_eq!(a.reasoning, "hmm");
-        assert!(a.deltas.contains(&Delta::CallArguments(0, "{".into())));
+        assert!(a.deltas.contains(&Delta::CallStart(0, "{".into())));
+        assert!(a.deltas.contains(&Delta::CallArguments(0, "}".into())));
+        assert_eq!(a.generated.last().map(String::as_str), Some(END_OF_TURN));
     }
 
     #[test]
@@ -255,12 +300,37 @@ mod tests {
     }
 
     #[test]
-    fn budget_cuts_and_drops_incomplete_calls() {
-        let a = Answer::generate(source("one two three", &[("clock", "{}")]), true, 7, || {
-            "i".into()
-        });
+    fn the_end_of_turn_token_needs_room_in_the_budget() {
+        let reply = ReplySource {
+            content: "one two".into(),
+            ..ReplySource::default()
+        };
+        let a = Answer::generate(reply.clone(), true, 4, || "i".into());
+        assert_eq!((a.finish, a.generated.len()), (FinishReason::Stop, 4));
+        let a = Answer::generate(reply, true, 3, || "i".into());
+        assert_eq!((a.finish, a.generated.len()), (FinishReason::Length, 3));
+        assert_eq!(a.content, "one two");
+    }
+
+    #[test]
+    fn a_call_cut_in_its_arguments_is_returned_cut() {
+        let start = THINK_TOKENS + count_tokens("<tool_call>\n{\"name\":\"clock\",\"arguments\":");
+        let calls = [("clock", "{\"tz\":\"UTC\"}")];
+        let a = Answer::generate(source("", &calls), true, start + 2, || "i".into());
         assert_eq!(a.finish, FinishReason::Length);
-        assert_eq!(a.generated.len(), 7);
+        assert_eq!(a.tool_calls[0].arguments, "{\"");
+        assert!(a.deltas.contains(&Delta::CallStart(0, "{".into())));
+        assert_eq!(a.deltas.last(), Some(&Delta::CallArguments(0, "\"".into())));
+    }
+
+    #[test]
+    fn a_call_cut_in_its_name_is_raw_content_and_not_streamed() {
+        let budget = THINK_TOKENS + 5;
+        let a = Answer::generate(source("", &[("clock", "{}")]), true, budget, || "i".into());
+        assert_eq!(a.finish, FinishReason::Length);
         assert!(a.tool_calls.is_empty());
+        assert_eq!(a.content, "<tool_call>");
+        assert!(a.deltas.iter().all(|d| matches!(d, Delta::Reasoning(_))));
+        assert_eq!(a.generated.len(), budget);
     }
 }

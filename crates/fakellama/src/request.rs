@@ -1,15 +1,13 @@
 //! Reading and checking a `/v1/chat/completions` request body.
 //!
-//! Unknown fields are ignored, as llama-server does; the fields fakellama honours must
-//! have the right JSON type, else the request is a `400 invalid_request_error`.
+//! Unknown fields are ignored, as llama-server does (`model` too: answers name the server's
+//! model); the fields fakellama honours must have the right JSON type, else the request is
+//! a `400 invalid_request_error`.
 
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 use crate::template::{Message, ToolCallText};
-
-/// The model name answered when the request names none.
-pub const DEFAULT_MODEL: &str = "fakellama";
 
 /// The `tool_choice` values llama-server accepts.
 const TOOL_CHOICES: [&str; 3] = ["auto", "none", "required"];
@@ -35,8 +33,6 @@ pub struct ChatRequest {
     pub enable_thinking: bool,
     /// `max_tokens` (or `max_completion_tokens`, `n_predict`); `None` when absent or negative.
     pub max_tokens: Option<u64>,
-    /// `model`, echoed in the answer.
-    pub model: String,
 }
 
 fn field_type_error(name: &str, expected: &str) -> ApiError {
@@ -200,10 +196,6 @@ impl ChatRequest {
                 None => optional_count(body, "n_predict")?,
             },
         };
-        let model = match body.get("model") {
-            Some(Value::String(m)) if !m.is_empty() => m.clone(),
-            _ => DEFAULT_MODEL.to_owned(),
-        };
         Ok(Self {
             messages,
             tool_calls_parsed: !tools.is_empty() && tool_choice != "none",
@@ -214,7 +206,6 @@ impl ChatRequest {
             cache_prompt: optional_bool(body, "cache_prompt", true)?,
             enable_thinking,
             max_tokens,
-            model,
         })
     }
 

@@ -12,7 +12,7 @@
 //! tool_calls = [{ name = "clock", arguments = "{}" }]
 //! error = { status = 503, type = "unavailable_error", message = "Loading model" }
 //! error_mid_stream = { type = "server_error", message = "..." }
-//! ping = true                      # optional: a ": ping" comment line in the stream
+//! ping = true                      # optional: a ping (an empty ":" comment line) in the stream
 //! delay_ms = 50                    # optional: extra delay before answering
 //! ```
 //!
@@ -65,7 +65,8 @@ pub struct Rule {
     /// When streaming: send the content, then this error event, and close without `[DONE]`.
     /// Not streaming: answer HTTP 500 with this error.
     pub error_mid_stream: Option<ScriptStreamError>,
-    /// Send a `: ping` comment line in the middle of the stream.
+    /// Send a ping (an empty `:` comment line, as llama-server's keep-alive) in the middle
+    /// of the stream.
     #[serde(default)]
     pub ping: bool,
     /// Extra delay before answering, in milliseconds.

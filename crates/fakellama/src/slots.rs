@@ -1,5 +1,5 @@
-//! The slots: each holds the tokens it has cached (last prompt + generated reply) and is
-//! busy while it answers one request.
+//! The slots: each holds the tokens it has cached (last prompt + generated reply but its last
+//! token) and is busy while it answers one request.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -9,19 +9,22 @@ use crate::tokenize::common_prefix_len;
 
 /// The share of the prompt a slot's cache must match for the server to choose that slot by
 /// prefix (llama-server's default `--slot-prompt-similarity`); below it, the least recently
-/// used idle slot is taken.
+/// used idle slot is taken (used = released; ties, such as never used slots, go to the
+/// highest id, as llama-server's `get_available_slot` does).
 pub const SLOT_PROMPT_SIMILARITY: f64 = 0.1;
 
 #[derive(Debug, Default)]
 struct SlotState {
     cache: Vec<String>,
     busy: bool,
+    /// When the slot was last released, on the [`Inner::clock`] (0: never).
     last_used: u64,
 }
 
 #[derive(Debug)]
 struct Inner {
     slots: Vec<SlotState>,
+    /// Counts releases.
     clock: u64,
 }
 
@@ -82,9 +85,10 @@ impl Slots {
     /// Takes a slot for a request with this prompt, waiting until one is free.
     ///
     /// `id_slot = Some(k)` takes slot `k % n_slots`, waiting while it is busy; `None` takes
-    /// the idle slot with the longest common prefix with `prompt`, or, when no slot shares
-    /// more than [`SLOT_PROMPT_SIMILARITY`] of the prompt, the least recently used idle one. Returns the lease and the common prefix
-    /// length with the slot's cache.
+    /// the idle slot with the longest common prefix with `prompt` (ties: the lowest id), or,
+    /// when no slot shares more than [`SLOT_PROMPT_SIMILARITY`] of the prompt, the least
+    /// recently released idle one (ties: the highest id). Returns the lease and the common
+    /// prefix length with the slot's cache.
     pub async fn acquire(
         self: &Arc<Self>,
         id_slot: Option<u64>,
@@ -97,11 +101,8 @@ impl Slots {
             {
                 let mut inner = self.lock();
                 if let Some(id) = choose(&inner.slots, id_slot, prompt) {
-                    inner.clock += 1;
-                    let clock = inner.clock;
                     let slot = &mut inner.slots[id];
                     slot.busy = true;
-                    slot.last_used = clock;
                     let lcp = common_prefix_len(&slot.cache, prompt);
                     let lease = SlotLease {
                         slots: Arc::clone(self),
@@ -128,7 +129,9 @@ fn choose(slots: &[SlotState], id_slot: Option<u64>, prompt: &[String]) -> Optio
         .max_by_key(|(lcp, i)| (*lcp, std::cmp::Reverse(*i)));
     match best {
         Some((_, id)) => Some(id),
-        None => idle().min_by_key(|(_, s)| s.last_used).map(|(i, _)| i),
+        None => idle()
+            .min_by_key(|(i, s)| (s.last_used, std::cmp::Reverse(*i)))
+            .map(|(i, _)| i),
     }
 }
 
@@ -138,7 +141,7 @@ impl SlotLease {
         self.id
     }
 
-    /// Sets what the slot holds once released: the prompt and the generated tokens.
+    /// Sets what the slot holds once released: the prompt and the evaluated generated tokens.
     pub fn set_cache(&mut self, tokens: Vec<String>) {
         self.cache = tokens;
     }
@@ -148,8 +151,11 @@ impl Drop for SlotLease {
     fn drop(&mut self) {
         {
             let mut inner = self.slots.lock();
+            inner.clock += 1;
+            let clock = inner.clock;
             let slot = &mut inner.slots[self.id];
             slot.busy = false;
+            slot.last_used = clock;
             slot.cache = std::mem::take(&mut self.cache);
         }
         self.slots.freed.notify_waiters();
@@ -172,7 +178,26 @@ mod tests {
         assert_eq!((lease.id(), lcp), (1, 3));
         drop(lease);
         let (lease, lcp) = slots.acquire(None, &tokenize("zzz")).await;
-        assert_eq!((lease.id(), lcp), (0, 0));
+        assert_eq!(
+            (lease.id(), lcp),
+            (2, 0),
+            "never used: ties go to the highest id"
+        );
+    }
+
+    #[tokio::test]
+    async fn least_recently_released_is_chosen() {
+        let slots = Slots::new(2);
+        let prompt = tokenize("alpha beta");
+        let (mut first, _) = slots.acquire(Some(0), &prompt).await;
+        let (mut second, _) = slots.acquire(Some(1), &prompt).await;
+        first.set_cache(prompt.clone());
+        second.set_cache(prompt);
+        // Slot 0 was taken first but is released last: slot 1 is the least recently used.
+        drop(second);
+        drop(first);
+        let (lease, _) = slots.acquire(None, &tokenize("zzz")).await;
+        assert_eq!(lease.id(), 1);
     }
 
     #[tokio::test]

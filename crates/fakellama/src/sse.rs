@@ -1,24 +1,31 @@
 //! The answer as JSON: a non-streamed `chat.completion` or a stream of
 //! `chat.completion.chunk` server-sent events.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use crate::reply::{Answer, Delta};
 use crate::usage::Usage;
 
-/// `system_fingerprint` and `build_info`.
-pub const BUILD_INFO: &str = concat!("fakellama-", env!("CARGO_PKG_VERSION"));
+/// `system_fingerprint` and `build_info`, shaped like llama-server's `b<build>-<commit>`.
+pub const BUILD_INFO: &str = "b0-fakellama";
 
 /// What every answer of one request shares.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Meta {
     /// `chatcmpl-...`.
     pub id: String,
-    /// Unix seconds.
-    pub created: u64,
-    /// The model name echoed.
+    /// The model named in every answer (the server's model path, whatever was asked).
     pub model: String,
+}
+
+/// The current time in Unix seconds, as `created` says.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// One server-sent event.
@@ -26,7 +33,7 @@ pub struct Meta {
 pub enum Event {
     /// `data: {json}`.
     Data(Value),
-    /// A `: ping` comment line.
+    /// An empty comment line (`:`), llama-server's keep-alive ping.
     Ping,
     /// `data: [DONE]`.
     Done,
@@ -37,8 +44,18 @@ impl Event {
     pub fn to_bytes(&self) -> Bytes {
         match self {
             Event::Data(v) => Bytes::from(format!("data: {v}\n\n")),
-            Event::Ping => Bytes::from_static(b": ping\n\n"),
+            Event::Ping => Bytes::from_static(b":\n\n"),
             Event::Done => Bytes::from_static(b"data: [DONE]\n\n"),
+        }
+    }
+
+    /// Sets `created` (when the event has one) to `now`: llama-server stamps each chunk
+    /// when it sends it.
+    pub fn stamp(&mut self, now: u64) {
+        if let Event::Data(Value::Object(map)) = self
+            && let Some(created) = map.get_mut("created")
+        {
+            *created = json!(now);
         }
     }
 }
@@ -47,7 +64,7 @@ fn envelope(meta: &Meta, object: &str) -> Map<String, Value> {
     let mut map = Map::new();
     map.insert("id".into(), json!(meta.id));
     map.insert("object".into(), json!(object));
-    map.insert("created".into(), json!(meta.created));
+    map.insert("created".into(), json!(unix_now()));
     map.insert("model".into(), json!(meta.model));
     map.insert("system_fingerprint".into(), json!(BUILD_INFO));
     map
@@ -95,14 +112,17 @@ fn delta_json(answer: &Answer, delta: &Delta) -> Value {
     match delta {
         Delta::Reasoning(t) => json!({ "reasoning_content": t }),
         Delta::Content(t) => json!({ "content": t }),
-        Delta::CallStart(i) => {
+        Delta::CallStart(i, first) => {
             let (id, name) = answer
                 .tool_calls
                 .get(*i)
                 .map(|c| (c.id.as_str(), c.name.as_str()))
                 .unwrap_or_default();
-            json!({"tool_calls":[{"index":i,"id":id,"type":"function",
-                                  "function":{"name":name,"arguments":""}}]})
+            let mut function = json!({ "name": name });
+            if !first.is_empty() {
+                function["arguments"] = json!(first);
+            }
+            json!({"tool_calls":[{"index":i,"id":id,"type":"function","function":function}]})
         }
         Delta::CallArguments(i, t) => {
             json!({"tool_calls":[{"index":i,"function":{"arguments":t}}]})
@@ -115,7 +135,7 @@ fn delta_json(answer: &Answer, delta: &Delta) -> Value {
 pub struct StreamOptions {
     /// `stream_options.include_usage`.
     pub include_usage: bool,
-    /// Send a `: ping` comment after the first delta.
+    /// Send a ping comment after the first delta.
     pub ping: bool,
     /// End after the content with this `{"error":{...}}` event, without `[DONE]`.
     pub error_mid_stream: Option<Value>,
@@ -136,7 +156,7 @@ pub fn stream_events(
     let mut deltas = answer.deltas.iter().peekable();
     let mut first = true;
     while let Some(delta) = deltas.peek() {
-        if let (Some(_), Delta::CallStart(_) | Delta::CallArguments(..)) =
+        if let (Some(_), Delta::CallStart(..) | Delta::CallArguments(..)) =
             (&options.error_mid_stream, delta)
         {
             break;

@@ -25,6 +25,8 @@ pub struct State {
     pub delay: Duration,
     /// Until when every endpoint answers "Loading model".
     pub ready_at: Instant,
+    /// Whether the template supports tools ([`Options::tool_template`]).
+    pub tool_template: bool,
     /// The slots.
     pub slots: Arc<Slots>,
     /// The recorded chat requests.
@@ -41,6 +43,7 @@ impl State {
             api_key: options.api_key,
             delay: Duration::from_millis(options.delay_ms),
             ready_at: Instant::now() + Duration::from_millis(options.loading_ms),
+            tool_template: options.tool_template,
             slots: Slots::new(usize::try_from(options.slots).unwrap_or(1)),
             records: Recorder::default(),
             script: Mutex::new(ScriptState::new(options.script)),

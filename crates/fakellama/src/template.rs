@@ -36,18 +36,34 @@ pub const MESSAGE_START: &str = "<|im_start|>";
 /// The end of a message.
 pub const MESSAGE_END: &str = "<|im_end|>\n";
 
-/// The Jinja chat template reported by `/props` (describes what [`render_prompt`] does).
-pub const CHAT_TEMPLATE: &str = "{%- if tools %}{{- '<|im_start|>system\\n' }}\
-{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}\
-{{- '# Tools\\n<tools>' }}{%- for tool in tools %}{{- '\\n' + tool | tojson }}{%- endfor %}\
-{{- '\\n</tools><|im_end|>\\n' }}{%- endif %}\
-{%- for message in messages %}{%- if not (tools and loop.first and message.role == 'system') %}\
-{{- '<|im_start|>' + message.role + '\\n' }}\
+/// The part of the Jinja templates that renders the messages and the generation prompt.
+macro_rules! messages_template {
+    ($skip_first_system:literal) => {
+        concat!(
+            "{%- for message in messages %}",
+            $skip_first_system,
+            "{{- '<|im_start|>' + message.role + '\\n' }}\
 {%- if message.reasoning_content %}{{- '<think>\\n' + message.reasoning_content + '\\n</think>\\n\\n' }}{%- endif %}\
 {{- message.content or '' }}\
 {%- for tc in message.tool_calls or [] %}{{- '<tool_call>\\n{\"name\":' + tc.function.name | tojson + ',\"arguments\":' + tc.function.arguments + '}\\n</tool_call>' }}{%- endfor %}\
 {{- '<|im_end|>\\n' }}{%- endif %}{%- endfor %}\
-{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+        )
+    };
+}
+
+/// The Jinja chat template reported by `/props` (describes what [`render_prompt`] does).
+pub const CHAT_TEMPLATE: &str = concat!(
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}\
+{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}\
+{{- '# Tools\\n<tools>' }}{%- for tool in tools %}{{- '\\n' + tool | tojson }}{%- endfor %}\
+{{- '\\n</tools><|im_end|>\\n' }}{%- endif %}",
+    messages_template!("{%- if not (tools and loop.first and message.role == 'system') %}")
+);
+
+/// The chat template reported by `/props` when the server runs without tool support
+/// ([`crate::Options::tool_template`] off): the same without the tools block.
+pub const CHAT_TEMPLATE_WITHOUT_TOOLS: &str = messages_template!("{%- if true %}");
 
 /// One message of the conversation, as far as the template uses it.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -26,6 +26,63 @@ fn prompt_tokens(v: &Value) -> u64 {
     v["usage"]["prompt_tokens"].as_u64().unwrap()
 }
 
+fn completion_tokens(v: &Value) -> u64 {
+    v["usage"]["completion_tokens"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn a_follow_up_reuses_the_answer_but_its_last_token() {
+    // As llama-server: the end-of-turn token counts among completion_tokens, is sampled
+    // but never evaluated, so the slot keeps prompt + completion - 1 tokens, and a follow-up
+    // that sends the answer back reuses exactly those (observed there: 102 + 6 - 1 = 107).
+    let reply = "Hi there, friend.";
+    let (server, addr) = server(Options {
+        script: fakellama::Script::fixed(reply),
+        ..Options::default()
+    })
+    .await;
+    let mut messages = vec![json!({"role":"user","content":"Say hi."})];
+    let first = chat(addr, &on_slot(json!({ "messages": messages }), 0))
+        .await
+        .json();
+    let reply_tokens = fakellama::tokenize::count_tokens(reply) as u64;
+    assert_eq!(
+        completion_tokens(&first),
+        reply_tokens + 1,
+        "end-of-turn counted"
+    );
+    assert_eq!(first["timings"]["predicted_n"], completion_tokens(&first));
+    let slots = get(addr, "/slots").await.json();
+    assert_eq!(
+        slots[0]["n_prompt_tokens"].as_u64().unwrap(),
+        prompt_tokens(&first) + completion_tokens(&first) - 1
+    );
+    messages.push(first["choices"][0]["message"].clone());
+    messages.push(json!({"role":"user","content":"Again."}));
+    let second = chat(addr, &on_slot(json!({ "messages": messages }), 0))
+        .await
+        .json();
+    assert_eq!(
+        cache_n(&second),
+        prompt_tokens(&first) + completion_tokens(&first) - 1
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_idle_server_picks_the_highest_slot_first() {
+    // llama-server's LRU choice takes the last of the equally old slots: on an idle server
+    // with two slots the first request without id_slot goes to slot 1.
+    let (server, addr) = server(Options {
+        slots: 2,
+        ..Options::default()
+    })
+    .await;
+    chat(addr, &user("hello")).await;
+    assert_eq!(server.requests()[0].slot_used, Some(1));
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn same_request_twice_reuses_all_but_one_token() {
     let (server, addr) = server(Options::default()).await;
@@ -67,8 +124,8 @@ async fn extended_conversation_reuses_prompt_and_reply() {
     assert_eq!(second["choices"][0]["message"]["content"], "It is noon.");
     assert_eq!(
         cache_n(&second),
-        first["usage"]["total_tokens"].as_u64().unwrap(),
-        "the earlier prompt and the reply are reused"
+        prompt_tokens(&first) + completion_tokens(&first) - 1,
+        "the earlier prompt and the reply but its end-of-turn token are reused"
     );
     assert_eq!(prompt_n(&second), prompt_tokens(&second) - cache_n(&second));
 
@@ -79,7 +136,7 @@ async fn extended_conversation_reuses_prompt_and_reply() {
     let third = chat(addr, &body).await.json();
     assert_eq!(
         cache_n(&third),
-        second["usage"]["total_tokens"].as_u64().unwrap()
+        prompt_tokens(&second) + completion_tokens(&second) - 1
     );
     server.shutdown().await;
 }

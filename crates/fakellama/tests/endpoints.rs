@@ -58,22 +58,36 @@ async fn props_and_slots_reflect_options() {
     })
     .await;
     let props = get(addr, "/props").await.json();
+    // As llama-server b1-0c1e570: only n_ctx and params in the generation settings.
+    let settings = props["default_generation_settings"].as_object().unwrap();
+    let mut keys: Vec<&str> = settings.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["n_ctx", "params"]);
     assert_eq!(props["default_generation_settings"]["n_ctx"], 4096);
+    assert!(props["default_generation_settings"]["params"].is_object());
     assert_eq!(props["total_slots"], 2);
-    assert_eq!(props["model_alias"], "fakellama");
-    assert_eq!(props["model_path"], "fakellama.gguf");
+    // Started without --alias, llama-server's alias is its model path.
+    assert_eq!(props["model_path"], "/models/fakellama.gguf");
+    assert_eq!(props["model_alias"], props["model_path"]);
     assert!(
         props["chat_template"]
             .as_str()
             .unwrap()
             .contains("<|im_start|>")
     );
-    assert!(
-        props["build_info"]
-            .as_str()
-            .unwrap()
-            .starts_with("fakellama-")
-    );
+    let build = props["build_info"].as_str().unwrap();
+    assert!(build.starts_with('b') && build.contains('-'), "{build}");
+    assert_eq!(props["chat_template_caps"]["supports_tools"], true);
+    assert_eq!(props["chat_template_caps"]["supports_tool_calls"], true);
+    assert_eq!(props["bos_token"], "<|im_start|>");
+    assert_eq!(props["eos_token"], "<|im_end|>");
+    assert_eq!(props["endpoint_slots"], true);
+    assert_eq!(props["endpoint_props"], false);
+    assert_eq!(props["endpoint_metrics"], false);
+    assert_eq!(props["is_sleeping"], false);
+    assert!(props["model_ftype"].is_string());
+    let models = get(addr, "/v1/models").await.json();
+    assert_eq!(models["data"][0]["id"], fakellama::MODEL_PATH);
 
     let slots = get(addr, "/slots").await.json();
     let slots = slots.as_array().unwrap();
@@ -84,12 +98,15 @@ async fn props_and_slots_reflect_options() {
         assert_eq!(slot["is_processing"], false);
         assert_eq!(slot["n_prompt_tokens"], 0);
     }
-    // After a request on slot 1, it holds the prompt and the reply.
+    // After a request on slot 1, it holds the prompt and the reply but its last token.
     let mut body = user("hello");
     body["id_slot"] = json!(1);
     let usage = chat(addr, &body).await.json()["usage"].clone();
     let slots = get(addr, "/slots").await.json();
-    assert_eq!(slots[1]["n_prompt_tokens"], usage["total_tokens"]);
+    assert_eq!(
+        slots[1]["n_prompt_tokens"].as_u64().unwrap(),
+        usage["total_tokens"].as_u64().unwrap() - 1
+    );
     assert_eq!(slots[0]["n_prompt_tokens"], 0);
     server.shutdown().await;
 }
@@ -256,6 +273,7 @@ async fn binary_prints_its_address_and_answers() {
     let mut child = Child(
         std::process::Command::new(env!("CARGO_BIN_EXE_fakellama"))
             .args(["--listen", "127.0.0.1:0", "--slots", "2", "--n-ctx", "1024"])
+            .arg("--no-tool-template")
             .arg("--script")
             .arg(&script)
             .stdout(std::process::Stdio::piped())
@@ -280,7 +298,9 @@ async fn binary_prints_its_address_and_answers() {
         .parse()
         .unwrap();
     assert_eq!(get(addr, "/health").await.status, 200);
-    assert_eq!(get(addr, "/props").await.json()["total_slots"], 2);
+    let props = get(addr, "/props").await.json();
+    assert_eq!(props["total_slots"], 2);
+    assert_eq!(props["chat_template_caps"]["supports_tools"], false);
     let reply = chat(addr, &user("hi")).await.json();
     assert_eq!(reply["choices"][0]["message"]["content"], "from the binary");
     drop(child);

@@ -357,3 +357,43 @@ fn the_prompt_prefix_is_byte_stable_across_turns() {
         assert!(pair[1].cache_n > pair[0].prompt_tokens, "{:?}", pair[1]);
     }
 }
+
+#[test]
+fn calls_in_an_answer_cut_at_the_token_limit_are_not_run() {
+    let long_text = "word ".repeat(80);
+    let script = format!(
+        r#"
+[[rule]]
+when_role = "user"
+times = 1
+tool_calls = [{{ name = "call_tool", arguments = "{{\"name\":\"echo\",\"arguments\":{{\"text\":\"{long_text}\"}}}}" }}]
+[[rule]]
+when_role = "tool"
+when_contains = "cut off"
+reply = "ok"
+"#
+    );
+    let bed = Bed::new(&script);
+    let client = bed.fake.client_with(|o| o.max_tokens = Some(40));
+    let registry = Registry::m2b();
+    let port = FakeTools::new();
+    let rt = Runtime {
+        cfg: &bed.cfg,
+        client: &client,
+        port: &port,
+        registry: &registry,
+        system: SYSTEM,
+    };
+    let mut session = bed.store.create(&SessionId::new("cut").unwrap()).unwrap();
+    start_turn(&mut session, "echo a lot").unwrap();
+    let end = run_turn(&rt, &mut session, &Stop::default(), &mut |_| {}).unwrap();
+    assert_eq!(end, TurnEnd::Done);
+    let found = results(&session);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, loopd::turn::CUT_CALL);
+    assert_eq!(found[0].4, ToolOutcome::Failed);
+    assert!(
+        port.calls().is_empty(),
+        "the cut call never reached the port"
+    );
+}
