@@ -75,6 +75,7 @@ fn main() {
         port: &port,
         registry: &registry,
         system: &system,
+        n_ctx: client.props().unwrap().n_ctx,
     };
     let mut session = store
         .open_or_create(&SessionId::new("bench").unwrap())

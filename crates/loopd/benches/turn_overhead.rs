@@ -94,6 +94,7 @@ fn in_process(rt: &tokio::runtime::Runtime, url: &str) {
         port: &port,
         registry: &registry,
         system: "You are a benchmark.",
+        n_ctx: fakellama::DEFAULT_N_CTX,
     };
     let (mut own, mut model, mut calls) = (Vec::new(), Vec::new(), Vec::new());
     for n in 0..TURNS {

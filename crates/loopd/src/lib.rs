@@ -7,10 +7,12 @@
 pub mod api;
 pub mod baseline;
 pub mod broker;
+pub mod compact;
 pub mod config;
 pub mod daemon;
 pub mod engine;
 pub mod llama;
 pub mod session;
+pub mod summarise;
 pub mod tools;
 pub mod turn;

@@ -6,6 +6,7 @@
 //! loses at most the step in flight, and the next open ends the turn as `interrupted`.
 
 use crate::baseline::{self, BaselineError};
+use crate::compact;
 use crate::config::Config;
 use crate::llama::{ChatEvent, ChatRequest, Client, Completion, InferError};
 use crate::session::{Session, StoreError};
@@ -36,6 +37,9 @@ pub struct Runtime<'a> {
     pub registry: &'a Registry,
     /// The system prompt text.
     pub system: &'a str,
+    /// Tokens of context per slot, as llama-server reported it (`ServerInfo::n_ctx`):
+    /// compaction is due at `[compact] threshold` of it.
+    pub n_ctx: u32,
 }
 
 /// How a turn is told to stop early.
@@ -106,7 +110,12 @@ pub fn run_turn(
         session: session.id().clone(),
         turn,
     });
-    let result = steps(rt, session, stop, on_event);
+    let mut result = steps(rt, session, stop, on_event);
+    // Context full: summaries, compaction, and the turn runs once more in the new epoch
+    // (its request re-stated after the carry, see `compact`).
+    if matches!(result, Err(TurnError::SessionFull(_))) && compact::make_room(rt, session) {
+        result = steps(rt, session, stop, on_event);
+    }
     let end = match &result {
         Ok(end) => end.clone(),
         Err(TurnError::SessionFull(message)) => TurnEnd::Failed {
@@ -208,7 +217,7 @@ fn model_call(
     };
     let request = ChatRequest {
         slot: rt.cfg.slots.main,
-        messages: baseline::messages(session, baseline),
+        messages: compact::epoch_messages(session, baseline),
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
     };
@@ -245,11 +254,22 @@ fn turn_event(event: &ChatEvent) -> TurnEvent {
     }
 }
 
-/// After a turn: the one place where summaries of opted-in results and compaction will run
-/// (issue #6). Today it only logs how the turn went.
-pub fn finish_turn(_rt: &Runtime<'_>, session: &mut Session, result: &Result<TurnEnd, TurnError>) {
+/// After a turn: summaries of opted-in results, then compaction when it is due. A context-full
+/// turn was already summarised and compacted (`compact::make_room`) before its one retry.
+pub fn finish_turn(rt: &Runtime<'_>, session: &mut Session, result: &Result<TurnEnd, TurnError>) {
     match result {
-        Ok(end) => tracing::debug!(session = %session.id(), ?end, "turn finished"),
+        Ok(end) => {
+            tracing::debug!(session = %session.id(), ?end, "turn finished");
+            if let Err(e) = crate::summarise::missing(rt.cfg, rt.client, session) {
+                tracing::warn!(session = %session.id(), error = %e, "loopd: tool summary");
+            }
+            if let Some(usage) = session.last_usage()
+                && compact::due(&usage, rt.cfg.compact.threshold, rt.n_ctx)
+                && let Err(e) = compact::compact_session(session, rt)
+            {
+                compact::log_failure(session, &e);
+            }
+        }
         Err(e) => tracing::warn!(session = %session.id(), error = %e, "turn failed"),
     }
 }

@@ -70,6 +70,8 @@ pub struct Compact {
     pub summarise: Vec<String>,
     /// The most characters of one summary.
     pub summary_chars: usize,
+    /// The most characters of the carry a compaction leaves for the next epoch.
+    pub carry_chars: usize,
 }
 
 impl Default for Compact {
@@ -78,6 +80,7 @@ impl Default for Compact {
             threshold: 0.8,
             summarise: vec!["http_fetch".to_string()],
             summary_chars: 2_000,
+            carry_chars: 8_000,
         }
     }
 }
@@ -89,5 +92,6 @@ impl Compact {
             p.non_empty(&format!("compact.summarise[{i}]"), tool);
         }
         p.at_least("compact.summary_chars", self.summary_chars, 1);
+        p.at_least("compact.carry_chars", self.carry_chars, 1);
     }
 }

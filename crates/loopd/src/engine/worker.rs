@@ -89,6 +89,7 @@ fn run_one(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) {
         port: parts.port.as_ref(),
         registry: &registry,
         system: &parts.system,
+        n_ctx: parts.server.n_ctx,
     };
     let mut on_event = |event: &TurnEvent| {
         let _ = events.send(event.clone());
