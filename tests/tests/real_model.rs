@@ -193,13 +193,18 @@ fn a_prompt_larger_than_the_slot_fails_the_turn_and_keeps_the_log() {
         !events.iter().any(|e| matches!(e, TurnEvent::Retry { .. })),
         "{out}"
     );
-    // The log reads back whole: the header, the task, and the failed end; nothing else.
+    // The log reads back whole: the header, the task, the note that compaction (tried once
+    // on a full context) failed too, since its own prompt is larger still, and the failed end.
     let records = records(&stack, "full");
     let kinds: Vec<&str> = records.iter().map(LogRecord::kind).collect();
-    assert_eq!(kinds, ["header", "user", "turn_end"], "{records:?}");
+    assert_eq!(kinds, ["header", "user", "note", "turn_end"], "{records:?}");
     assert!(matches!(&records[1], LogRecord::User { content, .. } if *content == big));
     assert!(
-        matches!(&records[2], LogRecord::TurnEnd { end: TurnEnd::Failed { reason: r }, .. } if *r == reason)
+        matches!(&records[2], LogRecord::Note { text, .. } if text.starts_with("compaction failed")),
+        "{records:?}"
+    );
+    assert!(
+        matches!(&records[3], LogRecord::TurnEnd { end: TurnEnd::Failed { reason: r }, .. } if *r == reason)
     );
     // loopd and the server are fine: another session still gets answers.
     assert!(stack.loopd.as_mut().unwrap().exited().is_none());

@@ -1,6 +1,6 @@
 //! The `boxd` binary: boxmaker's supervisor.
 //!
-//! Today it checks configs (`--check-config FILE`); the supervisor itself arrives with issue #8.
+//! `boxd --config FILE` runs the supervisor; `--check-config FILE` checks a config.
 
 use boxd::config::{Config, ENV_PREFIX};
 use bxconfig::{ConfigArgs, Loader, run_check_config};
@@ -10,11 +10,12 @@ use std::process::ExitCode;
 
 /// boxd, boxmaker's supervisor.
 ///
-/// boxd will start llama-server, brokerd and loopd, each once the one before is ready and only
-/// with a config file matching its pinned sha256; restart a child that dies, with backoff;
-/// tell systemd when all are ready; and on SIGTERM stop them in reverse order. The supervisor
-/// arrives with issue #8; today boxd checks configs: `boxd --check-config FILE` prints the
-/// resolved config as TOML (exit 0) or every problem (exit 1).
+/// boxd starts llama-server, brokerd and loopd, each once the one before is ready and only
+/// with a config file matching its pinned sha256; restarts a child that dies, with backoff;
+/// tells systemd when all are ready; and on SIGTERM or SIGINT stops them in reverse order.
+/// `boxd --config FILE` runs until a signal (exit 0) or a failure (exit 1);
+/// `boxd --check-config FILE` prints the resolved config as TOML (exit 0) or every problem
+/// (exit 1).
 ///
 /// Config layers, lowest first: built-in defaults, the file, environment variables
 /// BOXD_SECTION__KEY (e.g. BOXD_RESTART__MAX_RESTARTS). See docs/config.md.
@@ -31,18 +32,38 @@ fn main() -> ExitCode {
         let loader = Loader::new(file, ENV_PREFIX).process_env();
         return run_check_config::<Config>(&loader);
     }
-    init_logging();
-    tracing::error!(
-        "the supervisor (daemon mode) is not implemented yet (it arrives with issue #8); \
-         only `boxd --check-config FILE` works in this version"
-    );
-    ExitCode::from(2)
+    let Some(file) = &cli.config.config else {
+        init_logging("info");
+        tracing::error!("no config: start boxd with --config FILE (see config/boxd.toml)");
+        return ExitCode::from(2);
+    };
+    let cfg = match Loader::new(file, ENV_PREFIX)
+        .process_env()
+        .load_valid::<Config>()
+    {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            init_logging("info");
+            for line in e.lines() {
+                tracing::error!("{line}");
+            }
+            return ExitCode::from(1);
+        }
+    };
+    init_logging(cfg.log.level.as_str());
+    match boxd::daemon::run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::from(1)
+        }
+    }
 }
 
-/// Logs to stderr; `RUST_LOG` sets the filter (default `info`).
-fn init_logging() {
+/// Logs to stderr at `level` (the config's `[log] level`); `RUST_LOG`, when set, wins.
+fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

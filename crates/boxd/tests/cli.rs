@@ -1,5 +1,4 @@
-//! The `boxd` binary's command line: `--check-config`, and the supervisor that does not exist
-//! yet.
+//! The `boxd` binary's command line: `--check-config`, and `--config` errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
@@ -60,9 +59,23 @@ fn cli_check_config_shows_env_overrides() {
 }
 
 #[test]
-fn cli_daemon_mode_without_check_config_is_not_implemented_and_exits_2() {
-    let out = boxd(&["--config", SHIPPED], &[]);
+fn cli_without_a_config_exits_2() {
+    let out = boxd(&[], &[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("not implemented yet"));
+    assert!(text(&out.stderr).contains("--config FILE"));
     assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn cli_daemon_mode_with_a_bad_config_exits_1_naming_the_key() {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(b"[restart]\nwindow_ms = 0\n").unwrap();
+    let path = f.path().display().to_string();
+    let out = boxd(&["--config", &path], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("restart.window_ms"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -45,8 +45,8 @@ impl Api {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Broker {
-    /// brokerd's Unix socket. Overridden by `--broker PATH`. None: no broker (until issue #5,
-    /// loopd then answers tools with its in-process fakes and says so).
+    /// brokerd's Unix socket. Overridden by `--broker PATH`. None: no broker: loopd answers
+    /// tools with its in-process fakes and says so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub socket: Option<PathBuf>,
     /// The longest one tool call through brokerd may take, in milliseconds.

@@ -1,0 +1,173 @@
+//! Helpers of boxd's supervisor tests: a temp dir with a boxd config whose children are
+//! `boxd-test-child`, boxd run on it, and bounded waits on what the children log.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The longest any awaited condition may take, in milliseconds.
+pub const WAIT_MS: u64 = 20_000;
+/// How often a condition is checked, in milliseconds.
+pub const POLL_MS: u64 = 20;
+
+const CHILD: &str = env!("CARGO_BIN_EXE_boxd-test-child");
+
+/// A boxd setup in a temp dir.
+pub struct Setup {
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+    toml: String,
+}
+
+impl Setup {
+    /// An empty setup with `[restart]` as given.
+    pub fn new(restart: &str) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("children.log");
+        let toml = format!("notify = true\n[restart]\n{restart}\n");
+        Setup { dir, log, toml }
+    }
+
+    /// A socket path in the temp dir.
+    pub fn sock(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("{name}.sock"))
+    }
+
+    /// Adds a child `name` ready on its socket, run with `opts` (test-child options) and
+    /// `extra` TOML lines.
+    pub fn child(&mut self, name: &str, opts: &[&str], extra: &str) {
+        let sock = self.sock(name);
+        let mut args = vec![
+            name.to_string(),
+            self.log.display().to_string(),
+            "--socket".into(),
+            sock.display().to_string(),
+        ];
+        args.extend(opts.iter().map(|s| s.to_string()));
+        write!(
+            self.toml,
+            "[[children]]\nname = {name:?}\ncommand = {CHILD:?}\nargs = {args:?}\n\
+             ready = {{ socket = {sock:?} }}\n{extra}\n"
+        )
+        .unwrap();
+    }
+
+    /// Adds `toml` to the config as is.
+    pub fn raw(&mut self, toml: &str) {
+        self.toml.push_str(toml);
+        self.toml.push('\n');
+    }
+
+    /// Starts boxd on this config with `env` (and nothing else in its environment but PATH).
+    pub fn start(&self, env: &[(&str, &str)]) -> Boxd {
+        let config = self.dir.path().join("boxd.toml");
+        std::fs::write(&config, &self.toml).unwrap();
+        let stderr = self.dir.path().join("boxd.stderr");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_boxd"));
+        cmd.env_clear()
+            .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
+            .arg("--config")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap());
+        Boxd {
+            proc: cmd.spawn().unwrap(),
+            stderr,
+            log: self.log.clone(),
+        }
+    }
+}
+
+/// A running boxd.
+pub struct Boxd {
+    pub proc: Child,
+    stderr: PathBuf,
+    log: PathBuf,
+}
+
+impl Boxd {
+    /// What boxd logged so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// The children's log lines so far.
+    pub fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The children's log lines with the pids left out (`a start`).
+    pub fn events(&self) -> Vec<String> {
+        self.lines()
+            .iter()
+            .map(|l| {
+                l.rsplit_once(' ')
+                    .map_or(l.as_str(), |(e, _)| e)
+                    .to_string()
+            })
+            .collect()
+    }
+
+    /// Waits until the children's log has `line` (pids left out).
+    pub fn wait_for(&self, line: &str) {
+        wait_until(&format!("{line:?} in the children's log"), || {
+            self.events().iter().any(|e| e == line)
+        });
+    }
+
+    /// Sends boxd `signal`.
+    pub fn signal(&self, signal: Signal) {
+        kill(Pid::from_raw(self.proc.id() as i32), signal).unwrap();
+    }
+
+    /// Waits until boxd exits.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let mut status = None;
+        wait_until("boxd to exit", || {
+            status = self.proc.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap()
+    }
+
+    /// The pids of every child start in the log.
+    pub fn pids(&self) -> Vec<i32> {
+        self.lines()
+            .iter()
+            .filter(|l| l.contains(" start "))
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse().unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Boxd {
+    fn drop(&mut self) {
+        if self.proc.try_wait().ok().flatten().is_none() {
+            let _ = self.proc.kill();
+            let _ = self.proc.wait();
+        }
+    }
+}
+
+/// Waits (at most [`WAIT_MS`]) until `cond` holds.
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
+    while !cond() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(POLL_MS));
+    }
+}
+
+/// Whether a process `pid` exists (a zombie counts).
+pub fn exists(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
