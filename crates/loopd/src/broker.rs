@@ -166,11 +166,12 @@ impl ToolPort for Broker {
 }
 
 /// The registry of an epoch in broker mode: loopd's own `clock` (core), then every tool the
-/// catalogue offers, core when named in `core_tools`. Names loopd answers itself are never
-/// taken from the catalogue.
+/// catalogue offers, core when named in `core_tools`, then loopd's own `read_output` (core when
+/// named in `core_tools`). Names loopd answers itself are never taken from the catalogue.
 pub fn registry(catalogue: &Catalogue, core_tools: &[String]) -> crate::tools::Registry {
+    use crate::outputs::{READ_OUTPUT, read_output_schema};
     use crate::tools::{CALL_TOOL, CLOCK, Entry, FIND_TOOL, Registry, clock_schema};
-    let own = [CLOCK, FIND_TOOL, CALL_TOOL, "subagent"];
+    let own = [CLOCK, FIND_TOOL, CALL_TOOL, "subagent", READ_OUTPUT];
     let mut entries = vec![Entry {
         schema: clock_schema(),
         core: true,
@@ -185,6 +186,11 @@ pub fn registry(catalogue: &Catalogue, core_tools: &[String]) -> crate::tools::R
                 core: core_tools.contains(&t.name),
             }),
     );
+    // loopd answers it from the session's stored outputs; core only when named in `core_tools`.
+    entries.push(Entry {
+        schema: read_output_schema(),
+        core: core_tools.iter().any(|name| name == READ_OUTPUT),
+    });
     Registry::new(entries)
 }
 

@@ -3,11 +3,13 @@
 
 use super::Runtime;
 use crate::baseline;
+use crate::outputs::{self, Page, READ_OUTPUT};
 use crate::session::Session;
 use crate::tools::{Dispatch, cap_result, dispatch};
 use bxcore::sanitize::neutralise;
 use bxcore::{
-    CallId, DataClass, LogRecord, Timestamp, ToolCall, ToolOutcome, TurnEvent, denial_message,
+    CallId, DataClass, Labels, LogRecord, Timestamp, ToolCall, ToolOutcome, TurnEvent,
+    denial_message,
 };
 use proto::{ToolRequest, ToolResponse};
 
@@ -82,6 +84,11 @@ pub fn run_call(
     if let Some(problem) = check_call(rt, session, tool_call) {
         return CallOutcome::local(problem, ToolOutcome::Failed);
     }
+    let cap_bytes = rt.cfg.r#loop.tool_result_cap_bytes;
+    let direct = read_output_is_direct(session);
+    if let Some(arguments) = outputs::read_output_call(&tool_call.name, &tool_call.arguments) {
+        return read_output(session, &arguments, cap_bytes, direct);
+    }
     let outcome = match dispatch(rt.registry, &tool_call.name, &tool_call.arguments) {
         Dispatch::Local(text) => CallOutcome::local(text, ToolOutcome::Ok),
         Dispatch::Port { tool, arguments } => {
@@ -96,7 +103,30 @@ pub fn run_call(
             from_port(rt.port.call(&request))
         }
     };
-    cap(outcome, rt.cfg.r#loop.tool_result_cap_bytes)
+    cap(outcome, cap_bytes, session, call, direct)
+}
+
+/// Whether `read_output` is in the epoch's tools array (else it is reached through
+/// `call_tool`).
+fn read_output_is_direct(session: &Session) -> bool {
+    session
+        .current_baseline()
+        .is_some_and(|b| baseline::tool_names(b).contains(READ_OUTPUT))
+}
+
+/// Answers `read_output` from the session's stored outputs: a page carries the labels of the
+/// output it comes from, so reading a private or untrusted result back keeps the context so.
+fn read_output(session: &Session, arguments: &str, cap_bytes: usize, direct: bool) -> CallOutcome {
+    match outputs::read_page(session.dir(), arguments, cap_bytes, direct) {
+        Page::Text { content, labels } => CallOutcome {
+            content,
+            class: labels.class,
+            untrusted: labels.untrusted,
+            truncated: false,
+            outcome: ToolOutcome::Ok,
+        },
+        Page::Refused(why) => CallOutcome::local(why, ToolOutcome::Failed),
+    }
 }
 
 /// Why a call cannot run as asked, in words for the model.
@@ -153,8 +183,37 @@ fn from_port(response: ToolResponse) -> CallOutcome {
     }
 }
 
-/// Cuts the content to the cap.
-fn cap(mut outcome: CallOutcome, cap_bytes: usize) -> CallOutcome {
+/// Cuts the content to the cap. The full content is kept under a handle beside the session,
+/// with the result's labels, and the model is told how to read on; should storing fail, the
+/// cut is marked as before (`[truncated]`) and the failure logged.
+fn cap(
+    mut outcome: CallOutcome,
+    cap_bytes: usize,
+    session: &Session,
+    call: CallId,
+    direct: bool,
+) -> CallOutcome {
+    if outcome.content.len() > cap_bytes {
+        let labels = Labels::new(outcome.class, outcome.untrusted);
+        match outputs::store(session.dir(), call, &outcome.content, labels) {
+            Ok(handle) => {
+                let total = outcome.content.len();
+                let shown = outputs::floor_boundary(&outcome.content, cap_bytes);
+                outcome.content.truncate(shown);
+                outcome
+                    .content
+                    .push_str(&outputs::truncation_note(&handle, shown, total, direct));
+                outcome.truncated = true;
+                return outcome;
+            }
+            Err(e) => tracing::warn!(
+                session = %session.id(),
+                %call,
+                error = %e,
+                "could not store a capped tool result; the rest is lost"
+            ),
+        }
+    }
     let (content, cut) = cap_result(&outcome.content, cap_bytes);
     outcome.content = content;
     outcome.truncated |= cut;
