@@ -93,6 +93,15 @@ pub enum Command {
     },
     /// Show how loopd, the tool broker and the model server are.
     Status,
+    /// List loopd's memory notes, one line each with its labels.
+    Memory,
+    /// List a session's tool summaries and epoch carries, one line each with its labels.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Summaries {
+        /// The session.
+        #[arg(value_name = "ID")]
+        id: SessionId,
+    },
     /// Print a shell completion script to stdout.
     Completions {
         /// The shell.

@@ -9,8 +9,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use proto::api::{
-    ApiError, CancelAnswer, RecordsPage, SSE_EVENT_TURN, SessionList, Status, TaskAccepted,
-    TaskRequest,
+    ApiError, CancelAnswer, MemoryList, RecordsPage, SSE_EVENT_TURN, SessionList, Status,
+    TaskAccepted, TaskRequest,
 };
 use serde::de::DeserializeOwned;
 use std::collections::VecDeque;
@@ -311,6 +311,11 @@ impl Client {
     /// `GET /v1/status`.
     pub async fn status(&self) -> Result<Answer<Status>, ClientError> {
         self.call(Method::GET, "/v1/status", None).await
+    }
+
+    /// `GET /v1/memory`.
+    pub async fn memory(&self) -> Result<Answer<MemoryList>, ClientError> {
+        self.call(Method::GET, "/v1/memory", None).await
     }
 }
 

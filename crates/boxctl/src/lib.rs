@@ -2,12 +2,13 @@
 //!
 //! The library holds everything but `main`: the command line ([`cli`]), a client of loopd's
 //! API ([`client`], with an SSE reader in [`sse`]), how events and records read as text
-//! ([`mod@format`]), and the commands themselves ([`mod@run`]). See `boxctl --help` for the exit
+//! ([`mod@format`], [`listing`]), and the commands themselves ([`mod@run`]). See `boxctl --help` for the exit
 //! codes.
 
 pub mod cli;
 pub mod client;
 pub mod format;
+pub mod listing;
 pub mod run;
 pub mod sse;
 

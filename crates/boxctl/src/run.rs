@@ -74,6 +74,8 @@ pub async fn run(cli: Cli) -> u8 {
         } => show(&client, json, &id, follow, reasoning).await,
         Command::Cancel { id } => cancel(&client, json, &id).await,
         Command::Status => status(&client, json).await,
+        Command::Memory => memory(&client, json).await,
+        Command::Summaries { id } => summaries(&client, json, &id).await,
         Command::Completions { shell } => completions(shell),
     };
     match result {
@@ -254,6 +256,50 @@ async fn status(client: &Client, json: bool) -> Result<u8, Failure> {
         out(&status_text(&answer.value))?;
     }
     Ok(EXIT_OK)
+}
+
+async fn memory(client: &Client, json: bool) -> Result<u8, Failure> {
+    let answer = client.memory().await?;
+    if json {
+        out_line(&answer.raw)?;
+    } else if answer.value.notes.is_empty() {
+        out_line("no memory notes")?;
+    } else {
+        for note in &answer.value.notes {
+            out_line(&crate::listing::memory_line(note))?;
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// Every tool summary and epoch carry of session `id`, read page by page.
+async fn summaries(client: &Client, json: bool, id: &SessionId) -> Result<u8, Failure> {
+    let mut from = 0;
+    loop {
+        let page = client.records(id, from, None).await?;
+        for record in page
+            .value
+            .records
+            .iter()
+            .filter(|r| crate::listing::is_summary(r))
+        {
+            if json {
+                let raw = serde_json::to_string(record)
+                    .map_err(|e| ClientError::Protocol(format!("cannot serialise: {e}")))?;
+                out_line(&raw)?;
+            } else if let Some(line) = crate::listing::summary_line(record) {
+                out_line(&line)?;
+            }
+        }
+        match page.value.next {
+            None => return Ok(EXIT_OK),
+            Some(next) if next > from => from = next,
+            Some(next) => {
+                let why = format!("the page from record {from} says the next starts at {next}");
+                return Err(ClientError::Protocol(why).into());
+            }
+        }
+    }
 }
 
 fn completions(shell: clap_complete::Shell) -> Result<u8, Failure> {

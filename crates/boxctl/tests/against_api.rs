@@ -181,6 +181,18 @@ impl Backend for Stub {
         })
     }
 
+    fn memory(&self) -> Result<proto::api::MemoryList, ApiFailure> {
+        Ok(proto::api::MemoryList {
+            notes: vec![bxcore::MemoryNote {
+                time: Timestamp::parse("2026-01-02T03:04:05Z").unwrap(),
+                session: SessionId::new("s1").unwrap(),
+                text: "the user likes otters".into(),
+                class: DataClass::Private,
+                untrusted: true,
+            }],
+        })
+    }
+
     async fn status(&self) -> Status {
         Status {
             loopd: LoopdStatus {
@@ -396,4 +408,23 @@ async fn boxctl_sessions_status_and_cancel_print_readable_answers() {
     let (_, json, _) = boxctl(&served, &["--json", "status"]).await;
     let status: Status = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(status.llama.n_ctx, 4096);
+}
+
+#[tokio::test]
+async fn boxctl_memory_lists_notes_with_labels_and_summaries_reads_every_page() {
+    let served = start();
+    let (code, out, err) = boxctl(&served, &["memory"]).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out,
+        "2026-01-02T03:04:05Z s1 [private, untrusted] the user likes otters\n"
+    );
+    let (_, json, _) = boxctl(&served, &["memory", "--json"]).await;
+    let list: proto::api::MemoryList = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(list.notes.len(), 1);
+    // s1 has neither summaries nor carries; an unknown session exits 4.
+    let (code, out, err) = boxctl(&served, &["summaries", "s1"]).await;
+    assert_eq!((code, out.as_str()), (Some(0), ""), "{err}");
+    let (code, _, _) = boxctl(&served, &["summaries", "nope"]).await;
+    assert_eq!(code, Some(4));
 }

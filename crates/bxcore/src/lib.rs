@@ -18,5 +18,7 @@ pub use error::ValueError;
 pub use event::{ModelTimings, TurnEvent};
 pub use ids::{CallId, SESSION_ID_MAX_BYTES, SessionId};
 pub use labels::{DataClass, Labels};
-pub use record::{LOG_FORMAT_VERSION, LogRecord, ToolCall, ToolOutcome, TurnEnd, Usage};
+pub use record::{
+    LOG_FORMAT_VERSION, LogRecord, MemoryNote, ToolCall, ToolOutcome, TurnEnd, Usage,
+};
 pub use time::Timestamp;

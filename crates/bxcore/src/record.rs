@@ -189,3 +189,21 @@ impl LogRecord {
         }
     }
 }
+
+/// A durable memory note, one JSON line of loopd's `memory.jsonl`: written by a compaction,
+/// read into the baseline of later epochs and new sessions. Its labels are the carry's (the
+/// join of what it was made from).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryNote {
+    /// When it was written.
+    pub time: Timestamp,
+    /// The session whose compaction wrote it.
+    pub session: SessionId,
+    /// The note.
+    pub text: String,
+    /// The class of what it was made from.
+    pub class: DataClass,
+    /// Whether what it was made from held untrusted text.
+    pub untrusted: bool,
+}

@@ -259,3 +259,22 @@ fn ends_and_outcomes_have_a_strict_shape() {
     .unwrap();
     assert_eq!(outcome, r#"{"denied":{"reason":"no_grant"}}"#);
 }
+
+#[test]
+fn memory_notes_round_trip_and_refuse_unknown_fields() {
+    let note = bxcore::MemoryNote {
+        time: t(),
+        session: SessionId::new("main").unwrap(),
+        text: "the user studies otters".into(),
+        class: DataClass::Private,
+        untrusted: true,
+    };
+    let text = serde_json::to_string(&note).unwrap();
+    assert_eq!(
+        serde_json::from_str::<bxcore::MemoryNote>(&text).unwrap(),
+        note
+    );
+    let mut value = serde_json::to_value(&note).unwrap();
+    value["surprise"] = serde_json::json!(1);
+    assert!(serde_json::from_value::<bxcore::MemoryNote>(value).is_err());
+}

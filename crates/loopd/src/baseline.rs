@@ -4,6 +4,7 @@
 //! The baseline is made once per epoch and stored (`session::Baseline`); every call of the
 //! epoch starts with exactly its bytes, so llama-server's prompt cache covers it.
 
+use crate::config::Config;
 use crate::llama::ChatMessage;
 use crate::session::{BASELINE_FORMAT_VERSION, Baseline, Session, StoreError};
 use crate::tools::Registry;
@@ -40,21 +41,28 @@ pub fn read_system_prompt(path: &Path) -> Result<String, BaselineError> {
     })
 }
 
-/// The current epoch's baseline, made from `system` and the registry's core tools and
-/// written first if the epoch has none yet.
+/// The current epoch's baseline, made from `system`, the memory notes `cfg` lets in
+/// ([`crate::memory::for_baseline`]) and the registry's core tools, and written first if the
+/// epoch has none yet. Memory that cannot be read is left out (and logged).
 pub fn ensure<'s>(
     session: &'s mut Session,
+    cfg: &Config,
     system: &str,
     registry: &Registry,
 ) -> Result<&'s Baseline, BaselineError> {
     if session.current_baseline().is_none() {
+        let notes = crate::memory::list(cfg).unwrap_or_else(|e| {
+            tracing::warn!(session = %session.id(), error = %e, "cannot read memory; the baseline has none");
+            Vec::new()
+        });
+        let (memory, memory_labels) = crate::memory::for_baseline(cfg, &notes);
         let baseline = Baseline {
             version: BASELINE_FORMAT_VERSION,
             epoch: session.epoch(),
             time: Timestamp::now(),
             system: system.to_string(),
-            memory: String::new(),
-            memory_labels: Labels::PUBLIC,
+            memory,
+            memory_labels,
             tools: registry.core_schemas(),
         };
         session.write_baseline(baseline)?;

@@ -92,8 +92,10 @@ fn carried_request(session: &Session) -> Option<String> {
 
 /// Compacts the current epoch into a new one: one no-tools completion on the background slot
 /// over the epoch's messages (opted-in results replaced by their summaries) with
-/// `compact.md` as the last user message; its answer, neutralised and capped at
-/// `[compact] carry_chars`, is the carry of the `EpochStart` appended. The new epoch's baseline
+/// `compact.md` as the last user message; its answer up to the notes section
+/// ([`crate::memory::NOTES_HEADING`]), neutralised and capped at `[compact] carry_chars`, is
+/// the carry of the `EpochStart` appended; the notes after it are stored in memory with the
+/// carry's labels. The new epoch's baseline
 /// is written by the next turn. On an error nothing is appended.
 pub fn compact_session(session: &mut Session, rt: &Runtime<'_>) -> Result<(), CompactError> {
     let path = rt.cfg.baseline.system.with_file_name(COMPACT_PROMPT_FILE);
@@ -118,7 +120,8 @@ pub fn compact_session(session: &mut Session, rt: &Runtime<'_>) -> Result<(), Co
     };
     let answer = rt.client.chat_with_retry(&request, &mut |_| {})?;
     let text = answer.content.unwrap_or_default();
-    let carry = cap_chars(neutralise(text.trim()).as_ref(), rt.cfg.compact.carry_chars);
+    let (carry, notes) = crate::memory::split_answer(&text);
+    let carry = cap_chars(neutralise(&carry).as_ref(), rt.cfg.compact.carry_chars);
     if carry.is_empty() {
         return Err(CompactError::Empty);
     }
@@ -130,6 +133,10 @@ pub fn compact_session(session: &mut Session, rt: &Runtime<'_>) -> Result<(), Co
         class: labels.class,
         untrusted: labels.untrusted,
     })?;
+    // The epoch has begun either way: notes that cannot be stored are only lost notes.
+    if let Err(e) = crate::memory::store(rt.cfg, session.id(), &notes, labels) {
+        tracing::warn!(session = %session.id(), error = %e, "cannot store the compaction's memory notes");
+    }
     Ok(())
 }
 

@@ -149,7 +149,7 @@ fn steps(
     stop: &Stop,
     on_event: &mut dyn FnMut(&TurnEvent),
 ) -> Result<TurnEnd, TurnError> {
-    baseline::ensure(session, rt.system, rt.registry)?;
+    baseline::ensure(session, rt.cfg, rt.system, rt.registry)?;
     for _ in 0..rt.cfg.r#loop.max_steps {
         if stop.is_set() {
             return Ok(stop.end());

@@ -9,11 +9,12 @@
 //! | `GET /v1/sessions/{id}/events` | | SSE of [`bxcore::TurnEvent`]s as they happen |
 //! | `POST /v1/sessions/{id}/cancel` | | [`CancelAnswer`] |
 //! | `GET /v1/status` | | [`Status`] |
+//! | `GET /v1/memory` | | [`MemoryList`] |
 //!
 //! Every error is an [`ApiError`] with a status: 400 bad JSON or session id, 404 unknown
 //! session or path, 409 the session's queue is full, 413 body too large, 503 not ready.
 
-use bxcore::{LogRecord, SessionId};
+use bxcore::{LogRecord, MemoryNote, SessionId};
 use serde::{Deserialize, Serialize};
 
 /// The SSE event name of a turn event (`event: turn`), and of the stream's end.
@@ -77,6 +78,15 @@ pub struct RecordsPage {
     /// Where the next page starts, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<u64>,
+}
+
+/// loopd's memory notes (`GET /v1/memory`), oldest first, each with its labels. All of them,
+/// whether or not `[memory]` lets them into baselines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryList {
+    /// The notes.
+    pub notes: Vec<MemoryNote>,
 }
 
 /// The answer to a cancel.

@@ -2,7 +2,9 @@
 //! and the engine that runs turns. Tests of the HTTP layer use a stand-in.
 
 use bxcore::{SessionId, TurnEvent};
-use proto::api::{CancelAnswer, RecordsPage, SessionList, Status, TaskAccepted, TaskRequest};
+use proto::api::{
+    CancelAnswer, MemoryList, RecordsPage, SessionList, Status, TaskAccepted, TaskRequest,
+};
 use std::future::Future;
 use tokio::sync::{broadcast, mpsc};
 
@@ -51,6 +53,8 @@ pub trait Backend: Send + Sync + 'static {
     fn follow(&self, id: &SessionId) -> Result<broadcast::Receiver<TurnEvent>, ApiFailure>;
     /// Cancels the running turn of session `id` and drops its queued tasks.
     fn cancel(&self, id: &SessionId) -> Result<CancelAnswer, ApiFailure>;
+    /// Every memory note, with its labels.
+    fn memory(&self) -> Result<MemoryList, ApiFailure>;
     /// How loopd, the broker and the model server are.
     fn status(&self) -> impl Future<Output = Status> + Send;
 }

@@ -34,6 +34,7 @@ enum Route<'a> {
     Events(&'a str),
     Cancel(&'a str),
     Status,
+    Memory,
 }
 
 impl Route<'_> {
@@ -46,6 +47,7 @@ impl Route<'_> {
             ["sessions", id, "events"] => Route::Events(id),
             ["sessions", id, "cancel"] => Route::Cancel(id),
             ["status"] => Route::Status,
+            ["memory"] => Route::Memory,
             _ => return None,
         })
     }
@@ -53,7 +55,11 @@ impl Route<'_> {
     fn method(self) -> Method {
         match self {
             Route::Tasks | Route::Cancel(_) => Method::POST,
-            Route::Sessions | Route::Session(_) | Route::Events(_) | Route::Status => Method::GET,
+            Route::Sessions
+            | Route::Session(_)
+            | Route::Events(_)
+            | Route::Status
+            | Route::Memory => Method::GET,
         }
     }
 }
@@ -195,6 +201,7 @@ where
         }
         Route::Cancel(raw) => answer(backend.cancel(&session_id(raw)?)),
         Route::Status => json(StatusCode::OK, &backend.status().await),
+        Route::Memory => answer(blocking(backend, |b| b.memory()).await),
     })
 }
 

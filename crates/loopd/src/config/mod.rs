@@ -6,6 +6,7 @@
 
 mod api;
 mod llama;
+mod memory;
 mod slots;
 mod turn;
 
@@ -14,6 +15,7 @@ mod tests;
 
 pub use api::{Api, Broker};
 pub use llama::{Expect, Llama};
+pub use memory::Memory;
 pub use slots::Slots;
 pub use turn::{Baseline, Compact, Loop};
 
@@ -49,6 +51,8 @@ pub struct Config {
     pub baseline: Baseline,
     /// `[compact]`: compaction and summaries.
     pub compact: Compact,
+    /// `[memory]`: durable notes in baselines.
+    pub memory: Memory,
     /// `[log]`: the log level.
     pub log: LogConfig,
 }
@@ -66,6 +70,7 @@ impl Default for Config {
             broker: Broker::default(),
             baseline: Baseline::default(),
             compact: Compact::default(),
+            memory: Memory::default(),
             log: LogConfig::default(),
         }
     }
@@ -84,6 +89,7 @@ impl Validate for Config {
         self.broker.check(&mut p);
         self.baseline.check(&mut p);
         self.compact.check(&mut p);
+        self.memory.check(&mut p);
         p.finish()
     }
 }

@@ -17,7 +17,9 @@ use crate::session::{Store, StoreError};
 use crate::tools::{Registry, ToolPort};
 use bxcore::{SessionId, TurnEvent};
 use lane::{Lane, Pending};
-use proto::api::{CancelAnswer, RecordsPage, SessionInfo, SessionList, Status, TaskRequest};
+use proto::api::{
+    CancelAnswer, MemoryList, RecordsPage, SessionInfo, SessionList, Status, TaskRequest,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -277,6 +279,12 @@ impl Backend for Engine {
             cancelled,
             dropped,
         })
+    }
+
+    fn memory(&self) -> Result<MemoryList, ApiFailure> {
+        crate::memory::list(&self.inner.parts.cfg)
+            .map(|notes| MemoryList { notes })
+            .map_err(|e| ApiFailure::Internal(format!("cannot read memory: {e}")))
     }
 
     async fn status(&self) -> Status {

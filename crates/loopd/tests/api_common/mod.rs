@@ -166,6 +166,10 @@ impl Backend for Stub {
         })
     }
 
+    fn memory(&self) -> Result<proto::api::MemoryList, ApiFailure> {
+        Ok(proto::api::MemoryList { notes: Vec::new() })
+    }
+
     async fn status(&self) -> Status {
         status()
     }

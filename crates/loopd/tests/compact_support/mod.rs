@@ -70,6 +70,7 @@ impl Bed {
         let mut cfg = Config::default();
         cfg.baseline.system = prompts.join("system.md");
         cfg.compact.summarise = vec!["echo".into()];
+        cfg.state_dir = state.path().to_path_buf();
         Bed {
             fake: Fake::script(script),
             store: Store::new(state.path()).unwrap(),

@@ -1,0 +1,109 @@
+//! How memory notes and a session's summaries read as text: one line each, with labels.
+
+use crate::format::{one_line, terminal_safe};
+use bxcore::{DataClass, LogRecord, MemoryNote};
+
+/// The most characters of a note, summary or carry on one line.
+pub const LINE_TEXT_MAX_CHARS: usize = 200;
+
+/// Labels as words: `private`, `public, untrusted`.
+pub fn label_words(class: DataClass, untrusted: bool) -> String {
+    let class = serde_json::to_value(class)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{class:?}"));
+    if untrusted {
+        format!("{class}, untrusted")
+    } else {
+        class
+    }
+}
+
+/// A memory note as one line: `TIME SESSION [LABELS] TEXT`.
+pub fn memory_line(note: &MemoryNote) -> String {
+    format!(
+        "{} {} [{}] {}",
+        note.time.to_rfc3339(),
+        terminal_safe(note.session.as_str()),
+        label_words(note.class, note.untrusted),
+        one_line(&note.text, Some(LINE_TEXT_MAX_CHARS))
+    )
+}
+
+/// Whether a record is a tool summary or an epoch's carry.
+pub fn is_summary(record: &LogRecord) -> bool {
+    matches!(
+        record,
+        LogRecord::ToolSummary { .. } | LogRecord::EpochStart { .. }
+    )
+}
+
+/// A tool summary or an epoch's carry as one line, with its labels; `None` for other records.
+pub fn summary_line(record: &LogRecord) -> Option<String> {
+    let (what, text, class, untrusted) = match record {
+        LogRecord::ToolSummary {
+            call,
+            content,
+            class,
+            untrusted,
+            ..
+        } => (
+            format!("summary of call {}", call.0),
+            content,
+            class,
+            untrusted,
+        ),
+        LogRecord::EpochStart {
+            epoch,
+            carry,
+            class,
+            untrusted,
+            ..
+        } => (format!("carry of epoch {epoch}"), carry, class, untrusted),
+        _ => return None,
+    };
+    Some(format!(
+        "{what} [{}] {}",
+        label_words(*class, *untrusted),
+        one_line(text, Some(LINE_TEXT_MAX_CHARS))
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bxcore::{CallId, Timestamp};
+
+    #[test]
+    fn summaries_and_carries_read_with_their_labels() {
+        let time = Timestamp::now();
+        let summary = LogRecord::ToolSummary {
+            time,
+            call: CallId(3),
+            tool_call_id: "a".into(),
+            content: "otters\neat fish".into(),
+            class: DataClass::Private,
+            untrusted: true,
+        };
+        assert_eq!(
+            summary_line(&summary).as_deref(),
+            Some("summary of call 3 [private, untrusted] otters ⏎ eat fish")
+        );
+        let carry = LogRecord::EpochStart {
+            time,
+            epoch: 2,
+            carry: "so far".into(),
+            class: DataClass::Public,
+            untrusted: false,
+        };
+        assert_eq!(
+            summary_line(&carry).as_deref(),
+            Some("carry of epoch 2 [public] so far")
+        );
+        let note = LogRecord::Note {
+            time,
+            text: "x".into(),
+        };
+        assert_eq!(summary_line(&note), None);
+    }
+}
