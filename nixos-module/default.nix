@@ -1,0 +1,319 @@
+# services.boxmaker: the boxmaker appliance. One systemd unit runs boxd, which starts
+# llama-server, then brokerd, then loopd, each once the one before is ready, with configs
+# rendered into the store, checked with `--check-config` at build time and pinned by sha256 in
+# boxd's config. Reference: docs/operations.md, docs/config.md.
+#
+# The sha256 pins are computed when the config derivation is built (sha256sum, then sed into
+# boxd.toml), not with builtins.hashFile at evaluation time: the rendered TOML files are
+# derivation outputs (pkgs.formats.toml), and hashing them during evaluation would be
+# import-from-derivation.
+{ config, lib, pkgs, ... }:
+
+let
+  cfg = config.services.boxmaker;
+  inherit (lib) mkOption mkEnableOption mkIf types;
+  toml = pkgs.formats.toml { };
+
+  runDir = "/run/boxmaker";
+  loopdSocket = "${runDir}/loopd.sock";
+  brokerdSocket = "${runDir}/brokerd.sock";
+  llamaUrl = "http://127.0.0.1:${toString cfg.llama.port}";
+
+  # A freeform TOML table with a few typed keys.
+  section = options: mkOption {
+    type = types.submodule {
+      freeformType = toml.type;
+      inherit options;
+    };
+    default = { };
+    description = "A section of the config file; any other key of docs/config.md may be set.";
+  };
+
+  loopdFile =
+    if cfg.loopd.configFile != null then cfg.loopd.configFile
+    else toml.generate "loopd.toml" cfg.loopd.settings;
+
+  brokerdFile =
+    if cfg.brokerd.configFile != null then cfg.brokerd.configFile
+    else toml.generate "brokerd.toml" (cfg.brokerd.settings // { grants = cfg.grants; });
+
+  # boxd's config; @LOOPD_SHA256@ and @BROKERD_SHA256@ are filled in by `configs` below.
+  boxdSettings = {
+    notify = true;
+    restart = {
+      initial_backoff_ms = 1000;
+      max_backoff_ms = 60000;
+      max_restarts = 5;
+      window_ms = 600000;
+    };
+    log.level = "info";
+    children = [
+      {
+        name = "llama-server";
+        command = "${cfg.llama.package}/bin/llama-server";
+        args = [
+          "--host" "127.0.0.1"
+          "--port" (toString cfg.llama.port)
+          "-m" (toString cfg.model)
+          "-c" (toString cfg.contextSize)
+          "--parallel" (toString cfg.slots)
+        ]
+        ++ lib.optionals (cfg.llama.chatTemplateFile != null) [
+          "--chat-template-file" (toString cfg.llama.chatTemplateFile)
+        ]
+        ++ cfg.llama.extraFlags;
+        ready.http = "${llamaUrl}/health";
+        start_timeout_ms = 300000;
+        stop_grace_ms = 10000;
+      }
+      {
+        name = "brokerd";
+        command = "${cfg.package}/bin/brokerd";
+        args = [
+          "--config" "${brokerdFile}"
+          "--socket" brokerdSocket
+          "--state-dir" "${cfg.stateDir}/brokerd"
+        ];
+        config_file = "${brokerdFile}";
+        config_sha256 = "@BROKERD_SHA256@";
+        ready.socket = brokerdSocket;
+        start_timeout_ms = 10000;
+        stop_grace_ms = 5000;
+      }
+      {
+        name = "loopd";
+        command = "${cfg.package}/bin/loopd";
+        args = [
+          "--config" "${loopdFile}"
+          "--socket" loopdSocket
+          "--state-dir" "${cfg.stateDir}/loopd"
+          "--llama" llamaUrl
+          "--broker" brokerdSocket
+        ];
+        config_file = "${loopdFile}";
+        config_sha256 = "@LOOPD_SHA256@";
+        ready.socket = loopdSocket;
+        start_timeout_ms = 30000;
+        stop_grace_ms = 30000;
+      }
+    ];
+  };
+
+  boxdTemplate = toml.generate "boxd.toml.in" boxdSettings;
+
+  # The three configs, checked by the daemons themselves and pinned. Only coreutils and sed.
+  configs = pkgs.runCommand "boxmaker-config" { } ''
+    set -eu
+    mkdir -p "$out"
+    ${cfg.package}/bin/loopd --check-config ${loopdFile}
+    ${cfg.package}/bin/brokerd --check-config ${brokerdFile}
+    loopd_sha=$(sha256sum ${loopdFile} | cut -d' ' -f1)
+    brokerd_sha=$(sha256sum ${brokerdFile} | cut -d' ' -f1)
+    sed -e "s/@LOOPD_SHA256@/$loopd_sha/" -e "s/@BROKERD_SHA256@/$brokerd_sha/" \
+      ${boxdTemplate} > "$out/boxd.toml"
+    ${cfg.package}/bin/boxd --check-config "$out/boxd.toml"
+  '';
+in
+{
+  options.services.boxmaker = {
+    enable = mkEnableOption "boxmaker, a private AI-agent appliance";
+
+    package = mkOption {
+      type = types.package;
+      default = pkgs.boxmaker;
+      description = "The boxmaker workspace (boxd, loopd, brokerd, boxctl).";
+    };
+
+    model = mkOption {
+      type = types.path;
+      description = ''
+        The GGUF model llama-server loads. Give a string path outside the store (for example
+        "/var/lib/models/qwen3-4b.gguf") to keep a large model out of the store; it must be
+        readable by the boxmaker user and not under /home (ProtectHome).
+      '';
+    };
+
+    llama = {
+      package = mkOption {
+        type = types.package;
+        default = pkgs.llama-cpp;
+        description = "The llama.cpp package providing bin/llama-server.";
+      };
+      port = mkOption {
+        type = types.port;
+        default = 8080;
+        description = "llama-server's port on 127.0.0.1.";
+      };
+      chatTemplateFile = mkOption {
+        type = types.nullOr types.path;
+        default = null;
+        description = "A Jinja chat template (--chat-template-file); null: the model's own.";
+      };
+      extraFlags = mkOption {
+        type = types.listOf types.str;
+        default = [ ];
+        example = [ "--flash-attn" "on" "-ngl" "99" ];
+        description = "More arguments for llama-server.";
+      };
+    };
+
+    contextSize = mkOption {
+      type = types.ints.positive;
+      default = 24576;
+      description = "llama-server's total context (-c), shared by the slots.";
+    };
+
+    slots = mkOption {
+      type = types.ints.positive;
+      default = 3;
+      description = "llama-server's slots (--parallel); loopd uses three (main, background, subagent).";
+    };
+
+    stateDir = mkOption {
+      type = types.str;
+      default = "/var/lib/boxmaker";
+      description = "State of loopd (sessions) and brokerd (audit log). Must be under /var/lib (StateDirectory).";
+    };
+
+    loopd = {
+      settings = mkOption {
+        type = types.submodule {
+          freeformType = toml.type;
+          options = {
+            socket = mkOption { type = types.str; default = loopdSocket; description = "loopd's API socket."; };
+            state_dir = mkOption { type = types.str; default = "${cfg.stateDir}/loopd"; description = "loopd's state."; };
+            llama = section {
+              url = mkOption { type = types.str; default = llamaUrl; description = "llama-server's URL."; };
+            };
+            broker = section {
+              socket = mkOption { type = types.str; default = brokerdSocket; description = "brokerd's socket."; };
+            };
+            api = section {
+              socket_group = mkOption { type = types.str; default = "boxmaker"; description = "Who may use boxctl."; };
+            };
+            baseline = section {
+              system = mkOption {
+                type = types.str;
+                default = "${../config}/system.md";
+                description = "The system prompt; compact.md and summarise.md are read from its directory.";
+              };
+            };
+          };
+        };
+        default = { };
+        description = "loopd's config (docs/config.md), rendered as TOML.";
+      };
+      configFile = mkOption {
+        type = types.nullOr types.path;
+        default = null;
+        description = "A loopd config file used instead of settings.";
+      };
+    };
+
+    brokerd = {
+      settings = mkOption {
+        type = types.submodule {
+          freeformType = toml.type;
+          options = {
+            socket = mkOption { type = types.str; default = brokerdSocket; description = "brokerd's socket."; };
+            state_dir = mkOption { type = types.str; default = "${cfg.stateDir}/brokerd"; description = "brokerd's state."; };
+            limits = section {
+              call_timeout_ms = mkOption { type = types.ints.positive; default = 30000; description = "The longest tool call."; };
+            };
+          };
+        };
+        default = { };
+        description = "brokerd's config (docs/config.md) without its grants, rendered as TOML.";
+      };
+      configFile = mkOption {
+        type = types.nullOr types.path;
+        default = null;
+        description = "A brokerd config file used instead of settings and grants.";
+      };
+    };
+
+    grants = mkOption {
+      type = types.listOf toml.type;
+      default = [
+        { tool = "clock"; sessions = [ "*" ]; }
+        { tool = "echo"; sessions = [ "*" ]; }
+      ];
+      example = [
+        { tool = "read_file"; sessions = [ "*" ]; paths = [ "/var/lib/boxmaker/files" ]; result_class = "private"; }
+      ];
+      description = "brokerd's [[grants]] (docs/config.md). Empty: every tool call is denied.";
+    };
+
+    configDir = mkOption {
+      type = types.package;
+      readOnly = true;
+      default = configs;
+      description = "The checked configs: boxd.toml with the pins (read only).";
+    };
+  };
+
+  config = mkIf cfg.enable {
+    users.groups.boxmaker = { };
+    users.users.boxmaker = {
+      isSystemUser = true;
+      group = "boxmaker";
+      home = cfg.stateDir;
+      description = "boxmaker appliance";
+    };
+
+    environment.systemPackages = [ cfg.package ];
+
+    systemd.services.boxmaker = {
+      description = "boxmaker appliance (boxd: llama-server, brokerd, loopd)";
+      wantedBy = [ "multi-user.target" ];
+      after = [ "network.target" ];
+      serviceConfig = {
+        Type = "notify";
+        NotifyAccess = "main";
+        ExecStart = "${cfg.package}/bin/boxd --config ${configs}/boxd.toml";
+        User = "boxmaker";
+        Group = "boxmaker";
+        # boxd stops loopd, brokerd and llama-server itself, each with a grace period
+        # (30 s + 5 s + 10 s), before systemd's SIGKILL of what is left.
+        KillMode = "mixed";
+        TimeoutStartSec = "10min";
+        TimeoutStopSec = "90s";
+        Restart = "on-failure";
+        RestartSec = "10s";
+        StateDirectory = "boxmaker boxmaker/loopd boxmaker/brokerd";
+        StateDirectoryMode = "0750";
+        RuntimeDirectory = "boxmaker";
+        RuntimeDirectoryMode = "0750";
+        WorkingDirectory = cfg.stateDir;
+
+        # The hardening set of nixpkgs' services.llama-cpp.
+        CapabilityBoundingSet = "";
+        RestrictAddressFamilies = [ "AF_INET" "AF_INET6" "AF_UNIX" ];
+        NoNewPrivileges = true;
+        PrivateDevices = true;
+        PrivateMounts = true;
+        PrivateTmp = true;
+        PrivateUsers = true;
+        ProtectClock = true;
+        ProtectControlGroups = true;
+        ProtectHome = true;
+        ProtectKernelLogs = true;
+        ProtectKernelModules = true;
+        ProtectKernelTunables = true;
+        ProtectSystem = "strict";
+        MemoryDenyWriteExecute = true;
+        LockPersonality = true;
+        RemoveIPC = true;
+        RestrictNamespaces = true;
+        RestrictRealtime = true;
+        RestrictSUIDSGID = true;
+        SystemCallArchitectures = "native";
+        SystemCallFilter = [ "@system-service" "~@privileged" ];
+        SystemCallErrorNumber = "EPERM";
+        ProtectProc = "invisible";
+        ProtectHostname = true;
+        ProcSubset = "pid";
+      };
+    };
+  };
+}
