@@ -95,6 +95,9 @@ pub enum Command {
     Status,
     /// List loopd's memory notes, one line each with its labels.
     Memory,
+    /// List the heartbeat's notifications (its answers that were not HEARTBEAT_OK), one line
+    /// each.
+    Notifications,
     /// List a session's tool summaries and epoch carries, one line each with its labels.
     #[command(after_help = EXIT_CODES_HELP)]
     Summaries {

@@ -9,8 +9,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use proto::api::{
-    ApiError, CancelAnswer, MemoryList, RecordsPage, SSE_EVENT_TURN, SessionList, Status,
-    TaskAccepted, TaskRequest,
+    ApiError, CancelAnswer, MemoryList, NotificationList, RecordsPage, SSE_EVENT_TURN, SessionList,
+    Status, TaskAccepted, TaskRequest,
 };
 use serde::de::DeserializeOwned;
 use std::collections::VecDeque;
@@ -316,6 +316,11 @@ impl Client {
     /// `GET /v1/memory`.
     pub async fn memory(&self) -> Result<Answer<MemoryList>, ClientError> {
         self.call(Method::GET, "/v1/memory", None).await
+    }
+
+    /// `GET /v1/notifications`.
+    pub async fn notifications(&self) -> Result<Answer<NotificationList>, ClientError> {
+        self.call(Method::GET, "/v1/notifications", None).await
     }
 }
 

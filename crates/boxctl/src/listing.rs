@@ -1,4 +1,4 @@
-//! How memory notes and a session's summaries read as text: one line each, with labels.
+//! How memory notes, notifications and a session's summaries read as text: one line each, with labels.
 
 use crate::format::{one_line, terminal_safe};
 use bxcore::{DataClass, LogRecord, MemoryNote};
@@ -27,6 +27,17 @@ pub fn memory_line(note: &MemoryNote) -> String {
         terminal_safe(note.session.as_str()),
         label_words(note.class, note.untrusted),
         one_line(&note.text, Some(LINE_TEXT_MAX_CHARS))
+    )
+}
+
+/// A heartbeat notification as one line: `TIME SESSION#TURN TEXT`.
+pub fn notification_line(notification: &proto::api::Notification) -> String {
+    format!(
+        "{} {}#{} {}",
+        notification.time.to_rfc3339(),
+        terminal_safe(notification.session.as_str()),
+        notification.turn,
+        one_line(&notification.text, Some(LINE_TEXT_MAX_CHARS))
     )
 }
 

@@ -75,6 +75,7 @@ pub async fn run(cli: Cli) -> u8 {
         Command::Cancel { id } => cancel(&client, json, &id).await,
         Command::Status => status(&client, json).await,
         Command::Memory => memory(&client, json).await,
+        Command::Notifications => notifications(&client, json).await,
         Command::Summaries { id } => summaries(&client, json, &id).await,
         Command::Completions { shell } => completions(shell),
     };
@@ -267,6 +268,20 @@ async fn memory(client: &Client, json: bool) -> Result<u8, Failure> {
     } else {
         for note in &answer.value.notes {
             out_line(&crate::listing::memory_line(note))?;
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+async fn notifications(client: &Client, json: bool) -> Result<u8, Failure> {
+    let answer = client.notifications().await?;
+    if json {
+        out_line(&answer.raw)?;
+    } else if answer.value.notifications.is_empty() {
+        out_line("no notifications")?;
+    } else {
+        for notification in &answer.value.notifications {
+            out_line(&crate::listing::notification_line(notification))?;
         }
     }
     Ok(EXIT_OK)

@@ -181,6 +181,17 @@ impl Backend for Stub {
         })
     }
 
+    fn notifications(&self) -> Result<proto::api::NotificationList, ApiFailure> {
+        Ok(proto::api::NotificationList {
+            notifications: vec![proto::api::Notification {
+                time: Timestamp::parse(NOTIFICATION_TIME).unwrap(),
+                session: SessionId::new("heartbeat").unwrap(),
+                turn: 3,
+                text: "the disk is nearly full\ncheck /var".into(),
+            }],
+        })
+    }
+
     fn memory(&self) -> Result<proto::api::MemoryList, ApiFailure> {
         Ok(proto::api::MemoryList {
             notes: vec![bxcore::MemoryNote {
@@ -408,6 +419,25 @@ async fn boxctl_sessions_status_and_cancel_print_readable_answers() {
     let (_, json, _) = boxctl(&served, &["--json", "status"]).await;
     let status: Status = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(status.llama.n_ctx, 4096);
+}
+
+/// When the stub's notification was kept.
+const NOTIFICATION_TIME: &str = "2026-01-02T03:04:05Z";
+
+#[tokio::test]
+async fn boxctl_notifications_prints_one_line_each_and_raw_json() {
+    let served = start();
+    let (code, out, err) = boxctl(&served, &["notifications"]).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.starts_with("2026-01-02T03:04:05"), "{out}");
+    assert!(out.contains("heartbeat#3 the disk is nearly full"), "{out}");
+    assert!(out.contains("check /var"), "{out}");
+    let (code, json, _) = boxctl(&served, &["notifications", "--json"]).await;
+    assert_eq!(code, Some(0));
+    let list: proto::api::NotificationList = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(list.notifications.len(), 1);
+    assert_eq!(list.notifications[0].turn, 3);
 }
 
 #[tokio::test]

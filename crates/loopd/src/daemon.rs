@@ -6,6 +6,7 @@ use crate::baseline::read_system_prompt;
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::engine::{Engine, EngineParts, ToolSource};
+use crate::heartbeat::{Heartbeat, HeartbeatOptions};
 use crate::llama::{Client, ClientOptions, check_expectations};
 use crate::session::Store;
 use crate::tools::{FakeTools, Registry, ToolPort};
@@ -48,6 +49,8 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     let (port, tools) = tool_port(&cfg, runtime.handle());
     let api_options = ApiOptions::from_config(&cfg.api)?;
     let socket = cfg.socket.clone();
+    let heartbeat =
+        HeartbeatOptions::from_config(&cfg).map_err(|e| anyhow::anyhow!("heartbeat.every: {e}"))?;
     let engine = Engine::new(EngineParts {
         cfg,
         store,
@@ -62,7 +65,12 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         let listener = bind_socket(&socket, api_options.allowed_gid)
             .with_context(|| format!("cannot serve on {}", socket.display()))?;
         tracing::info!(socket = %socket.display(), "loopd is serving");
-        serve(listener, Arc::new(engine.clone()), api_options, signal()).await;
+        let backend = Arc::new(engine.clone());
+        let heartbeat = heartbeat.map(|options| Heartbeat::start(backend.clone(), options));
+        serve(listener, backend, api_options, signal()).await;
+        if let Some(heartbeat) = heartbeat {
+            heartbeat.stop().await;
+        }
         tracing::info!("stopping: letting running turns record their end");
         engine.shutdown(SHUTDOWN_GRACE_MS).await;
         anyhow::Ok(())

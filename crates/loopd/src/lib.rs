@@ -11,6 +11,7 @@ pub mod compact;
 pub mod config;
 pub mod daemon;
 pub mod engine;
+pub mod heartbeat;
 pub mod journal;
 pub mod llama;
 pub mod memory;

@@ -10,11 +10,12 @@
 //! | `POST /v1/sessions/{id}/cancel` | | [`CancelAnswer`] |
 //! | `GET /v1/status` | | [`Status`] |
 //! | `GET /v1/memory` | | [`MemoryList`] |
+//! | `GET /v1/notifications` | | [`NotificationList`] |
 //!
 //! Every error is an [`ApiError`] with a status: 400 bad JSON or session id, 404 unknown
 //! session or path, 409 the session's queue is full, 413 body too large, 503 not ready.
 
-use bxcore::{LogRecord, MemoryNote, SessionId};
+use bxcore::{LogRecord, MemoryNote, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
 
 /// The SSE event name of a turn event (`event: turn`), and of the stream's end.
@@ -87,6 +88,29 @@ pub struct RecordsPage {
 pub struct MemoryList {
     /// The notes.
     pub notes: Vec<MemoryNote>,
+}
+
+/// What a heartbeat turn said when it was not quiet (its answer was not exactly
+/// `HEARTBEAT_OK`): one line of `<state_dir>/notifications.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Notification {
+    /// When it was kept.
+    pub time: Timestamp,
+    /// The session of the turn (`heartbeat`).
+    pub session: SessionId,
+    /// The turn's number in that session.
+    pub turn: u64,
+    /// What the turn answered (or how it ended, when it did not answer).
+    pub text: String,
+}
+
+/// Every notification, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationList {
+    /// The notifications.
+    pub notifications: Vec<Notification>,
 }
 
 /// The answer to a cancel.

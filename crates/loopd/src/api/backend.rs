@@ -3,7 +3,8 @@
 
 use bxcore::{SessionId, TurnEvent};
 use proto::api::{
-    CancelAnswer, MemoryList, RecordsPage, SessionList, Status, TaskAccepted, TaskRequest,
+    CancelAnswer, MemoryList, NotificationList, RecordsPage, SessionList, Status, TaskAccepted,
+    TaskRequest,
 };
 use std::future::Future;
 use tokio::sync::{broadcast, mpsc};
@@ -55,6 +56,8 @@ pub trait Backend: Send + Sync + 'static {
     fn cancel(&self, id: &SessionId) -> Result<CancelAnswer, ApiFailure>;
     /// Every memory note, with its labels.
     fn memory(&self) -> Result<MemoryList, ApiFailure>;
+    /// Every notification the heartbeat kept, oldest first.
+    fn notifications(&self) -> Result<NotificationList, ApiFailure>;
     /// How loopd, the broker and the model server are.
     fn status(&self) -> impl Future<Output = Status> + Send;
 }

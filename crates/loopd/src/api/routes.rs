@@ -35,6 +35,7 @@ enum Route<'a> {
     Cancel(&'a str),
     Status,
     Memory,
+    Notifications,
 }
 
 impl Route<'_> {
@@ -48,6 +49,7 @@ impl Route<'_> {
             ["sessions", id, "cancel"] => Route::Cancel(id),
             ["status"] => Route::Status,
             ["memory"] => Route::Memory,
+            ["notifications"] => Route::Notifications,
             _ => return None,
         })
     }
@@ -59,7 +61,8 @@ impl Route<'_> {
             | Route::Session(_)
             | Route::Events(_)
             | Route::Status
-            | Route::Memory => Method::GET,
+            | Route::Memory
+            | Route::Notifications => Method::GET,
         }
     }
 }
@@ -202,6 +205,7 @@ where
         Route::Cancel(raw) => answer(backend.cancel(&session_id(raw)?)),
         Route::Status => json(StatusCode::OK, &backend.status().await),
         Route::Memory => answer(blocking(backend, |b| b.memory()).await),
+        Route::Notifications => answer(blocking(backend, |b| b.notifications()).await),
     })
 }
 
@@ -224,6 +228,10 @@ mod tests {
             Some(Route::Cancel("a"))
         );
         assert_eq!(Route::parse("/v1/status"), Some(Route::Status));
+        assert_eq!(
+            Route::parse("/v1/notifications"),
+            Some(Route::Notifications)
+        );
         assert_eq!(Route::parse("/v1/sessions/"), Some(Route::Session("")));
         for unknown in [
             "/",

@@ -5,6 +5,7 @@
 //! key with its unit and default.
 
 mod api;
+mod heartbeat;
 mod llama;
 mod memory;
 mod slots;
@@ -14,6 +15,7 @@ mod turn;
 mod tests;
 
 pub use api::{Api, Broker};
+pub use heartbeat::{HEARTBEAT_MIN_MS, HEARTBEAT_OFF, Heartbeat};
 pub use llama::{Expect, Llama};
 pub use memory::Memory;
 pub use slots::Slots;
@@ -53,6 +55,8 @@ pub struct Config {
     pub compact: Compact,
     /// `[memory]`: durable notes in baselines.
     pub memory: Memory,
+    /// `[heartbeat]`: the periodic turn on the `heartbeat` session.
+    pub heartbeat: Heartbeat,
     /// `[log]`: the log level.
     pub log: LogConfig,
 }
@@ -71,6 +75,7 @@ impl Default for Config {
             baseline: Baseline::default(),
             compact: Compact::default(),
             memory: Memory::default(),
+            heartbeat: Heartbeat::default(),
             log: LogConfig::default(),
         }
     }
@@ -90,6 +95,7 @@ impl Validate for Config {
         self.baseline.check(&mut p);
         self.compact.check(&mut p);
         self.memory.check(&mut p);
+        self.heartbeat.check(&mut p);
         p.finish()
     }
 }

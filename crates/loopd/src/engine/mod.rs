@@ -18,7 +18,8 @@ use crate::tools::{Registry, ToolPort};
 use bxcore::{SessionId, TurnEvent};
 use lane::{Lane, Pending};
 use proto::api::{
-    CancelAnswer, MemoryList, RecordsPage, SessionInfo, SessionList, Status, TaskRequest,
+    CancelAnswer, MemoryList, NotificationList, RecordsPage, SessionInfo, SessionList, Status,
+    TaskRequest,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -285,6 +286,12 @@ impl Backend for Engine {
         crate::memory::list(&self.inner.parts.cfg)
             .map(|notes| MemoryList { notes })
             .map_err(|e| ApiFailure::Internal(format!("cannot read memory: {e}")))
+    }
+
+    fn notifications(&self) -> Result<NotificationList, ApiFailure> {
+        crate::heartbeat::list(&self.inner.parts.cfg)
+            .map(|notifications| NotificationList { notifications })
+            .map_err(|e| ApiFailure::Internal(format!("cannot read notifications: {e}")))
     }
 
     async fn status(&self) -> Status {

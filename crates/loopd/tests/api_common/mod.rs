@@ -166,6 +166,12 @@ impl Backend for Stub {
         })
     }
 
+    fn notifications(&self) -> Result<proto::api::NotificationList, ApiFailure> {
+        Ok(proto::api::NotificationList {
+            notifications: Vec::new(),
+        })
+    }
+
     fn memory(&self) -> Result<proto::api::MemoryList, ApiFailure> {
         Ok(proto::api::MemoryList { notes: Vec::new() })
     }
