@@ -60,12 +60,27 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs to stderr at `level` (the config's `[log] level`); `RUST_LOG`, when set, wins.
+/// Logs at `level` (the config's `[log] level`; `RUST_LOG`, when set, wins): to journald when
+/// systemd connected stderr to the journal (`JOURNAL_STREAM` is set), so each child's lines
+/// keep their `CHILD`/`STREAM` fields; otherwise, or when journald cannot be reached, to stderr.
 fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level))
+    };
+    if std::env::var_os("JOURNAL_STREAM").is_some()
+        && let Ok(journald) = tracing_journald::layer()
+    {
+        tracing_subscriber::registry()
+            .with(filter())
+            .with(journald.with_syslog_identifier("boxd".to_string()))
+            .init();
+        return;
+    }
     tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(filter())
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();

@@ -79,3 +79,23 @@ fn cli_daemon_mode_with_a_bad_config_exits_1_naming_the_key() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn cli_logs_to_stderr_when_journald_is_named_but_not_there() {
+    // Under systemd JOURNAL_STREAM makes boxd log to journald; where no journald listens
+    // (as on this test machine), its lines must still reach stderr rather than vanish.
+    if std::path::Path::new("/run/systemd/journal/socket").exists() {
+        eprintln!("journald runs here: its socket takes the lines; nothing to check on stderr");
+        return;
+    }
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(b"[restart]\nwindow_ms = 0\n").unwrap();
+    let path = f.path().display().to_string();
+    let out = boxd(&["--config", &path], &[("JOURNAL_STREAM", "8:12345")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("restart.window_ms"),
+        "{}",
+        text(&out.stderr)
+    );
+}
