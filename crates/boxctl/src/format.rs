@@ -216,6 +216,13 @@ impl EventPrinter {
                     p.err = format!("boxctl: {why}\n");
                 }
             }
+            TurnEvent::Subagent { .. } => {
+                if let Some(line) = nested_line(event, 0) {
+                    self.break_line(&mut p.out);
+                    p.out.push_str(&line);
+                    p.out.push('\n');
+                }
+            }
         }
         p
     }
@@ -422,4 +429,33 @@ pub fn cancel_text(answer: &CancelAnswer) -> String {
     }
     text.push('\n');
     text
+}
+
+/// A subagent's event as one indented line (two spaces a level), naming the child session;
+/// only its tool calls, tool results and end are shown: its answer comes back as the parent's
+/// tool result.
+fn nested_line(event: &TurnEvent, depth: usize) -> Option<String> {
+    let indent = "  ".repeat(depth);
+    match event {
+        TurnEvent::Subagent { session, event } => {
+            let inner = nested_line(event, depth + 1)?;
+            Some(if matches!(**event, TurnEvent::Subagent { .. }) {
+                inner
+            } else {
+                format!("  {indent}[{session}] {}", inner.trim_start())
+            })
+        }
+        TurnEvent::ToolCall { tool_call, .. } => Some(tool_call_line(tool_call)),
+        TurnEvent::ToolResult {
+            outcome,
+            truncated,
+            untrusted,
+            bytes,
+            ..
+        } => Some(tool_result_line(outcome, *bytes, *truncated, *untrusted)),
+        TurnEvent::Ended { end, .. } => {
+            Some(end_message(end).unwrap_or_else(|| "the subagent is done".into()))
+        }
+        _ => None,
+    }
 }

@@ -337,3 +337,39 @@ fn format_cancel_says_what_it_did() {
         "no turn was running in s1; dropped 1 queued task\n"
     );
 }
+
+#[test]
+fn format_a_subagents_events_are_indented_under_the_parents_call() {
+    let child = |event: TurnEvent| TurnEvent::Subagent {
+        session: bxcore::SessionId::new("sub-s-1").unwrap(),
+        event: Box::new(event),
+    };
+    let grandchild = TurnEvent::Subagent {
+        session: bxcore::SessionId::new("sub-s-1").unwrap(),
+        event: Box::new(TurnEvent::Subagent {
+            session: bxcore::SessionId::new("sub-sub-s-1-2").unwrap(),
+            event: Box::new(TurnEvent::ToolCall {
+                call: bxcore::CallId(1),
+                tool_call: call("clock", "{}"),
+            }),
+        }),
+    };
+    let events = [
+        content("Asking."),
+        child(content("hidden child text")),
+        child(TurnEvent::ToolCall {
+            call: bxcore::CallId(1),
+            tool_call: call("echo", "{}"),
+        }),
+        child(result(ToolOutcome::Ok, 3)),
+        grandchild,
+        child(ended(TurnEnd::Done)),
+    ];
+    let printed = print_all(&mut EventPrinter::new(false, false), &events);
+    assert_eq!(
+        printed.out,
+        "Asking.\n  [sub-s-1] → echo {}\n  [sub-s-1] ← ok, 3 bytes\n    \
+         [sub-sub-s-1-2] → clock {}\n  [sub-s-1] the subagent is done\n"
+    );
+    assert_eq!(printed.err, "");
+}

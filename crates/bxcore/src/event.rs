@@ -89,4 +89,11 @@ pub enum TurnEvent {
         /// How it ended.
         end: TurnEnd,
     },
+    /// An event of a subagent's turn, run for one of this turn's tool calls.
+    Subagent {
+        /// The child session.
+        session: SessionId,
+        /// What happened there (itself `Subagent` for a grandchild).
+        event: Box<TurnEvent>,
+    },
 }

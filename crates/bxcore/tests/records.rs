@@ -177,6 +177,10 @@ fn every_event_round_trips() {
             turn: 2,
             end: TurnEnd::MaxSteps,
         },
+        TurnEvent::Subagent {
+            session: SessionId::new("sub-s-1").unwrap(),
+            event: Box::new(TurnEvent::Content { text: "c".into() }),
+        },
     ];
     for event in events {
         let text = serde_json::to_string(&event).unwrap();

@@ -171,7 +171,13 @@ impl ToolPort for Broker {
 pub fn registry(catalogue: &Catalogue, core_tools: &[String]) -> crate::tools::Registry {
     use crate::outputs::{READ_OUTPUT, read_output_schema};
     use crate::tools::{CALL_TOOL, CLOCK, Entry, FIND_TOOL, Registry, clock_schema};
-    let own = [CLOCK, FIND_TOOL, CALL_TOOL, "subagent", READ_OUTPUT];
+    let own = [
+        CLOCK,
+        FIND_TOOL,
+        CALL_TOOL,
+        crate::subagent::SUBAGENT,
+        READ_OUTPUT,
+    ];
     let mut entries = vec![Entry {
         schema: clock_schema(),
         core: true,

@@ -17,6 +17,7 @@ pub mod llama;
 pub mod memory;
 pub mod outputs;
 pub mod session;
+pub mod subagent;
 pub mod summarise;
 pub mod tools;
 pub mod turn;

@@ -84,6 +84,24 @@ impl Registry {
         schemas
     }
 
+    /// This registry with `entry` last, in place of any entry of the same name.
+    pub fn with(&self, entry: Entry) -> Registry {
+        let mut registry = self.without(&entry.schema.name);
+        registry.entries.push(entry);
+        registry
+    }
+
+    /// This registry without the entry named `name`.
+    pub fn without(&self, name: &str) -> Registry {
+        let entries = self
+            .entries
+            .iter()
+            .filter(|entry| entry.schema.name != name)
+            .cloned()
+            .collect();
+        Registry { entries }
+    }
+
     /// The entry of this exact name.
     pub fn get(&self, name: &str) -> Option<&Entry> {
         self.entries.iter().find(|entry| entry.schema.name == name)
@@ -179,6 +197,7 @@ fn call_tool_schema() -> ToolSchema {
 /// - `Local(text)`: loopd answers it itself; `text` is the tool result.
 /// - `Port { tool, arguments }`: send `tool` with `arguments` (JSON text) through the
 ///   [`ToolPort`].
+/// - `Subagent { task }`: loopd runs `task` in a child session (`crate::subagent`).
 // The variants are documented above rather than one by one: later seeds edit this block as
 // exact lines, and doc comments between them would break those edits.
 #[allow(missing_docs)]
@@ -186,6 +205,7 @@ fn call_tool_schema() -> ToolSchema {
 pub enum Dispatch {
     Local(String),
     Port { tool: String, arguments: String },
+    Subagent { task: String },
 }
 
 /// Decides what becomes of a tool call named `name` with `arguments` (JSON text).
@@ -202,6 +222,9 @@ pub fn dispatch(registry: &Registry, name: &str, arguments: &str) -> Dispatch {
     }
     if name == CLOCK {
         return Dispatch::Local(bxcore::Timestamp::now().to_rfc3339());
+    }
+    if name == crate::subagent::SUBAGENT {
+        return crate::subagent::dispatch_args(arguments);
     }
     Dispatch::Port {
         tool: name.to_string(),
@@ -268,6 +291,9 @@ fn dispatch_call_tool(registry: &Registry, arguments: &str) -> Dispatch {
             };
             let args_text =
                 serde_json::to_string(args_value).unwrap_or_else(|_| "null".to_string());
+            if name == crate::subagent::SUBAGENT {
+                return crate::subagent::dispatch_args(&args_text);
+            }
             Dispatch::Port {
                 tool: name.to_string(),
                 arguments: args_text,

@@ -195,7 +195,7 @@ fn steps(
             let outcome = if cut {
                 CallOutcome::not_run(CUT_CALL)
             } else {
-                run_call(rt, session, call, tool_call)
+                run_call(rt, session, call, tool_call, stop, on_event)
             };
             session.append(outcome.record(call, &tool_call.id))?;
             on_event(&outcome.event(call));

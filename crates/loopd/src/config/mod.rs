@@ -9,6 +9,7 @@ mod heartbeat;
 mod llama;
 mod memory;
 mod slots;
+mod subagent;
 mod turn;
 
 #[cfg(test)]
@@ -19,6 +20,7 @@ pub use heartbeat::{HEARTBEAT_MIN_MS, HEARTBEAT_OFF, Heartbeat};
 pub use llama::{Expect, Llama};
 pub use memory::Memory;
 pub use slots::Slots;
+pub use subagent::Subagent;
 pub use turn::{Baseline, Compact, Loop};
 
 use bxconfig::{LogConfig, Problem, Problems, Validate};
@@ -57,6 +59,8 @@ pub struct Config {
     pub memory: Memory,
     /// `[heartbeat]`: the periodic turn on the `heartbeat` session.
     pub heartbeat: Heartbeat,
+    /// `[subagent]`: children the model may start.
+    pub subagent: Subagent,
     /// `[log]`: the log level.
     pub log: LogConfig,
 }
@@ -76,6 +80,7 @@ impl Default for Config {
             compact: Compact::default(),
             memory: Memory::default(),
             heartbeat: Heartbeat::default(),
+            subagent: Subagent::default(),
             log: LogConfig::default(),
         }
     }
@@ -96,6 +101,7 @@ impl Validate for Config {
         self.compact.check(&mut p);
         self.memory.check(&mut p);
         self.heartbeat.check(&mut p);
+        self.subagent.check(&mut p);
         p.finish()
     }
 }

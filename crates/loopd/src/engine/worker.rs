@@ -82,7 +82,7 @@ fn run_one(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) {
     }));
     let feed = inner.lock_lanes().get(id).map(|lane| lane.feed());
     let parts = &inner.parts;
-    let registry = parts.tools.registry(id);
+    let registry = crate::subagent::registry_for(&parts.tools.registry(id), id, &parts.cfg);
     let rt = Runtime {
         cfg: &parts.cfg,
         client: &parts.client,

@@ -34,6 +34,13 @@ impl Holds {
     }
 }
 
+impl Hold {
+    /// The set this hold belongs to.
+    pub(crate) fn holds(&self) -> &Holds {
+        &self.holds
+    }
+}
+
 impl Drop for Hold {
     fn drop(&mut self) {
         self.holds

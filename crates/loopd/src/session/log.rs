@@ -227,6 +227,13 @@ impl Session {
         &self.dir
     }
 
+    /// The store this session belongs to, sharing its holds: a subagent opens its child
+    /// there, so the child is held like any session.
+    pub fn store(&self) -> super::Store {
+        let sessions_dir = self.dir.parent().unwrap_or(&self.dir).to_path_buf();
+        super::Store::from_parts(sessions_dir, self._hold.holds().clone())
+    }
+
     /// Every record, header first.
     pub fn records(&self) -> &[LogRecord] {
         &self.records

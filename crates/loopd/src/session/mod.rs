@@ -46,6 +46,14 @@ impl Store {
         })
     }
 
+    /// The store a session in `sessions_dir` came from, sharing its holds.
+    pub(crate) fn from_parts(sessions_dir: PathBuf, holds: Holds) -> Store {
+        Store {
+            sessions_dir,
+            holds,
+        }
+    }
+
     /// The directory of session `id`.
     pub fn dir(&self, id: &SessionId) -> PathBuf {
         self.sessions_dir.join(id.as_str())

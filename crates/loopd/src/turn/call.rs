@@ -1,7 +1,7 @@
 //! One tool call: checked, dispatched (answered by loopd or sent to the port), capped and
 //! labelled.
 
-use super::Runtime;
+use super::{Runtime, Stop};
 use crate::baseline;
 use crate::outputs::{self, Page, READ_OUTPUT};
 use crate::session::Session;
@@ -74,12 +74,15 @@ impl CallOutcome {
 
 /// Runs `tool_call` (number `call` in `session`): a name outside the epoch's tools array or
 /// arguments that are not JSON get a clear answer back to the model; everything else goes
-/// through `dispatch`.
+/// through `dispatch`. `stop` also stops a subagent the call runs, whose events reach
+/// `on_event` as [`TurnEvent::Subagent`].
 pub fn run_call(
     rt: &Runtime<'_>,
     session: &Session,
     call: CallId,
     tool_call: &ToolCall,
+    stop: &Stop,
+    on_event: &mut dyn FnMut(&TurnEvent),
 ) -> CallOutcome {
     if let Some(problem) = check_call(rt, session, tool_call) {
         return CallOutcome::local(problem, ToolOutcome::Failed);
@@ -91,6 +94,9 @@ pub fn run_call(
     }
     let outcome = match dispatch(rt.registry, &tool_call.name, &tool_call.arguments) {
         Dispatch::Local(text) => CallOutcome::local(text, ToolOutcome::Ok),
+        Dispatch::Subagent { task } => {
+            crate::subagent::run(rt, session, &task, call, stop, on_event)
+        }
         Dispatch::Port { tool, arguments } => {
             let request = ToolRequest {
                 session: session.id().clone(),
