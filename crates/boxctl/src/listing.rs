@@ -41,6 +41,21 @@ pub fn notification_line(notification: &proto::api::Notification) -> String {
     )
 }
 
+/// The line naming `parent`'s child sessions (subagents, `sub-<parent>-<n>`), if it has any.
+pub fn children_line(parent: &bxcore::SessionId, list: &proto::api::SessionList) -> Option<String> {
+    let prefix = format!("sub-{parent}-");
+    let children: Vec<&str> = list
+        .sessions
+        .iter()
+        .map(|s| s.id.as_str())
+        .filter(|id| {
+            id.strip_prefix(&prefix)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    (!children.is_empty()).then(|| format!("child sessions: {}", children.join(", ")))
+}
+
 /// Whether a record is a tool summary or an epoch's carry.
 pub fn is_summary(record: &LogRecord) -> bool {
     matches!(
@@ -83,7 +98,40 @@ pub fn summary_line(record: &LogRecord) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bxcore::{CallId, Timestamp};
+    use bxcore::{CallId, SessionId, Timestamp};
+
+    #[test]
+    fn a_sessions_children_are_named_and_others_are_not() {
+        let info = |id: &str| proto::api::SessionInfo {
+            id: SessionId::new(id).unwrap(),
+            last_turn: 1,
+            records: 4,
+            busy: false,
+            queued: 0,
+        };
+        let list = proto::api::SessionList {
+            sessions: [
+                "main",
+                "sub-main-1",
+                "sub-main-3",
+                "sub-main-x",
+                "sub-mainly-2",
+                "sub-sub-main-1-1",
+            ]
+            .into_iter()
+            .map(info)
+            .collect(),
+        };
+        let main = SessionId::new("main").unwrap();
+        assert_eq!(
+            children_line(&main, &list).as_deref(),
+            Some("child sessions: sub-main-1, sub-main-3")
+        );
+        assert_eq!(
+            children_line(&SessionId::new("other").unwrap(), &list),
+            None
+        );
+    }
 
     #[test]
     fn summaries_and_carries_read_with_their_labels() {

@@ -196,7 +196,15 @@ async fn show(
             }
         }
         match page.value.next {
-            None => break,
+            None => {
+                if !json
+                    && let Some(line) =
+                        crate::listing::children_line(id, &client.sessions().await?.value)
+                {
+                    out_line(&line)?;
+                }
+                break;
+            }
             Some(next) if next > from => from = next,
             Some(next) => {
                 let why = format!("the page from record {from} says the next starts at {next}");
