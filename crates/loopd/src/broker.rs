@@ -152,6 +152,16 @@ impl Broker {
 }
 
 impl ToolPort for Broker {
+    fn catalogue(&self, session: &SessionId) -> Option<Catalogue> {
+        match Broker::catalogue(self, session) {
+            Ok(catalogue) => Some(catalogue),
+            Err(e) => {
+                tracing::warn!(%session, error = %e, "no catalogue from brokerd");
+                None
+            }
+        }
+    }
+
     fn call(&self, request: &ToolRequest) -> ToolResponse {
         match self.handle.block_on(self.call_async(request)) {
             Ok(response) => response,

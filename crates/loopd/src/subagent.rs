@@ -163,7 +163,13 @@ pub fn run(
     let mut cfg = rt.cfg.clone();
     cfg.slots.main = rt.cfg.slots.subagent;
     cfg.r#loop.max_steps = rt.cfg.subagent.max_steps;
-    let registry = registry_for(rt.registry, &id, rt.cfg);
+    // A port that decides per session (brokerd) offers the child what `sub-*` grants allow,
+    // which need not be what the parent may call.
+    let base = match rt.port.catalogue(&id) {
+        Some(catalogue) => crate::broker::registry(&catalogue, &rt.cfg.broker.core_tools),
+        None => rt.registry.clone(),
+    };
+    let registry = registry_for(&base, &id, rt.cfg);
     let child_rt = Runtime {
         cfg: &cfg,
         client: rt.client,

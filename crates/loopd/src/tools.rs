@@ -30,6 +30,13 @@ pub trait ToolPort: Send + Sync {
     /// Runs one call and says what came of it. Refusals and failures are answers, not errors:
     /// the model gets them as the tool result.
     fn call(&self, request: &ToolRequest) -> ToolResponse;
+
+    /// The tools this port offers `session`, when it decides per session (brokerd's
+    /// catalogue); `None`: it offers the same tools to every session.
+    fn catalogue(&self, session: &bxcore::SessionId) -> Option<proto::Catalogue> {
+        let _ = session;
+        None
+    }
 }
 
 /// One tool the registry knows.
