@@ -109,16 +109,7 @@ pub fn compact_session(session: &mut Session, rt: &Runtime<'_>) -> Result<(), Co
     if let Some(content) = carried_request(session) {
         messages.insert(messages.len().min(2), ChatMessage::User { content });
     }
-    messages.push(ChatMessage::User {
-        content: prompt.trim_end().to_string(),
-    });
-    let request = ChatRequest {
-        slot: rt.cfg.slots.background,
-        messages,
-        tools: Vec::new(),
-        thinking: rt.cfg.r#loop.thinking,
-    };
-    let answer = rt.client.chat_with_retry(&request, &mut |_| {})?;
+    let answer = ask_for_carry(rt, messages, prompt.trim_end())?;
     let text = answer.content.unwrap_or_default();
     let (carry, notes) = crate::memory::split_answer(&text);
     let carry = cap_chars(neutralise(&carry).as_ref(), rt.cfg.compact.carry_chars);
@@ -138,6 +129,81 @@ pub fn compact_session(session: &mut Session, rt: &Runtime<'_>) -> Result<(), Co
         tracing::warn!(session = %session.id(), error = %e, "cannot store the compaction's memory notes");
     }
     Ok(())
+}
+
+/// How much of each message a compaction keeps when the whole epoch does not fit the slot:
+/// tried in order after the full epoch, in characters. The epoch that overflowed its slot
+/// (`SessionFull`) is the usual case: without this its compaction would overflow too.
+pub const SHRINK_MESSAGE_CHARS: [usize; 3] = [2_000, 500, 120];
+
+/// The compaction call: the epoch's `messages` and then `prompt`, on the background slot with no
+/// tools. When they do not fit the slot, each message but the system prompt is cut to the
+/// sizes of [`SHRINK_MESSAGE_CHARS`] in turn, each cut marked.
+fn ask_for_carry(
+    rt: &Runtime<'_>,
+    messages: Vec<ChatMessage>,
+    prompt: &str,
+) -> Result<crate::llama::Completion, CompactError> {
+    let limits = std::iter::once(None).chain(SHRINK_MESSAGE_CHARS.into_iter().map(Some));
+    let mut too_big = None;
+    for limit in limits {
+        let mut shrunk: Vec<ChatMessage> = match limit {
+            Some(max_chars) => messages.iter().map(|m| shrink(m, max_chars)).collect(),
+            None => messages.clone(),
+        };
+        shrunk.push(ChatMessage::User {
+            content: prompt.to_string(),
+        });
+        let request = ChatRequest {
+            slot: rt.cfg.slots.background,
+            messages: shrunk,
+            tools: Vec::new(),
+            thinking: rt.cfg.r#loop.thinking,
+        };
+        match rt.client.chat_with_retry(&request, &mut |_| {}) {
+            Err(e @ InferError::SessionFull { .. }) => {
+                tracing::info!(
+                    ?limit,
+                    "the epoch does not fit the slot for compaction; cutting its messages"
+                );
+                too_big = Some(e);
+            }
+            other => return other.map_err(CompactError::from),
+        }
+    }
+    Err(too_big.map_or(CompactError::Empty, CompactError::from))
+}
+
+/// `message` with its text cut to `max_chars` (the system prompt is kept whole).
+fn shrink(message: &ChatMessage, max_chars: usize) -> ChatMessage {
+    let cut = |text: &str| {
+        let kept = cap_chars(text, max_chars);
+        if kept.len() < text.len() {
+            format!("{kept} [cut for compaction]")
+        } else {
+            kept
+        }
+    };
+    match message {
+        ChatMessage::System { .. } => message.clone(),
+        ChatMessage::User { content } => ChatMessage::User {
+            content: cut(content),
+        },
+        ChatMessage::Assistant {
+            content,
+            tool_calls,
+        } => ChatMessage::Assistant {
+            content: cut(content),
+            tool_calls: tool_calls.clone(),
+        },
+        ChatMessage::Tool {
+            tool_call_id,
+            content,
+        } => ChatMessage::Tool {
+            tool_call_id: tool_call_id.clone(),
+            content: cut(content),
+        },
+    }
 }
 
 /// The epoch's records with each summarised tool result's content replaced by its summary.

@@ -221,3 +221,42 @@ fn a_full_context_whose_compaction_fails_fails_the_turn_and_keeps_every_record()
         })
     ));
 }
+
+#[test]
+fn an_epoch_too_big_for_the_slot_is_compacted_from_cut_messages() {
+    let bed = Bed::new(&script("reply = \"CARRY: a very long request\""));
+    let mut session = bed.session("big");
+    bed.task(&mut session, "question one", ROOMY_N_CTX).unwrap();
+    // About 16 000 of fakellama's tokens: more than its slot holds, so the turn overflows and
+    // so does a compaction of the whole epoch.
+    let huge = "word ".repeat(8_000);
+    let _ = bed.task(&mut session, &huge, ROOMY_N_CTX);
+    assert_eq!(session.epoch(), 1, "{:?}", kinds(&session));
+    let compactions = bed.bodies_with(COMPACT_PHRASE);
+    assert!(compactions.len() >= 2, "the whole epoch first, then cut");
+    let last = compactions.last().unwrap().0.to_string();
+    assert!(
+        last.contains("[cut for compaction]"),
+        "{}",
+        &last[..200.min(last.len())]
+    );
+    // The request itself does not fit a slot, so the turn still fails, clearly, and the log
+    // keeps it.
+    assert!(
+        matches!(
+            session.records().last(),
+            Some(LogRecord::TurnEnd {
+                end: TurnEnd::Failed { .. },
+                ..
+            })
+        ),
+        "{:?}",
+        kinds(&session)
+    );
+    assert!(
+        session
+            .records()
+            .iter()
+            .any(|r| matches!(r, LogRecord::User { content, .. } if *content == huge))
+    );
+}
