@@ -3,9 +3,8 @@
 //! `boxd --config FILE` runs the supervisor; `--check-config FILE` checks a config.
 
 use boxd::config::{Config, ENV_PREFIX};
-use bxconfig::{ConfigArgs, Loader, run_check_config};
+use bxconfig::{ConfigArgs, Daemon, Loader, run_daemon};
 use clap::Parser;
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// boxd, boxmaker's supervisor.
@@ -28,36 +27,13 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(file) = &cli.config.check_config {
-        let loader = Loader::new(file, ENV_PREFIX).process_env();
-        return run_check_config::<Config>(&loader);
-    }
-    let Some(file) = &cli.config.config else {
-        init_logging("info");
-        tracing::error!("no config: start boxd with --config FILE (see config/boxd.toml)");
-        return ExitCode::from(2);
+    let daemon = Daemon {
+        name: "boxd",
+        loader: &|file| Loader::new(file, ENV_PREFIX).process_env(),
+        log_level: |cfg: &Config| cfg.log.level,
+        init_logging,
     };
-    let cfg = match Loader::new(file, ENV_PREFIX)
-        .process_env()
-        .load_valid::<Config>()
-    {
-        Ok(cfg) => cfg,
-        Err(e) => {
-            init_logging("info");
-            for line in e.lines() {
-                tracing::error!("{line}");
-            }
-            return ExitCode::from(1);
-        }
-    };
-    init_logging(cfg.log.level.as_str());
-    match boxd::daemon::run(cfg) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e:#}");
-            ExitCode::from(1)
-        }
-    }
+    run_daemon(&daemon, &cli.config, boxd::daemon::run)
 }
 
 /// Logs at `level` (the config's `[log] level`; `RUST_LOG`, when set, wins): to journald when
@@ -79,9 +55,5 @@ fn init_logging(level: &str) {
             .init();
         return;
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(filter())
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    bxconfig::log_to_stderr(level);
 }

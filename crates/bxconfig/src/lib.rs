@@ -15,6 +15,7 @@
 
 mod check;
 mod cli;
+mod daemon;
 mod env;
 mod error;
 mod load;
@@ -23,6 +24,7 @@ mod validate;
 
 pub use check::{CheckOutcome, check_config, run_check_config};
 pub use cli::ConfigArgs;
+pub use daemon::{Daemon, EXIT_FAILED, EXIT_NO_CONFIG, log_to_stderr, run_daemon};
 pub use error::{ConfigError, KeyProblem, Origin};
 pub use load::{Loader, load, load_from};
 pub use log::{LogConfig, LogLevel};

@@ -2,10 +2,9 @@
 //!
 //! `loopd --config FILE` runs the daemon; `--check-config FILE` checks a config.
 
-use bxconfig::{ConfigArgs, Loader, run_check_config};
+use bxconfig::{ConfigArgs, Daemon, Loader, log_to_stderr, run_daemon};
 use clap::Parser;
 use loopd::config::{Config, ENV_PREFIX};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -59,41 +58,11 @@ impl Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(file) = &cli.config.check_config {
-        return run_check_config::<Config>(&cli.loader(file));
-    }
-    let Some(file) = &cli.config.config else {
-        init_logging("info");
-        tracing::error!("no config: start loopd with --config FILE (see config/loopd.toml)");
-        return ExitCode::from(2);
+    let daemon = Daemon {
+        name: "loopd",
+        loader: &|file| cli.loader(file),
+        log_level: |cfg: &Config| cfg.log.level,
+        init_logging: log_to_stderr,
     };
-    let cfg = match cli.loader(file).load_valid::<Config>() {
-        Ok(cfg) => cfg,
-        Err(e) => {
-            init_logging("info");
-            for line in e.lines() {
-                tracing::error!("{line}");
-            }
-            return ExitCode::from(1);
-        }
-    };
-    init_logging(cfg.log.level.as_str());
-    match loopd::daemon::run(cfg) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e:#}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// Logs to stderr at `level` (the config's `[log] level`); `RUST_LOG`, when set, wins.
-fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    run_daemon(&daemon, &cli.config, loopd::daemon::run)
 }
