@@ -1,0 +1,118 @@
+//! What the attacks share: a page server under the attacker's control, fakellama script
+//! steps, and brokerd started with a test's grants.
+
+use e2e::{Running, binary};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The private data the attacks try to get out.
+pub const SECRET: &str = "SECRET-TOKEN-4242";
+
+/// Serves `body(port)` for every request on loopback and records the path of each request.
+pub fn page_server_with(
+    body: impl Fn(u16) -> String + Send + 'static,
+) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut first = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            reader.read_line(&mut first).unwrap_or_default();
+            let path = first.split_whitespace().nth(1).unwrap_or("").to_string();
+            // Read the rest of the head.
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                line.clear();
+            }
+            log.lock().unwrap().push(path);
+            let body = body(port);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+/// A fakellama step that calls `name` with `arguments` (JSON text) through `call_tool`.
+pub fn call_tool(name: &str, arguments: &str) -> String {
+    let inner = format!("{{\"name\":\"{name}\",\"arguments\":{arguments}}}");
+    format!(
+        "tool_calls = [{{ name = \"call_tool\", arguments = {} }}]",
+        toml_string(&inner)
+    )
+}
+
+/// `text` as a TOML basic string.
+pub fn toml_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// A fakellama script: each step answers, once, the first message of `role` that holds
+/// `contains`, with `answer` (a TOML fragment: `reply = ...` or `tool_calls = ...`).
+pub fn script(steps: &[(&str, &str, String)]) -> String {
+    steps
+        .iter()
+        .map(|(role, contains, answer)| {
+            format!(
+                "[[rule]]\nwhen_role = \"{role}\"\nwhen_contains = {}\ntimes = 1\n{answer}\n",
+                toml_string(contains)
+            )
+        })
+        .collect()
+}
+
+/// Starts brokerd with its socket `dir/brokerd.sock`, its state in `dir/brokerd-state` and
+/// `grants` (TOML) as the rest of its config; waits until its socket answers.
+pub fn start_brokerd(dir: &Path, grants: &str) -> Running {
+    let socket = dir.join("brokerd.sock");
+    let config = dir.join("brokerd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "socket = {socket:?}\nstate_dir = {:?}\n{grants}",
+            dir.join("brokerd-state")
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new(binary("brokerd"));
+    command
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", e2e::DAEMON_LOG_LEVEL);
+    let running = Running::start(command).unwrap();
+    let deadline = Instant::now() + Duration::from_millis(e2e::READY_TIMEOUT_MS);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "brokerd did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    running
+}
+
+/// The `reason` (or, without one, the `decision`) of every line of brokerd's audit log in
+/// `dir/brokerd-state`, and the log's text.
+pub fn audit_reasons(dir: &Path) -> (Vec<String>, String) {
+    let audit = std::fs::read_to_string(dir.join("brokerd-state/audit.jsonl")).unwrap();
+    let reasons = audit
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            match v["reason"].as_str() {
+                Some(reason) => reason.to_string(),
+                None => v["decision"].as_str().unwrap_or("?").to_string(),
+            }
+        })
+        .collect();
+    (reasons, audit)
+}

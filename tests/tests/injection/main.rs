@@ -1,0 +1,7 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The prompt-injection suite: an adversarial model (fakellama obeying every injected
+//! instruction), the real brokerd and loopd, and servers under the attacker's control. Each
+//! module is one attack; each test fails if the attack gets through.
+
+mod common;
+mod weather_page;
