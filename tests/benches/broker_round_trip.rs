@@ -87,6 +87,7 @@ fn main() {
         tool: tool.into(),
         arguments: "{\"text\":\"ping\"}".into(),
         context: Labels::PUBLIC,
+        counts_for: None,
     };
     use loopd::tools::ToolPort;
     for (tool, expect_denied) in [("echo", false), ("read_file", true)] {

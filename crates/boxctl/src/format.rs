@@ -292,12 +292,32 @@ pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
             untrusted,
             truncated,
             outcome,
+            by_loopd,
             ..
         } => {
             let head = tool_result_line(outcome, content.len() as u64, *truncated, *untrusted);
             let preview = one_line(content, Some(MAX_RESULT_PREVIEW_CHARS));
-            vec![format!("{} {head} (call {call}): {preview}", clock(time))]
+            // loopd's own answers never reach brokerd's audit log: this record is their trail.
+            let by = if *by_loopd { ", answered by loopd" } else { "" };
+            vec![format!(
+                "{} {head} (call {call}{by}): {preview}",
+                clock(time)
+            )]
         }
+        LogRecord::Inherited {
+            time,
+            parent,
+            class,
+            untrusted,
+            root_session,
+            root_turn,
+        } => vec![format!(
+            "{} ── inherits [{}] from {}; its calls count against {}#{root_turn}",
+            clock(time),
+            crate::listing::label_words(*class, *untrusted),
+            terminal_safe(parent.as_str()),
+            terminal_safe(root_session.as_str()),
+        )],
         LogRecord::ToolSummary {
             time,
             call,

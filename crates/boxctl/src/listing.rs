@@ -30,13 +30,14 @@ pub fn memory_line(note: &MemoryNote) -> String {
     )
 }
 
-/// A heartbeat notification as one line: `TIME SESSION#TURN TEXT`.
+/// A heartbeat notification as one line: `TIME SESSION#TURN [LABELS] TEXT`.
 pub fn notification_line(notification: &proto::api::Notification) -> String {
     format!(
-        "{} {}#{} {}",
+        "{} {}#{} [{}] {}",
         notification.time.to_rfc3339(),
         terminal_safe(notification.session.as_str()),
         notification.turn,
+        label_words(notification.class, notification.untrusted),
         one_line(&notification.text, Some(LINE_TEXT_MAX_CHARS))
     )
 }

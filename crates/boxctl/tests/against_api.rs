@@ -67,6 +67,7 @@ fn s1_records() -> Vec<LogRecord> {
             untrusted: false,
             truncated: false,
             outcome: ToolOutcome::Ok,
+            by_loopd: false,
         },
         LogRecord::Assistant {
             time: t,
@@ -107,7 +108,11 @@ fn turn(session: &SessionId, end: TurnEnd) -> Vec<TurnEvent> {
         TurnEvent::Content {
             text: "It is noon.".into(),
         },
-        TurnEvent::Ended { turn: 2, end },
+        TurnEvent::Ended {
+            turn: 2,
+            end,
+            context: Default::default(),
+        },
     ]
 }
 
@@ -188,6 +193,8 @@ impl Backend for Stub {
                 session: SessionId::new("heartbeat").unwrap(),
                 turn: 3,
                 text: "the disk is nearly full\ncheck /var".into(),
+                class: bxcore::DataClass::Private,
+                untrusted: true,
             }],
         })
     }
@@ -431,7 +438,11 @@ async fn boxctl_notifications_prints_one_line_each_and_raw_json() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(out.lines().count(), 1, "{out}");
     assert!(out.starts_with("2026-01-02T03:04:05"), "{out}");
-    assert!(out.contains("heartbeat#3 the disk is nearly full"), "{out}");
+    // With the labels of the turn that made it.
+    assert!(
+        out.contains("heartbeat#3 [private, untrusted] the disk is nearly full"),
+        "{out}"
+    );
     assert!(out.contains("check /var"), "{out}");
     let (code, json, _) = boxctl(&served, &["notifications", "--json"]).await;
     assert_eq!(code, Some(0));

@@ -38,7 +38,11 @@ fn content(text: &str) -> TurnEvent {
 }
 
 fn ended(end: TurnEnd) -> TurnEvent {
-    TurnEvent::Ended { turn: 1, end }
+    TurnEvent::Ended {
+        turn: 1,
+        end,
+        context: Default::default(),
+    }
 }
 
 /// Everything `events` print, stdout and stderr each joined.
@@ -220,6 +224,7 @@ fn format_records_read_one_line_each() {
         untrusted: true,
         truncated: false,
         outcome: ToolOutcome::Ok,
+        by_loopd: false,
     };
     let line = &lines(&tool)[0];
     assert!(

@@ -1,8 +1,12 @@
-//! The audit log: one JSON line per tool request, appended to `<state_dir>/audit.jsonl`.
+//! The audit log: JSON lines about every tool request, appended to `<state_dir>/audit.jsonl`.
 //!
 //! Each line is an [`AuditRecord`] and is written with one `write(2)` on a file opened for
-//! appending, before brokerd answers the request: once loopd has an answer, its line is in the
-//! kernel and survives brokerd dying. Lines reach the disk (`fdatasync`) in batches: the daemon
+//! appending. A request gets a `decided` line before anything runs: a denial is the request's
+//! only line; an allowed call's `decided` line is written before its tool starts, and a
+//! `finished` line with the outcome follows. So a brokerd killed while a tool runs (an
+//! `http_fetch` that already reached the outside) leaves the decision and the argument digest
+//! behind, and a line that cannot be written stops the call before it runs. Once written, a
+//! line is in the kernel and survives brokerd dying. Lines reach the disk (`fdatasync`) in batches: the daemon
 //! calls [`AuditLog::sync`] every [`AUDIT_SYNC_INTERVAL_MS`] when lines were written, and at
 //! shutdown; a power loss can cost at most that interval of lines.
 //!
@@ -30,6 +34,21 @@ pub const AUDIT_FILE_MODE: u32 = 0o600;
 /// The state dir's mode when brokerd creates it.
 pub const STATE_DIR_MODE: u32 = 0o700;
 
+/// Which moment of a request a line records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditEvent {
+    /// The decision, written before anything runs: a denial, or an allowed call about to start.
+    Decided,
+    /// What came of an allowed call. (Lines written before the two events existed recorded only
+    /// this, and read as it.)
+    Finished,
+}
+
+fn finished() -> AuditEvent {
+    AuditEvent::Finished
+}
+
 /// What came of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -46,8 +65,11 @@ pub enum AuditDecision {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditRecord {
-    /// When the answer was ready (RFC 3339, UTC).
+    /// When the line was written (RFC 3339, UTC).
     pub time: Timestamp,
+    /// Which moment of the request it records.
+    #[serde(default = "finished")]
+    pub event: AuditEvent,
     /// The calling session.
     pub session: SessionId,
     /// Its turn.
@@ -68,7 +90,7 @@ pub struct AuditRecord {
     /// brokerd's own words on the denial or failure (never a tool's text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
-    /// From receiving the request to the answer, in microseconds.
+    /// From receiving the request to this line, in microseconds.
     pub duration_us: u64,
     /// Bytes of the result content loopd gets (0 when none).
     pub result_bytes: u64,

@@ -1,10 +1,11 @@
-//! The broker: decides each request ([`crate::policy::decide`]), runs the tool under its time
-//! limit, caps and labels the result, and writes the audit line before it answers.
+//! The broker: decides each request ([`crate::policy::decide`]), audits the decision before
+//! anything runs, runs the tool under its time limit, caps and labels the result (and a
+//! tool's failure alike), and audits the outcome before it answers.
 
-use crate::audit::{AuditDecision, AuditLog, AuditRecord, args_sha256};
+use crate::audit::{AuditDecision, AuditEvent, AuditLog, AuditRecord, args_sha256};
 use crate::config::{Config, Grant, Limits};
 use crate::policy::{CallCounters, Decision, GlobError, Grants, decide};
-use crate::result::{from_error, labelled};
+use crate::result::{from_error, grant_labels, labelled};
 use crate::tool::{CallContext, Tool};
 use crate::toolset::ToolSet;
 use bxcore::{Labels, SessionId, Timestamp};
@@ -61,9 +62,9 @@ impl Broker {
     pub fn catalogue(&self, session: &SessionId) -> Catalogue {
         let tools = self
             .tools
-            .schemas()
+            .catalogue_tools()
             .into_iter()
-            .filter(|schema| self.grants.allows(&schema.name, session))
+            .filter(|tool| self.grants.allows(&tool.schema.name, session))
             .collect();
         Catalogue {
             session: session.clone(),
@@ -71,7 +72,9 @@ impl Broker {
         }
     }
 
-    /// Decides and runs `request`, writes its audit line, and answers.
+    /// Decides `request`, audits the decision, runs the tool when allowed, audits the outcome,
+    /// and answers. A decision that cannot be audited stops the call before it runs; an outcome
+    /// that cannot be audited is withheld ([`AUDIT_FAILED_MESSAGE`]).
     pub async fn call(&self, request: &ToolRequest) -> ToolResponse {
         let started = Instant::now();
         let tool = self.tools.get(&request.tool);
@@ -79,36 +82,62 @@ impl Broker {
             let mut counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
             decide(request, &self.grants, tool.is_some(), &mut counters)
         };
-        let (response, own_detail) = match (decision, tool) {
-            (Decision::Allow { grant, arguments }, Some(tool)) => {
-                self.run(tool, grant, arguments).await
+        let (grant, arguments, tool) = match (decision, tool) {
+            (Decision::Allow { grant, arguments }, Some(tool)) => (grant, arguments, tool),
+            (Decision::Deny { reason, detail }, _) => {
+                let response = ToolResponse::denied(reason, Some(detail.clone()));
+                let line = audit_record(
+                    AuditEvent::Decided,
+                    request,
+                    &response,
+                    Some(detail),
+                    started,
+                );
+                return self.answer(request, &line, response);
             }
-            (Decision::Deny { reason, detail }, _) => (
-                ToolResponse::Denied {
-                    reason,
-                    detail: Some(detail.clone()),
-                },
-                Some(detail),
-            ),
             // decide allows only known tools.
             (Decision::Allow { .. }, None) => {
                 let message = format!("no tool named {:?}", request.tool);
-                (
-                    ToolResponse::Failed {
-                        message: message.clone(),
-                    },
+                let response = ToolResponse::failed(message.clone());
+                let line = audit_record(
+                    AuditEvent::Decided,
+                    request,
+                    &response,
                     Some(message),
-                )
+                    started,
+                );
+                return self.answer(request, &line, response);
             }
         };
-        let record = audit_record(request, &response, own_detail, started);
-        if let Err(e) = self.audit.append(&record) {
-            tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}");
-            return ToolResponse::Failed {
-                message: AUDIT_FAILED_MESSAGE.to_string(),
-            };
+        let decided = decided_record(request, started);
+        if let Err(e) = self.audit.append(&decided) {
+            tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}; the call does not run");
+            return ToolResponse::failed(AUDIT_FAILED_MESSAGE);
         }
-        tracing::debug!(session = %request.session, call = %request.call, tool = %request.tool, decision = ?record.decision, reason = ?record.reason, us = record.duration_us, "tool call");
+        let (response, own_detail) = self.run(tool, grant, arguments).await;
+        let line = audit_record(
+            AuditEvent::Finished,
+            request,
+            &response,
+            own_detail,
+            started,
+        );
+        self.answer(request, &line, response)
+    }
+
+    /// Writes `line` and answers `response`; withholds the response when the line cannot be
+    /// written, because an unrecorded result must not reach the model.
+    fn answer(
+        &self,
+        request: &ToolRequest,
+        line: &AuditRecord,
+        response: ToolResponse,
+    ) -> ToolResponse {
+        if let Err(e) = self.audit.append(line) {
+            tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}");
+            return ToolResponse::failed(AUDIT_FAILED_MESSAGE);
+        }
+        tracing::debug!(session = %request.session, call = %request.call, tool = %request.tool, event = ?line.event, decision = ?line.decision, reason = ?line.reason, us = line.duration_us, "tool call");
         response
     }
 
@@ -133,7 +162,7 @@ impl Broker {
         }));
         match tokio::time::timeout(Duration::from_millis(timeout_ms), task).await {
             Ok(Ok(Ok(output))) => (labelled(output, &grant, cap_bytes), None),
-            Ok(Ok(Err(error))) => (from_error(error), None),
+            Ok(Ok(Err(error))) => (from_error(error, &grant), None),
             Ok(Err(join)) => {
                 let message = if join.is_panic() {
                     format!("the tool {:?} crashed", grant.tool)
@@ -141,21 +170,27 @@ impl Broker {
                     format!("the tool {:?} was cancelled", grant.tool)
                 };
                 tracing::error!("{message}: {join}");
-                failed(message)
+                failed(message, &grant)
             }
-            Err(_) => failed(format!(
-                "the tool {:?} ran past its time limit of {timeout_ms} ms \
-                 (limits.call_timeout_ms) and was stopped",
-                grant.tool
-            )),
+            Err(_) => failed(
+                format!(
+                    "the tool {:?} ran past its time limit of {timeout_ms} ms \
+                     (limits.call_timeout_ms) and was stopped",
+                    grant.tool
+                ),
+                &grant,
+            ),
         }
     }
 }
 
-fn failed(message: String) -> (ToolResponse, Option<String>) {
+/// A failure of a call that reached its tool, in brokerd's words: labelled with the grant's
+/// labels all the same, since the tool ran (and may have read something) before it failed.
+fn failed(message: String, grant: &Grant) -> (ToolResponse, Option<String>) {
     (
         ToolResponse::Failed {
             message: message.clone(),
+            labels: Some(grant_labels(grant)),
         },
         Some(message),
     )
@@ -181,7 +216,34 @@ impl<T> Future for AbortOnDrop<T> {
     }
 }
 
+/// The `decided` line of an allowed call, written before its tool starts.
+fn decided_record(request: &ToolRequest, started: Instant) -> AuditRecord {
+    AuditRecord {
+        time: Timestamp::now(),
+        event: AuditEvent::Decided,
+        session: request.session.clone(),
+        turn: request.turn,
+        call: request.call,
+        tool: request.tool.clone(),
+        args_sha256: args_sha256(&request.arguments),
+        context: request.context,
+        decision: AuditDecision::Allowed,
+        reason: None,
+        detail: None,
+        duration_us: micros_since(started),
+        result_bytes: 0,
+        result: None,
+        truncated: false,
+    }
+}
+
+fn micros_since(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The line of `response` to `request`, at `event`.
 fn audit_record(
+    event: AuditEvent,
     request: &ToolRequest,
     response: &ToolResponse,
     detail: Option<String>,
@@ -200,13 +262,14 @@ fn audit_record(
             Some(Labels::new(*class, *untrusted)),
             *truncated,
         ),
-        ToolResponse::Denied { reason, .. } => {
-            (AuditDecision::Denied, Some(*reason), 0, None, false)
+        ToolResponse::Denied { reason, labels, .. } => {
+            (AuditDecision::Denied, Some(*reason), 0, *labels, false)
         }
-        ToolResponse::Failed { .. } => (AuditDecision::Failed, None, 0, None, false),
+        ToolResponse::Failed { labels, .. } => (AuditDecision::Failed, None, 0, *labels, false),
     };
     AuditRecord {
         time: Timestamp::now(),
+        event,
         session: request.session.clone(),
         turn: request.turn,
         call: request.call,
@@ -216,7 +279,7 @@ fn audit_record(
         decision,
         reason,
         detail,
-        duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        duration_us: micros_since(started),
         result_bytes,
         result,
         truncated,

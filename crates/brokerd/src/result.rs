@@ -3,7 +3,7 @@
 
 use crate::config::Grant;
 use crate::tool::{ToolError, ToolOutput};
-use bxcore::DenyReason;
+use bxcore::{DenyReason, Labels};
 use proto::ToolResponse;
 
 /// The marker [`cap_result`] appends when it cuts (as loopd's).
@@ -39,17 +39,26 @@ pub fn labelled(output: ToolOutput, grant: &Grant, cap_bytes: usize) -> ToolResp
     }
 }
 
+/// The label a grant gives whatever its tool says: results, and failures and refusals alike.
+pub fn grant_labels(grant: &Grant) -> Labels {
+    Labels::new(grant.result_class, grant.result_untrusted)
+}
+
 /// A tool's error as loopd gets it: argument, path and host errors are denials (with the
-/// tool's text as the detail), anything else a failure.
-pub fn from_error(error: ToolError) -> ToolResponse {
+/// tool's text as the detail), anything else a failure. Either way it carries `grant`'s
+/// labels: the tool wrote or shaped that text (an MCP server's error, a page's redirect), and
+/// even that it failed can say something about what it read.
+pub fn from_error(error: ToolError, grant: &Grant) -> ToolResponse {
+    let labels = Some(grant_labels(grant));
     let denied = |reason, detail: String| ToolResponse::Denied {
         reason,
         detail: Some(detail),
+        labels,
     };
     match error {
         ToolError::InvalidArguments(detail) => denied(DenyReason::InvalidArguments, detail),
         ToolError::PathNotAllowed(detail) => denied(DenyReason::PathNotAllowed, detail),
         ToolError::HostNotAllowed(detail) => denied(DenyReason::HostNotAllowed, detail),
-        ToolError::Failed(message) => ToolResponse::Failed { message },
+        ToolError::Failed(message) => ToolResponse::Failed { message, labels },
     }
 }

@@ -2,6 +2,7 @@
 //! implement [`Tool`]; the policy decides whether a call may run before it ever gets here.
 
 use crate::config::Grant;
+use bxcore::Labels;
 use proto::ToolSchema;
 use std::future::Future;
 use std::pin::Pin;
@@ -50,6 +51,12 @@ pub type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolErr
 pub trait Tool: Send + Sync {
     /// How the model sees it.
     fn schema(&self) -> ToolSchema;
+    /// The label of the schema's text (name, description, parameter descriptions): public and
+    /// trusted for brokerd's own tools; whatever the configuration says of the author of an
+    /// external tool's text (an MCP server's).
+    fn description_labels(&self) -> Labels {
+        Labels::PUBLIC
+    }
     /// Runs it with `arguments` (a JSON value, checked by the tool) within `ctx`.
     fn call<'a>(&'a self, arguments: &'a serde_json::Value, ctx: CallContext<'a>)
     -> CallFuture<'a>;

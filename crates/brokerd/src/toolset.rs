@@ -8,7 +8,7 @@
 
 use crate::builtin;
 use crate::tool::Tool;
-use proto::ToolSchema;
+use proto::{CatalogueTool, ToolSchema};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -151,6 +151,21 @@ impl ToolSet {
             .map(|(name, tool)| ToolSchema {
                 name,
                 ..tool.schema()
+            })
+            .collect()
+    }
+
+    /// Every tool now as the catalogue lists it, sorted by name: its schema (named as in the
+    /// set) and the label of the schema's text.
+    pub fn catalogue_tools(&self) -> Vec<CatalogueTool> {
+        self.current()
+            .into_iter()
+            .map(|(name, tool)| CatalogueTool {
+                schema: ToolSchema {
+                    name,
+                    ..tool.schema()
+                },
+                labels: tool.description_labels(),
             })
             .collect()
     }

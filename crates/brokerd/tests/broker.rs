@@ -5,7 +5,7 @@
 
 mod common;
 
-use brokerd::audit::{AUDIT_FILE, AuditDecision, AuditLog, args_sha256};
+use brokerd::audit::{AUDIT_FILE, AuditDecision, AuditEvent, AuditLog, args_sha256};
 use brokerd::config::Limits;
 use brokerd::result::{TRUNCATED_MARKER, cap_result};
 use brokerd::tool::{Tool, ToolError, ToolOutput};
@@ -65,7 +65,9 @@ async fn builtin_clock_and_echo_answer_as_loopds_seed_tools() {
         no_text,
         ToolResponse::Denied {
             reason: DenyReason::InvalidArguments,
-            detail: Some("\"text\" is required".into())
+            detail: Some("\"text\" is required".into()),
+            // The tool refused: its grant's labels, public and trusted for echo.
+            labels: Some(Labels::PUBLIC),
         }
     );
     let names = b.tools().names();
@@ -171,8 +173,12 @@ async fn results_are_capped_and_the_tools_own_cut_is_kept() {
 }
 
 #[tokio::test]
-async fn tool_errors_become_denials_or_failures() {
+async fn tool_errors_become_denials_or_failures_with_the_grants_labels() {
     let dir = tempfile::tempdir().unwrap();
+    // The tools are nobody's built-ins: their grants default to private and untrusted, and so
+    // does whatever the tools say, failures and refusals included (they may quote what the tool
+    // read: an MCP server's error, a page's redirect).
+    let tools_labels = Some(Labels::new(DataClass::Private, true));
     let cases: [(&str, ToolError, ToolResponse); 4] = [
         (
             "paths",
@@ -180,6 +186,7 @@ async fn tool_errors_become_denials_or_failures() {
             ToolResponse::Denied {
                 reason: DenyReason::PathNotAllowed,
                 detail: Some("/etc/passwd is outside the roots".into()),
+                labels: tools_labels,
             },
         ),
         (
@@ -188,6 +195,7 @@ async fn tool_errors_become_denials_or_failures() {
             ToolResponse::Denied {
                 reason: DenyReason::HostNotAllowed,
                 detail: Some("evil.example is not allowed".into()),
+                labels: tools_labels,
             },
         ),
         (
@@ -196,6 +204,7 @@ async fn tool_errors_become_denials_or_failures() {
             ToolResponse::Denied {
                 reason: DenyReason::InvalidArguments,
                 detail: Some("\"path\" is required".into()),
+                labels: tools_labels,
             },
         ),
         (
@@ -203,6 +212,7 @@ async fn tool_errors_become_denials_or_failures() {
             ToolError::Failed("disk on fire".into()),
             ToolResponse::Failed {
                 message: "disk on fire".into(),
+                labels: tools_labels,
             },
         ),
     ];
@@ -233,7 +243,7 @@ async fn a_hanging_tool_is_stopped_at_the_time_limit() {
     let cfg = config(dir.path(), vec![grant("hang", &["*"])], limits(1_000, 30));
     let b = broker(&cfg, tools(vec![hang]));
     match b.call(&request("main", 1, "hang", "{}")).await {
-        ToolResponse::Failed { message } => {
+        ToolResponse::Failed { message, .. } => {
             assert!(message.contains("time limit of 30 ms"), "{message}");
             assert!(message.contains("limits.call_timeout_ms"), "{message}");
         }
@@ -242,8 +252,15 @@ async fn a_hanging_tool_is_stopped_at_the_time_limit() {
     // The call's future was dropped: its sender is gone.
     assert!(stopped.await.is_err());
     let records = AuditLog::read(&cfg.state_dir.join(AUDIT_FILE)).unwrap();
-    assert_eq!(records[0].decision, AuditDecision::Failed);
-    assert!(records[0].detail.as_deref().unwrap().contains("time limit"));
+    assert_eq!(
+        (records[0].event, records[0].decision),
+        (AuditEvent::Decided, AuditDecision::Allowed)
+    );
+    assert_eq!(
+        (records[1].event, records[1].decision),
+        (AuditEvent::Finished, AuditDecision::Failed)
+    );
+    assert!(records[1].detail.as_deref().unwrap().contains("time limit"));
 }
 
 #[tokio::test]
@@ -257,7 +274,7 @@ async fn a_panicking_tool_fails_the_call_not_brokerd() {
     let b = broker(&cfg, tools(vec![Arc::new(Panics)]));
     let r = b.call(&request("main", 1, "panics", "{}")).await;
     assert!(
-        matches!(&r, ToolResponse::Failed { message } if message.contains("crashed")),
+        matches!(&r, ToolResponse::Failed { message, .. } if message.contains("crashed")),
         "{r:?}"
     );
     let r = b
@@ -285,7 +302,7 @@ async fn the_catalogue_holds_only_what_some_grant_lets_the_session_call_sorted()
     let names = |s: &str| -> Vec<String> {
         let c = b.catalogue(&sid(s));
         assert_eq!(c.session, sid(s));
-        c.tools.into_iter().map(|t| t.name).collect()
+        c.tools.into_iter().map(|t| t.schema.name).collect()
     };
     assert_eq!(names("main"), ["alpha", "clock", "echo"]);
     assert_eq!(names("sub-1"), ["alpha", "echo", "zeta"]);
@@ -294,9 +311,12 @@ async fn the_catalogue_holds_only_what_some_grant_lets_the_session_call_sorted()
         .catalogue(&sid("main"))
         .tools
         .into_iter()
-        .find(|t| t.name == "echo")
+        .find(|t| t.schema.name == "echo")
         .unwrap();
-    assert_eq!(echo.description, "Returns its text argument unchanged.");
+    assert_eq!(
+        echo.schema.description,
+        "Returns its text argument unchanged."
+    );
 }
 
 #[tokio::test]
@@ -344,11 +364,25 @@ async fn audit_lines_record_every_decision_without_the_arguments() {
     let path = cfg.state_dir.join(AUDIT_FILE);
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(!text.contains(secret), "{text}");
-    assert_eq!(text.lines().count(), 4);
+    // An allowed call has a line before it runs and one after; a denial has one.
+    assert_eq!(text.lines().count(), 6);
     let records = AuditLog::read(&path).unwrap();
-    let [echo, quoting, fetch, nope] = records.as_slice() else {
+    let [echo_decided, echo, quoting_decided, quoting, fetch, nope] = records.as_slice() else {
         panic!("{records:?}")
     };
+    for (decided, finished) in [(echo_decided, echo), (quoting_decided, quoting)] {
+        assert_eq!(decided.event, AuditEvent::Decided);
+        assert_eq!(decided.decision, AuditDecision::Allowed);
+        assert_eq!(decided.args_sha256, finished.args_sha256);
+        assert_eq!((decided.call, decided.result), (finished.call, None));
+        assert_eq!(finished.event, AuditEvent::Finished);
+    }
+    for denied in [fetch, nope] {
+        assert_eq!(
+            (denied.event, denied.decision),
+            (AuditEvent::Decided, AuditDecision::Denied)
+        );
+    }
 
     assert_eq!(echo.session, sid("main"));
     assert_eq!((echo.turn, echo.call.0, echo.tool.as_str()), (3, 1, "echo"));
@@ -366,7 +400,11 @@ async fn audit_lines_record_every_decision_without_the_arguments() {
     assert_eq!(quoting.decision, AuditDecision::Denied);
     assert_eq!(quoting.reason, Some(DenyReason::PathNotAllowed));
     assert_eq!(quoting.detail, None, "a tool's own text is not recorded");
-    assert_eq!((quoting.result, quoting.result_bytes), (None, 0));
+    // The tool refused: the refusal carries its grant's labels.
+    assert_eq!(
+        (quoting.result, quoting.result_bytes),
+        (Some(Labels::new(DataClass::Private, true)), 0)
+    );
 
     assert_eq!(fetch.reason, Some(DenyReason::Egress));
     assert!(fetch.detail.as_deref().unwrap().contains("private"));
@@ -417,7 +455,7 @@ async fn sources_tools_come_and_go_and_never_shadow_fixed_ones() {
         b.catalogue(&sid("main"))
             .tools
             .into_iter()
-            .map(|t| t.name)
+            .map(|t| t.schema.name)
             .collect()
     };
     assert_eq!(names(&b), ["echo", "ev_add"]);
@@ -457,5 +495,101 @@ async fn sources_tools_come_and_go_and_never_shadow_fixed_ones() {
             }
         ),
         "{r:?}"
+    );
+}
+
+/// A tool that says when its call started, then never finishes: an `http_fetch` that has
+/// reached the outside when brokerd dies.
+struct Started {
+    name: String,
+    started: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+impl Tool for Started {
+    fn schema(&self) -> proto::ToolSchema {
+        Fixed::text(&self.name, "").schema()
+    }
+    fn call<'a>(
+        &'a self,
+        _arguments: &'a serde_json::Value,
+        _ctx: brokerd::tool::CallContext<'a>,
+    ) -> brokerd::tool::CallFuture<'a> {
+        let _ = self.started.send(());
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn the_decision_is_audited_before_the_tool_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, mut started) = tokio::sync::mpsc::unbounded_channel();
+    let tool = Arc::new(Started {
+        name: "reach".into(),
+        started: tx,
+    });
+    let cfg = config(
+        dir.path(),
+        vec![grant("reach", &["*"])],
+        limits(1_000, 60_000),
+    );
+    let b = Arc::new(broker(&cfg, tools(vec![tool])));
+    let args = r#"{"url":"https://example.org/?q=1"}"#;
+    let call = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move { b.call(&request("main", 2, "reach", args)).await })
+    };
+    started.recv().await.unwrap();
+    // The tool runs and has not answered: were brokerd killed now, this line would remain.
+    let records = AuditLog::read(&cfg.state_dir.join(AUDIT_FILE)).unwrap();
+    let [decided] = records.as_slice() else {
+        panic!("{records:?}")
+    };
+    assert_eq!(decided.event, AuditEvent::Decided);
+    assert_eq!(decided.decision, AuditDecision::Allowed);
+    assert_eq!((decided.turn, decided.tool.as_str()), (2, "reach"));
+    assert_eq!(decided.args_sha256, args_sha256(args));
+    call.abort();
+}
+
+/// A tool whose description some outside author wrote.
+struct Described(Labels);
+
+impl Tool for Described {
+    fn schema(&self) -> proto::ToolSchema {
+        Fixed::text("outside_tool", "").schema()
+    }
+    fn description_labels(&self) -> Labels {
+        self.0
+    }
+    fn call<'a>(
+        &'a self,
+        _arguments: &'a serde_json::Value,
+        _ctx: brokerd::tool::CallContext<'a>,
+    ) -> brokerd::tool::CallFuture<'a> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn the_catalogue_labels_each_tools_description() {
+    let dir = tempfile::tempdir().unwrap();
+    let untrusted = Labels::new(DataClass::Public, true);
+    let grants = vec![grant("echo", &["*"]), grant("outside_tool", &["*"])];
+    let b = broker(
+        &config(dir.path(), grants, Limits::default()),
+        tools(vec![Arc::new(Described(untrusted))]),
+    );
+    let labels: Vec<(String, Labels)> = b
+        .catalogue(&sid("main"))
+        .tools
+        .into_iter()
+        .map(|t| (t.schema.name, t.labels))
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            ("echo".to_string(), Labels::PUBLIC),
+            ("outside_tool".to_string(), untrusted)
+        ]
     );
 }

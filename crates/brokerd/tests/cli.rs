@@ -163,7 +163,11 @@ async fn cli_daemon_serves_calls_audits_them_and_stops_on_sigterm() {
     assert_eq!(status, StatusCode::OK, "{health}");
     let (_, bytes) = common::http(&socket, Method::GET, "/v1/catalogue?session=main", None).await;
     let catalogue: Catalogue = serde_json::from_slice(&bytes).unwrap();
-    let names: Vec<_> = catalogue.tools.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<_> = catalogue
+        .tools
+        .iter()
+        .map(|t| t.schema.name.as_str())
+        .collect();
     assert_eq!(names, ["echo"]);
     let call = common::request("main", 1, "echo", r#"{"text":"private words"}"#);
     let (_, bytes) = common::http(
@@ -217,9 +221,11 @@ async fn cli_daemon_serves_calls_audits_them_and_stops_on_sigterm() {
         .iter()
         .map(|r| (r.session.as_str(), r.decision))
         .collect();
+    // The allowed call: its decision before it ran, then its outcome.
     assert_eq!(
         decisions,
         [
+            ("main", AuditDecision::Allowed),
             ("main", AuditDecision::Allowed),
             ("heartbeat", AuditDecision::Denied)
         ]

@@ -41,6 +41,8 @@ fn config(entry: &str) -> McpServer {
         args: vec![entry.into(), "stdio".into()],
         env: BTreeMap::new(),
         prefix: "ev".into(),
+        description_class: bxcore::DataClass::Public,
+        description_untrusted: true,
     }
 }
 

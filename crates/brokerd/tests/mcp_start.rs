@@ -18,6 +18,8 @@ fn server(name: &str, command: &str, args: &[&str]) -> McpServer {
         args: args.iter().map(|a| (*a).to_owned()).collect(),
         env: BTreeMap::new(),
         prefix: name.into(),
+        description_class: bxcore::DataClass::Public,
+        description_untrusted: true,
     }
 }
 

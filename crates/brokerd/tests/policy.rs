@@ -358,3 +358,40 @@ fn counters_track_a_bounded_number_of_sessions() {
     assert_eq!(brokerd::policy::MAX_TRACKED_SESSIONS, 4_096);
     assert_eq!(CallCounters::new().tracked_sessions(), 0);
 }
+
+#[test]
+fn policy_subagents_calls_count_against_their_top_level_turn() {
+    // Three children each calling a `max_calls_per_turn = 1` tool made four calls in one
+    // user turn; they now share the parent's count.
+    let mut g = grant("echo", &["*"]);
+    g.max_calls_per_turn = Some(1);
+    let grants = Grants::new(std::slice::from_ref(&g)).unwrap();
+    let mut counters = CallCounters::new();
+    let child = |n: u64| {
+        let mut r = request(&format!("sub-main-{n}"), 1, "echo", "{}");
+        r.counts_for = Some(proto::TurnRef {
+            session: sid("main"),
+            turn: 4,
+        });
+        r
+    };
+    allowed(&decide(
+        &request("main", 4, "echo", "{}"),
+        &grants,
+        true,
+        &mut counters,
+    ));
+    for n in 1..=3 {
+        let decision = decide(&child(n), &grants, true, &mut counters);
+        let (reason, detail) = denied(&decision);
+        assert_eq!(reason, DenyReason::RateLimit, "child {n}");
+        assert!(detail.contains("subagents"), "{detail}");
+    }
+    // The next user turn starts afresh, for the parent and its children alike.
+    let mut next = child(4);
+    next.counts_for = Some(proto::TurnRef {
+        session: sid("main"),
+        turn: 5,
+    });
+    allowed(&decide(&next, &grants, true, &mut counters));
+}

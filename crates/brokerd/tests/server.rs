@@ -73,7 +73,11 @@ async fn server_health_catalogue_and_calls() {
     assert_eq!(status, StatusCode::OK);
     let catalogue: Catalogue = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(catalogue.session, sid("main"));
-    let names: Vec<_> = catalogue.tools.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<_> = catalogue
+        .tools
+        .iter()
+        .map(|t| t.schema.name.as_str())
+        .collect();
     assert_eq!(names, ["clock", "echo"]);
     let (_, bytes) = http(&s.socket, Method::GET, "/v1/catalogue?session=sub-1", None).await;
     let catalogue: Catalogue = serde_json::from_slice(&bytes).unwrap();
@@ -109,7 +113,8 @@ async fn server_health_catalogue_and_calls() {
     );
 
     let audit = std::fs::read_to_string(s.state_dir.join("audit.jsonl")).unwrap();
-    assert_eq!(audit.lines().count(), 2, "{audit}");
+    // The allowed call's decided and finished lines, and the denial's one.
+    assert_eq!(audit.lines().count(), 3, "{audit}");
 
     s.stop.send(()).unwrap();
     s.server.await.unwrap();

@@ -1,6 +1,6 @@
 //! What a running turn reports as it goes: streamed to `boxctl` as server-sent events.
 
-use crate::{CallId, DataClass, SessionId, ToolCall, ToolOutcome, TurnEnd, Usage};
+use crate::{CallId, DataClass, Labels, SessionId, ToolCall, ToolOutcome, TurnEnd, Usage};
 use serde::{Deserialize, Serialize};
 
 /// The model server's timings of one call (llama-server's `timings`).
@@ -88,6 +88,10 @@ pub enum TurnEvent {
         turn: u64,
         /// How it ended.
         end: TurnEnd,
+        /// The session's context label when it ended: the label of anything made from the
+        /// turn (its answer, a notification).
+        #[serde(default)]
+        context: Labels,
     },
     /// An event of a subagent's turn, run for one of this turn's tool calls.
     Subagent {

@@ -61,6 +61,17 @@ impl Labels {
         }
     }
 
+    /// The label of a text derived from a source labelled `source` by a model call (or any
+    /// process) whose context was labelled `context`: a summary, a carry, a memory note, a
+    /// subagent's task or answer, a notification. It is their join, because the text can
+    /// repeat anything either held; nothing derived is ever labelled below what it came from
+    /// or the context it was made in. Every derived text in boxmaker is labelled through this
+    /// one function.
+    #[must_use]
+    pub fn derived(source: Labels, context: Labels) -> Labels {
+        source.join(context)
+    }
+
     /// True when `self` is at or below `other` in both parts.
     pub fn flows_to(self, other: Labels) -> bool {
         self.class <= other.class && (!self.untrusted || other.untrusted)

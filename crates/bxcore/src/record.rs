@@ -95,6 +95,25 @@ pub enum LogRecord {
         /// Whether anything the carry was made from was untrusted.
         untrusted: bool,
     },
+    /// The context label this session starts from, inherited from the session that started
+    /// it (a subagent's parent): everything the parent had read when it handed the task down.
+    /// Written right after the header; it stays part of the session's context label for the
+    /// session's whole life, every epoch included.
+    Inherited {
+        /// When.
+        time: Timestamp,
+        /// The session it was inherited from.
+        parent: SessionId,
+        /// The parent's context class at the time.
+        class: DataClass,
+        /// Whether the parent's context was untrusted at the time.
+        untrusted: bool,
+        /// The top-level session whose turn started the chain of subagents this session
+        /// belongs to: per-turn limits count this session's calls against that turn.
+        root_session: SessionId,
+        /// That turn's number.
+        root_turn: u64,
+    },
     /// A task from the user: starts a turn.
     User {
         /// When it was accepted.
@@ -138,6 +157,11 @@ pub enum LogRecord {
         truncated: bool,
         /// How the call ended.
         outcome: ToolOutcome,
+        /// True when loopd answered the call itself (`find_tool`, `clock`, `read_output`,
+        /// `subagent`, a `call_tool` mistake, a call it refused before sending): it never
+        /// reached brokerd, so this record is its only audit trail.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        by_loopd: bool,
     },
     /// A short summary of an opted-in tool result (seed M5d2-08); never replayed to the model
     /// within its epoch, used in place of the result when compacting.
@@ -180,6 +204,7 @@ impl LogRecord {
         match self {
             LogRecord::Header { .. } => "header",
             LogRecord::EpochStart { .. } => "epoch_start",
+            LogRecord::Inherited { .. } => "inherited",
             LogRecord::User { .. } => "user",
             LogRecord::Assistant { .. } => "assistant",
             LogRecord::ToolResult { .. } => "tool_result",

@@ -51,4 +51,23 @@ proptest! {
             prop_assert!(a.join(c).flows_to(b.join(c)));
         }
     }
+
+    #[test]
+    fn a_derived_text_is_never_below_its_source_or_its_context(s in labels(), c in labels()) {
+        let d = Labels::derived(s, c);
+        prop_assert!(s.flows_to(d));
+        prop_assert!(c.flows_to(d));
+        // The least such label: nothing is added beyond what it came from.
+        prop_assert_eq!(d, s.join(c));
+        prop_assert_eq!(Labels::derived(s, Labels::PUBLIC), s);
+    }
+
+    #[test]
+    fn deriving_is_monotone(s in labels(), t in labels(), c in labels()) {
+        // More from the source or the context never gives a lower derived label.
+        if s.flows_to(t) {
+            prop_assert!(Labels::derived(s, c).flows_to(Labels::derived(t, c)));
+            prop_assert!(Labels::derived(c, s).flows_to(Labels::derived(c, t)));
+        }
+    }
 }

@@ -81,6 +81,7 @@ fn every_record() -> Vec<LogRecord> {
             untrusted: false,
             truncated: true,
             outcome,
+            by_loopd: false,
         });
     }
     for end in [
@@ -176,6 +177,7 @@ fn every_event_round_trips() {
         TurnEvent::Ended {
             turn: 2,
             end: TurnEnd::MaxSteps,
+            context: Default::default(),
         },
         TurnEvent::Subagent {
             session: SessionId::new("sub-s-1").unwrap(),

@@ -22,6 +22,7 @@ fn tool_result(n: u64) -> LogRecord {
         untrusted: false,
         truncated: false,
         outcome: ToolOutcome::Ok,
+        by_loopd: false,
     }
 }
 

@@ -64,6 +64,7 @@ pub fn ensure<'s>(
             memory,
             memory_labels,
             tools: registry.core_schemas(),
+            tools_labels: registry.core_labels(),
         };
         session.write_baseline(baseline)?;
     }
@@ -134,6 +135,7 @@ pub fn messages_with_carry(
             }
             LogRecord::Header { .. }
             | LogRecord::EpochStart { .. }
+            | LogRecord::Inherited { .. }
             | LogRecord::ToolSummary { .. }
             | LogRecord::TurnEnd { .. }
             | LogRecord::Note { .. } => {}
@@ -152,15 +154,23 @@ fn close_open_calls(open_calls: &mut Vec<String>, out: &mut Vec<ChatMessage>) {
     }
 }
 
-/// The session's context label: the join of everything in its current epoch, the memory in
-/// its baseline and the carry included (SPEC 4).
+/// The session's context label: the join of everything in its current epoch, the memory and
+/// the tools array in its baseline, the carry, and what it inherited from the session that
+/// started it included (SPEC 4).
 pub fn context_labels(session: &Session) -> Labels {
-    let mut labels = session
-        .current_baseline()
-        .map_or(Labels::PUBLIC, |b| b.memory_labels);
-    if let Some((_, carry)) = session.carry() {
-        labels = labels.join(carry);
+    let mut labels = session.inherited();
+    if let Some(baseline) = session.current_baseline() {
+        labels = labels
+            .join(baseline.memory_labels)
+            .join(baseline.tools_labels);
     }
+    labels.join(epoch_labels(session))
+}
+
+/// The join of the labels of the current epoch's carry and records: what a model call over
+/// the epoch's messages reads besides its baseline.
+pub fn epoch_labels(session: &Session) -> Labels {
+    let mut labels = session.carry().map_or(Labels::PUBLIC, |(_, carry)| carry);
     for record in session.epoch_records() {
         if let LogRecord::ToolResult {
             class, untrusted, ..
@@ -194,6 +204,7 @@ mod tests {
             memory: "Memory.".into(),
             memory_labels: Labels::PUBLIC,
             tools: vec![],
+            tools_labels: Labels::PUBLIC,
         }
     }
 
@@ -227,6 +238,7 @@ mod tests {
                 untrusted: false,
                 truncated: false,
                 outcome: ToolOutcome::Ok,
+                by_loopd: false,
             },
             LogRecord::ToolSummary {
                 time,

@@ -167,17 +167,16 @@ impl ToolPort for Broker {
             Ok(response) => response,
             Err(e) => {
                 tracing::warn!(session = %request.session, tool = %request.tool, error = %e, "tool call through brokerd failed");
-                ToolResponse::Failed {
-                    message: e.to_string(),
-                }
+                ToolResponse::failed(e.to_string())
             }
         }
     }
 }
 
 /// The registry of an epoch in broker mode: loopd's own `clock` (core), then every tool the
-/// catalogue offers, core when named in `core_tools`, then loopd's own `read_output` (core when
-/// named in `core_tools`). Names loopd answers itself are never taken from the catalogue.
+/// catalogue offers, core when named in `core_tools`, with the catalogue's label of its
+/// description, then loopd's own `read_output` (core when named in `core_tools`). Names loopd
+/// answers itself are never taken from the catalogue.
 pub fn registry(catalogue: &Catalogue, core_tools: &[String]) -> crate::tools::Registry {
     use crate::outputs::{READ_OUTPUT, read_output_schema};
     use crate::tools::{CALL_TOOL, CLOCK, Entry, FIND_TOOL, Registry, clock_schema};
@@ -192,22 +191,23 @@ pub fn registry(catalogue: &Catalogue, core_tools: &[String]) -> crate::tools::R
         schema: clock_schema(),
         core: true,
     }];
-    entries.extend(
-        catalogue
-            .tools
-            .iter()
-            .filter(|t| !own.contains(&t.name.as_str()))
-            .map(|t| Entry {
-                schema: t.clone(),
-                core: core_tools.contains(&t.name),
-            }),
-    );
+    let offered: Vec<&proto::CatalogueTool> = catalogue
+        .tools
+        .iter()
+        .filter(|t| !own.contains(&t.schema.name.as_str()))
+        .collect();
+    entries.extend(offered.iter().map(|t| Entry {
+        schema: t.schema.clone(),
+        core: core_tools.contains(&t.schema.name),
+    }));
     // loopd answers it from the session's stored outputs; core only when named in `core_tools`.
     entries.push(Entry {
         schema: read_output_schema(),
         core: core_tools.iter().any(|name| name == READ_OUTPUT),
     });
-    Registry::new(entries)
+    offered.iter().fold(Registry::new(entries), |registry, t| {
+        registry.with_description_labels(&t.schema.name, t.labels)
+    })
 }
 
 #[cfg(test)]
@@ -225,9 +225,13 @@ mod tests {
 
     #[test]
     fn the_registry_keeps_loopds_own_tools_and_marks_the_core_set() {
+        let tool = |name: &str| proto::CatalogueTool {
+            schema: schema(name),
+            labels: bxcore::Labels::PUBLIC,
+        };
         let catalogue = Catalogue {
             session: SessionId::new("s").unwrap(),
-            tools: vec![schema("clock"), schema("read_file"), schema("http_fetch")],
+            tools: vec![tool("clock"), tool("read_file"), tool("http_fetch")],
         };
         let registry = registry(&catalogue, &["read_file".to_string()]);
         let core: Vec<String> = registry

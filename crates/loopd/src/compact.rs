@@ -9,12 +9,12 @@
 //! re-state it right after the carry ([`epoch_messages`]), so the request is never lost and the
 //! log never holds it twice.
 
-use crate::baseline::{context_labels, messages_with_carry};
+use crate::baseline::{context_labels, epoch_labels, messages_with_carry};
 use crate::llama::{ChatMessage, ChatRequest, InferError};
 use crate::session::{Baseline, Session, StoreError};
 use crate::turn::Runtime;
 use bxcore::sanitize::neutralise;
-use bxcore::{LogRecord, Timestamp, Usage};
+use bxcore::{Labels, LogRecord, Timestamp, Usage};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -116,7 +116,8 @@ pub fn compact_session(session: &mut Session, rt: &Runtime<'_>) -> Result<(), Co
     if carry.is_empty() {
         return Err(CompactError::Empty);
     }
-    let labels = context_labels(session);
+    // The carry is made from the epoch's records, in the session's context.
+    let labels = Labels::derived(epoch_labels(session), context_labels(session));
     session.append(LogRecord::EpochStart {
         time: Timestamp::now(),
         epoch: session.epoch() + 1,

@@ -1,12 +1,13 @@
 //! The heartbeat (SPEC 5): every `[heartbeat] every`, a turn on the `heartbeat` session with
 //! `heartbeat.md` (read each beat from the system prompt's directory) as the user message. An
 //! answer of exactly [`QUIET_REPLY`] is quiet; anything else is kept as a [`Notification`] in
-//! `<state_dir>/notifications.jsonl`. A beat is skipped while the previous one runs.
+//! `<state_dir>/notifications.jsonl`, labelled with the turn's context label at its end (what
+//! the answer was made from). A beat is skipped while the previous one runs.
 
 use crate::api::{ApiFailure, Backend};
 use crate::config::Config;
 use crate::journal::{self, JournalError};
-use bxcore::{SessionId, Timestamp, TurnEnd, TurnEvent};
+use bxcore::{DataClass, Labels, SessionId, Timestamp, TurnEnd, TurnEvent};
 use proto::api::{Notification, TaskRequest};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,8 +16,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
-/// The session heartbeat turns run in.
-pub const HEARTBEAT_SESSION: &str = "heartbeat";
+/// The session heartbeat turns run in (reserved: clients cannot use it).
+pub use proto::api::reserved::HEARTBEAT_SESSION;
 /// The prompt file of a beat, beside the system prompt.
 pub const HEARTBEAT_PROMPT_FILE: &str = "heartbeat.md";
 /// The answer that means "nothing needs the owner's attention".
@@ -182,9 +183,15 @@ async fn beat<B: Backend>(backend: &B, options: &HeartbeatOptions) -> Result<boo
     let turn = submitted.accepted.turn;
     let mut answer = Answer::default();
     let mut end = None;
+    // Until the turn says otherwise, what it was made from is unknown: the highest label.
+    let mut labels = Labels::new(DataClass::Secret, true);
     while let Some(event) = submitted.events.recv().await {
-        if let TurnEvent::Ended { end: e, .. } = &event {
+        if let TurnEvent::Ended {
+            end: e, context, ..
+        } = &event
+        {
             end = Some(e.clone());
+            labels = *context;
         }
         answer.push(&event);
     }
@@ -193,11 +200,15 @@ async fn beat<B: Backend>(backend: &B, options: &HeartbeatOptions) -> Result<boo
         return Ok(false);
     };
     tracing::info!(turn, "heartbeat: keeping a notification");
+    // The answer is the model's text; what it could repeat is the context it was made in.
+    let labels = Labels::derived(Labels::PUBLIC, labels);
     let note = Notification {
         time: Timestamp::now(),
         session,
         turn,
         text,
+        class: labels.class,
+        untrusted: labels.untrusted,
     };
     let file = options.notifications.clone();
     tokio::task::spawn_blocking(move || journal::append(&file, &[note]))

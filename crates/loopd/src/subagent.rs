@@ -9,8 +9,9 @@ use crate::config::Config;
 use crate::session::Session;
 use crate::tools::{Dispatch, Entry, Registry, denial_message};
 use crate::turn::{CallOutcome, Runtime, Stop, TurnError, run_turn, start_turn};
-use bxcore::sanitize::neutralise;
-use bxcore::{CallId, DenyReason, LogRecord, SessionId, ToolOutcome, TurnEnd, TurnEvent};
+use bxcore::{
+    CallId, DenyReason, Labels, LogRecord, SessionId, Timestamp, ToolOutcome, TurnEnd, TurnEvent,
+};
 use proto::ToolSchema;
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -20,8 +21,8 @@ use std::time::{Duration, Instant};
 
 /// The name of the tool that hands a sub-task to a child session. loopd answers it.
 pub const SUBAGENT: &str = "subagent";
-/// The prefix of every child session's id.
-pub const CHILD_PREFIX: &str = "sub-";
+/// The prefix of every child session's id (reserved: clients cannot use it).
+pub use proto::api::reserved::CHILD_PREFIX;
 /// The child's system prompt file, read from the directory of `[baseline] system`.
 pub const SUBAGENT_PROMPT: &str = "subagent.md";
 /// How often a running child checks whether its parent was stopped or its time is up, in
@@ -157,6 +158,12 @@ pub fn run(
             return CallOutcome::not_run(&format!("Not run: the child session {id}: {e}"));
         }
     };
+    // The task is made from everything the parent had read: the child starts at the parent's
+    // context label, durably, before it reads anything itself.
+    let handed_down = baseline::context_labels(parent);
+    if let Err(e) = child.append(inherited_record(parent, handed_down)) {
+        return CallOutcome::not_run(&format!("Not run: the child session {id}: {e}"));
+    }
     if let Err(e) = start_turn(&mut child, task) {
         return CallOutcome::not_run(&format!("Not run: the child session {id}: {e}"));
     }
@@ -187,6 +194,27 @@ pub fn run(
     };
     let (result, timed_out) = run_watched(&child_rt, &mut child, stop, timeout, &mut forward);
     outcome(&child, result, timed_out, rt.cfg.subagent.timeout_ms)
+}
+
+/// The `Inherited` record that starts a child of `parent`: the parent's context label
+/// `labels`, and the top-level turn the child's calls count against (the parent's own, or the
+/// one the parent inherited).
+fn inherited_record(parent: &Session, labels: Labels) -> LogRecord {
+    let (root_session, root_turn) = match parent.root_turn() {
+        Some((session, turn)) => (session.clone(), turn),
+        None => (
+            parent.id().clone(),
+            parent.open_turn().unwrap_or(parent.last_turn()),
+        ),
+    };
+    LogRecord::Inherited {
+        time: Timestamp::now(),
+        parent: parent.id().clone(),
+        class: labels.class,
+        untrusted: labels.untrusted,
+        root_session,
+        root_turn,
+    }
 }
 
 /// Runs the child's turn while a watcher stops it when the parent is stopped or `timeout`
@@ -229,14 +257,14 @@ fn run_watched(
 }
 
 /// The parent's tool result from the child's end: its last answer on `Done`, else why not;
-/// either way with the child's context label.
+/// either way labelled as derived from the child's context (which holds what it inherited).
 fn outcome(
     child: &Session,
     result: Result<TurnEnd, TurnError>,
     timed_out: bool,
     timeout_ms: u64,
 ) -> CallOutcome {
-    let labels = baseline::context_labels(child);
+    let labels = Labels::derived(baseline::context_labels(child), child.inherited());
     let id = child.id();
     let (content, outcome) = match result {
         Ok(TurnEnd::Done) => {
@@ -264,17 +292,7 @@ fn outcome(
             ToolOutcome::Failed,
         ),
     };
-    CallOutcome {
-        content: if labels.untrusted {
-            neutralise(&content).into_owned()
-        } else {
-            content
-        },
-        class: labels.class,
-        untrusted: labels.untrusted,
-        truncated: false,
-        outcome,
-    }
+    CallOutcome::local_labelled(content, outcome, labels)
 }
 
 fn describe(end: &TurnEnd) -> String {

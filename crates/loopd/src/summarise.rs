@@ -1,6 +1,7 @@
 //! Opted-in tool-output summaries (seed M5d2-08, SPEC 4.3): after a turn, each result of a tool
-//! named in `[compact] summarise` gets a short `ToolSummary` made on the background slot, with
-//! the result's labels. Summaries are never replayed within their epoch; compaction uses them
+//! named in `[compact] summarise` gets a short `ToolSummary` made on the background slot,
+//! labelled as derived from the result in the session's context (`Labels::derived`: the model
+//! that wrote it read the whole context). Summaries are never replayed within their epoch; compaction uses them
 //! in place of the results.
 
 use crate::baseline::messages_with_carry;
@@ -10,7 +11,7 @@ use crate::llama::{ChatMessage, ChatRequest, Client};
 use crate::session::Session;
 use crate::tools::CALL_TOOL;
 use bxcore::sanitize::neutralise;
-use bxcore::{CallId, DataClass, LogRecord, Timestamp, ToolCall};
+use bxcore::{CallId, DataClass, Labels, LogRecord, Timestamp, ToolCall};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
@@ -57,14 +58,19 @@ pub fn missing(cfg: &Config, client: &Client, session: &mut Session) -> Result<(
             }
         };
         let text = cap_chars(neutralise(&text).as_ref(), cfg.compact.summary_chars);
+        // The model read the whole context to write it, not only the result.
+        let labels = Labels::derived(
+            Labels::new(class, untrusted),
+            crate::baseline::context_labels(session),
+        );
         session
             .append(LogRecord::ToolSummary {
                 time: Timestamp::now(),
                 call,
                 tool_call_id,
                 content: text,
-                class,
-                untrusted,
+                class: labels.class,
+                untrusted: labels.untrusted,
             })
             .map_err(|e| e.to_string())?;
     }

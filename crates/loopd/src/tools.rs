@@ -7,9 +7,10 @@
 //! called through `call_tool`, which loopd unwraps so that brokerd applies its grants to the
 //! target tool, never to `call_tool`.
 
-use bxcore::{DataClass, DenyReason};
+use bxcore::{DataClass, DenyReason, Labels};
 use proto::{ToolRequest, ToolResponse, ToolSchema};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 /// The seeds' refusal text, re-exported because dispatch code builds its local answers with it.
@@ -54,13 +55,46 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Registry {
     entries: Vec<Entry>,
+    /// The label of an entry's schema text, by name, where it is not public and trusted (an
+    /// MCP server's description, as brokerd's catalogue labels it).
+    description_labels: BTreeMap<String, Labels>,
 }
 
 impl Registry {
     /// A registry of these entries, in this order. `find_tool` and `call_tool` are not entries:
     /// [`Registry::core_schemas`] adds them. Should two entries share a name, the first wins.
     pub fn new(entries: Vec<Entry>) -> Registry {
-        Registry { entries }
+        Registry {
+            entries,
+            description_labels: BTreeMap::new(),
+        }
+    }
+
+    /// This registry with `labels` as the label of the schema text of the entry `name`.
+    #[must_use]
+    pub fn with_description_labels(mut self, name: &str, labels: Labels) -> Registry {
+        if labels != Labels::PUBLIC {
+            self.description_labels.insert(name.to_string(), labels);
+        }
+        self
+    }
+
+    /// The label of the schema text of the entry `name` (public and trusted unless set).
+    pub fn description_labels(&self, name: &str) -> Labels {
+        self.description_labels
+            .get(name)
+            .copied()
+            .unwrap_or(Labels::PUBLIC)
+    }
+
+    /// The join of the labels of the core entries' schemas: the label of the tools array.
+    pub fn core_labels(&self) -> Labels {
+        self.entries
+            .iter()
+            .filter(|entry| entry.core)
+            .fold(Labels::PUBLIC, |labels, entry| {
+                labels.join(self.description_labels(&entry.schema.name))
+            })
     }
 
     /// The M2b set: `clock` (core) and `echo` (not core).
@@ -106,7 +140,12 @@ impl Registry {
             .filter(|entry| entry.schema.name != name)
             .cloned()
             .collect();
-        Registry { entries }
+        let mut description_labels = self.description_labels.clone();
+        description_labels.remove(name);
+        Registry {
+            entries,
+            description_labels,
+        }
     }
 
     /// The entry of this exact name.
@@ -242,12 +281,8 @@ pub fn dispatch(registry: &Registry, name: &str, arguments: &str) -> Dispatch {
 /// The text `find_tool` answers: the matching schemas, one compact JSON line each.
 fn find_tool(registry: &Registry, arguments: &str) -> String {
     const NO_MATCH: &str = "No tool matches.";
-    let query = match serde_json::from_str::<Value>(arguments) {
-        Ok(Value::Object(args)) => match args.get("query") {
-            Some(Value::String(query)) => query.clone(),
-            _ => return NO_MATCH.to_string(),
-        },
-        _ => return NO_MATCH.to_string(),
+    let Some(query) = find_tool_query(arguments) else {
+        return NO_MATCH.to_string();
     };
     let matches = registry.find(&query);
     if matches.is_empty() {
@@ -263,6 +298,32 @@ fn find_tool(registry: &Registry, arguments: &str) -> String {
     }
     text.push_str("Call it with call_tool.");
     text
+}
+
+/// The label of what `find_tool` answers for `arguments`: the join of the labels of the
+/// schemas it lists (an MCP server's descriptions are its author's text), public and trusted
+/// when it lists none.
+pub fn find_tool_labels(registry: &Registry, arguments: &str) -> Labels {
+    let Some(query) = find_tool_query(arguments) else {
+        return Labels::PUBLIC;
+    };
+    registry
+        .find(&query)
+        .iter()
+        .fold(Labels::PUBLIC, |labels, schema| {
+            labels.join(registry.description_labels(&schema.name))
+        })
+}
+
+/// The `query` of `find_tool`'s arguments, when they have one.
+fn find_tool_query(arguments: &str) -> Option<String> {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(Value::Object(args)) => match args.get("query") {
+            Some(Value::String(query)) => Some(query.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Unwraps `call_tool {"name": n, "arguments": a}` into a port call of `n` with `a`, or answers
@@ -373,10 +434,7 @@ impl ToolPort for FakeTools {
                 },
                 _ => echo_failed(),
             },
-            _ => ToolResponse::Denied {
-                reason: DenyReason::NoGrant,
-                detail: None,
-            },
+            _ => ToolResponse::denied(DenyReason::NoGrant, None),
         }
     }
 }
@@ -391,7 +449,5 @@ fn public_result(content: String) -> ToolResponse {
 }
 
 fn echo_failed() -> ToolResponse {
-    ToolResponse::Failed {
-        message: "echo needs a JSON object with a string \"text\".".to_string(),
-    }
+    ToolResponse::failed("echo needs a JSON object with a string \"text\".")
 }

@@ -137,6 +137,7 @@ pub fn run_turn(
     on_event(&TurnEvent::Ended {
         turn,
         end: end.clone(),
+        context: baseline::context_labels(session),
     });
     finish_turn(rt, session, &result);
     result

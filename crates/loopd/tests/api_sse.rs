@@ -38,7 +38,12 @@ async fn api_task_stream_sends_the_turns_events_in_order_and_ends_after_ended() 
             if frame.starts_with(':') { 1 } else { 2 }
         );
     }
-    assert!(all.ends_with("\"end\":\"done\"}\n\n"), "{all}");
+    assert!(
+        all.ends_with(
+            "\"end\":\"done\",\"context\":{\"class\":\"public\",\"untrusted\":false}}\n\n"
+        ),
+        "{all}"
+    );
     served.stop().await;
 }
 
@@ -63,6 +68,7 @@ async fn api_task_stream_pings_while_idle_and_goes_on_after() {
     turn.send(TurnEvent::Ended {
         turn: 3,
         end: TurnEnd::Cancelled,
+        context: Default::default(),
     })
     .unwrap();
     drop(turn);
@@ -75,7 +81,8 @@ async fn api_task_stream_pings_while_idle_and_goes_on_after() {
             },
             TurnEvent::Ended {
                 turn: 3,
-                end: TurnEnd::Cancelled
+                end: TurnEnd::Cancelled,
+                context: Default::default(),
             },
         ]
     );

@@ -22,9 +22,10 @@ fn a_broker_that_is_down_gives_failed_tool_broker_unavailable() {
         tool: "read_file".into(),
         arguments: "{}".into(),
         context: Labels::PUBLIC,
+        counts_for: None,
     };
     match broker.call(&request) {
-        ToolResponse::Failed { message } => {
+        ToolResponse::Failed { message, .. } => {
             assert!(message.starts_with(UNAVAILABLE), "{message}");
             assert!(message.contains("brokerd.sock"), "{message}");
         }

@@ -56,6 +56,7 @@ fn v1_turn() -> Vec<LogRecord> {
             untrusted: false,
             truncated: false,
             outcome: ToolOutcome::Ok,
+            by_loopd: false,
         },
         LogRecord::Assistant {
             time,
@@ -80,6 +81,7 @@ fn v1_baseline() -> Baseline {
         system: "You are a helpful assistant.".into(),
         memory: String::new(),
         memory_labels: bxcore::Labels::PUBLIC,
+        tools_labels: bxcore::Labels::PUBLIC,
         tools: vec![proto::ToolSchema {
             name: "clock".into(),
             description: "The current date and time, as RFC 3339 in UTC.".into(),

@@ -242,7 +242,10 @@ fn read_output_in_the_tools_array_is_called_directly() {
     let registry = loopd::broker::registry(
         &Catalogue {
             session: SessionId::new("direct").unwrap(),
-            tools: vec![loopd::tools::echo_schema()],
+            tools: vec![proto::CatalogueTool {
+                schema: loopd::tools::echo_schema(),
+                labels: bxcore::Labels::PUBLIC,
+            }],
         },
         &[READ_OUTPUT.to_string()],
     );

@@ -44,6 +44,7 @@ fn turn(n: u64) -> Vec<LogRecord> {
             untrusted: false,
             truncated: false,
             outcome: ToolOutcome::Ok,
+            by_loopd: false,
         },
         LogRecord::Assistant {
             time,
@@ -326,6 +327,7 @@ fn baseline(epoch: u32, system: &str) -> Baseline {
         system: system.into(),
         memory: String::new(),
         memory_labels: bxcore::Labels::PUBLIC,
+        tools_labels: bxcore::Labels::PUBLIC,
         tools: vec![proto::ToolSchema {
             name: "clock".into(),
             description: "The current date and time, as RFC 3339 in UTC.".into(),

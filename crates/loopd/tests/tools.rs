@@ -400,6 +400,7 @@ fn request(call: u64, tool: &str, arguments: &str) -> ToolRequest {
         tool: tool.to_string(),
         arguments: arguments.to_string(),
         context: Labels::PUBLIC,
+        counts_for: None,
     }
 }
 
@@ -454,6 +455,7 @@ fn fake_tools_deny_other_tools_and_record_every_call() {
         ToolResponse::Denied {
             reason: DenyReason::NoGrant,
             detail: None,
+            labels: None,
         }
     );
     fake.call(&request(2, "echo", r#"{"text": "a"}"#));

@@ -148,6 +148,7 @@ impl ToolPort for ScriptedPort {
             _ => ToolResponse::Denied {
                 reason: DenyReason::UntrustedContext,
                 detail: None,
+                labels: None,
             },
         }
     }
@@ -237,6 +238,7 @@ reply = "ok"
             ToolResponse::Denied {
                 reason: DenyReason::NoGrant,
                 detail: Some("echo".into()),
+                labels: None,
             }
         }
     }

@@ -15,8 +15,37 @@
 //! Every error is an [`ApiError`] with a status: 400 bad JSON or session id, 404 unknown
 //! session or path, 409 the session's queue is full, 413 body too large, 503 not ready.
 
-use bxcore::{LogRecord, MemoryNote, SessionId, Timestamp};
+use bxcore::{DataClass, LogRecord, MemoryNote, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
+
+/// Session ids that loopd keeps for itself. Grants choose by session id (`sub-*` for
+/// subagents, `heartbeat` for the heartbeat), so a client that could name its session so would
+/// get grants meant for loopd's own sessions: `POST /v1/tasks` refuses these ids (400), and only
+/// loopd creates such sessions.
+pub mod reserved {
+    use bxcore::SessionId;
+
+    /// The prefix of every subagent's session id: `sub-<parent>-<n>`.
+    pub const CHILD_PREFIX: &str = "sub-";
+    /// The session heartbeat turns run in.
+    pub const HEARTBEAT_SESSION: &str = "heartbeat";
+    /// Every whole id loopd keeps for itself.
+    pub const NAMES: [&str; 1] = [HEARTBEAT_SESSION];
+
+    /// Why a client may not submit tasks to `id`; `None` when it may.
+    pub fn reason(id: &SessionId) -> Option<String> {
+        let id = id.as_str();
+        if id.starts_with(CHILD_PREFIX) {
+            return Some(format!(
+                "session ids starting with {CHILD_PREFIX:?} are subagents' and only loopd \
+                 creates them: {id:?} cannot be used by a client"
+            ));
+        }
+        NAMES
+            .contains(&id)
+            .then(|| format!("the session id {id:?} is loopd's own and cannot be used by a client"))
+    }
+}
 
 /// The SSE event name of a turn event (`event: turn`), and of the stream's end.
 pub const SSE_EVENT_TURN: &str = "turn";
@@ -25,7 +54,7 @@ pub const SSE_EVENT_TURN: &str = "turn";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskRequest {
-    /// The session to run it in; a new session when absent.
+    /// The session to run it in; a new session when absent. Never one of [`reserved`]'s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionId>,
     /// What the user asks.
@@ -103,6 +132,22 @@ pub struct Notification {
     pub turn: u64,
     /// What the turn answered (or how it ended, when it did not answer).
     pub text: String,
+    /// The class of the turn's context when it ended: the notification is made from it. A line
+    /// written before notifications carried labels reads as `secret`, since nothing says what
+    /// it was made from.
+    #[serde(default = "unknown_class")]
+    pub class: DataClass,
+    /// Whether that context was untrusted (a line without it reads as untrusted).
+    #[serde(default = "unknown_untrusted")]
+    pub untrusted: bool,
+}
+
+fn unknown_class() -> DataClass {
+    DataClass::Secret
+}
+
+fn unknown_untrusted() -> bool {
+    true
 }
 
 /// Every notification, oldest first.

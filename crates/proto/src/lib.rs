@@ -7,7 +7,7 @@
 pub mod api;
 mod tool;
 
-pub use tool::{Catalogue, ToolRequest, ToolResponse, ToolSchema};
+pub use tool::{Catalogue, CatalogueTool, ToolRequest, ToolResponse, ToolSchema, TurnRef};
 
 /// The protocol version; it is the `/v1` in every path.
 pub const PROTOCOL_VERSION: u32 = 1;

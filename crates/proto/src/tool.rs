@@ -34,6 +34,32 @@ pub struct ToolRequest {
     pub arguments: String,
     /// The label of the caller's context: what the call could carry out.
     pub context: Labels,
+    /// The user's turn this call counts against for per-turn limits, when it is not this
+    /// session's own: a subagent's calls count against the turn of the top-level session that
+    /// started it, so children cannot multiply a `max_calls_per_turn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts_for: Option<TurnRef>,
+}
+
+/// One turn of one session.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnRef {
+    /// The session.
+    pub session: SessionId,
+    /// The turn's number in it.
+    pub turn: u64,
+}
+
+impl ToolRequest {
+    /// The turn whose per-turn limits this call counts against: `counts_for`, or this
+    /// session's own turn.
+    pub fn counted_turn(&self) -> TurnRef {
+        self.counts_for.clone().unwrap_or_else(|| TurnRef {
+            session: self.session.clone(),
+            turn: self.turn,
+        })
+    }
 }
 
 /// What came of a [`ToolRequest`].
@@ -55,6 +81,11 @@ pub enum ToolResponse {
     Failed {
         /// Why.
         message: String,
+        /// The label of the message when a tool produced or shaped it (the grant's result
+        /// label: a tool's error can quote what it read, and even its failing says something);
+        /// `None` when the call never reached a tool and the text is the broker's own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        labels: Option<Labels>,
     },
     /// The broker refused the call.
     Denied {
@@ -63,7 +94,43 @@ pub enum ToolResponse {
         /// What exactly, when there is more to say.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
+        /// As for `Failed`: set when the tool itself refused (e.g. a redirect to a host outside
+        /// the grant), `None` for the broker's policy.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        labels: Option<Labels>,
     },
+}
+
+impl ToolResponse {
+    /// A failure in the broker's own words, before any tool ran.
+    pub fn failed(message: impl Into<String>) -> ToolResponse {
+        ToolResponse::Failed {
+            message: message.into(),
+            labels: None,
+        }
+    }
+
+    /// A refusal by the broker's policy, before any tool ran.
+    pub fn denied(reason: DenyReason, detail: Option<String>) -> ToolResponse {
+        ToolResponse::Denied {
+            reason,
+            detail,
+            labels: None,
+        }
+    }
+
+    /// The label of what this answer tells the model: the result's, the tool's for a failure
+    /// or refusal a tool made, public and trusted for the broker's own words.
+    pub fn labels(&self) -> Labels {
+        match self {
+            ToolResponse::Result {
+                class, untrusted, ..
+            } => Labels::new(*class, *untrusted),
+            ToolResponse::Failed { labels, .. } | ToolResponse::Denied { labels, .. } => {
+                labels.unwrap_or(Labels::PUBLIC)
+            }
+        }
+    }
 }
 
 /// The tools brokerd offers one session: only those some grant lets it call.
@@ -73,5 +140,17 @@ pub struct Catalogue {
     /// The session it was made for.
     pub session: SessionId,
     /// The tools, in a stable order (by name).
-    pub tools: Vec<ToolSchema>,
+    pub tools: Vec<CatalogueTool>,
+}
+
+/// One tool of a [`Catalogue`]: its schema and the label of the schema's text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogueTool {
+    /// How the model sees it.
+    pub schema: ToolSchema,
+    /// The label of its name and description: public and trusted for brokerd's own tools;
+    /// an MCP server's label (untrusted by default) for the tools that server describes, since
+    /// its author wrote that text and the model reads it.
+    pub labels: Labels,
 }

@@ -1,6 +1,7 @@
 //! `[[mcp]]`: external tool servers brokerd runs over stdio (the Model Context Protocol).
 
 use bxconfig::Problems;
+use bxcore::{DataClass, Labels};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -20,9 +21,26 @@ pub struct McpServer {
     pub env: BTreeMap<String, String>,
     /// Prefix of its tools in the catalogue: `[a-z0-9_]`, unique.
     pub prefix: String,
+    /// The class of its tools' descriptions (the text its author wrote and the model reads
+    /// through `find_tool`, or in the tools array for a core tool). Default `public`.
+    #[serde(default)]
+    pub description_class: DataClass,
+    /// Whether its tools' descriptions are untrusted: they may carry instructions nobody on
+    /// the box gave. Default `true`; set `false` only for a server whose author you trust.
+    #[serde(default = "untrusted_by_default")]
+    pub description_untrusted: bool,
+}
+
+fn untrusted_by_default() -> bool {
+    true
 }
 
 impl McpServer {
+    /// The label of this server's tool descriptions.
+    pub fn description_labels(&self) -> Labels {
+        Labels::new(self.description_class, self.description_untrusted)
+    }
+
     /// Checks this server, the `i`th.
     pub(super) fn check(&self, i: usize, p: &mut Problems) {
         let key = |name: &str| format!("mcp[{i}].{name}");

@@ -208,6 +208,23 @@ fn config_mcp_checks() {
 }
 
 #[test]
+fn config_mcp_descriptions_are_untrusted_unless_the_owner_says() {
+    let cfg = valid(
+        "[[mcp]]\nname = \"a\"\ncommand = \"x\"\nprefix = \"a\"\n\
+         [[mcp]]\nname = \"b\"\ncommand = \"x\"\nprefix = \"b\"\n\
+         description_class = \"internal\"\ndescription_untrusted = false\n",
+    );
+    assert_eq!(
+        cfg.mcp[0].description_labels(),
+        bxcore::Labels::new(bxcore::DataClass::Public, true)
+    );
+    assert_eq!(
+        cfg.mcp[1].description_labels(),
+        bxcore::Labels::new(bxcore::DataClass::Internal, false)
+    );
+}
+
+#[test]
 fn config_limits_must_be_positive() {
     let found =
         invalid("[limits]\ncall_timeout_ms = 0\nresult_cap_bytes = 0\nmax_body_bytes = 0\n");

@@ -49,6 +49,11 @@ impl Server {
         }
     }
 
+    /// The label of its tools' descriptions, as configured.
+    pub(super) fn description_labels(&self) -> bxcore::Labels {
+        self.config.description_labels()
+    }
+
     /// Its configured name.
     pub(super) fn name(&self) -> &str {
         &self.config.name

@@ -147,6 +147,10 @@ impl Tool for McpTool {
         self.spec.schema.clone()
     }
 
+    fn description_labels(&self) -> bxcore::Labels {
+        self.server.description_labels()
+    }
+
     fn call<'a>(
         &'a self,
         arguments: &'a serde_json::Value,

@@ -9,7 +9,9 @@
 //! 3. For each matching grant, in config order, until one passes all three:
 //!    `Egress` (the context's class is above the grant's `max_context_class`),
 //!    `UntrustedContext` (the context is untrusted and the grant says `when_untrusted = deny`),
-//!    `RateLimit` (the grant's `max_calls_per_turn` is used up for this session, turn and tool).
+//!    `RateLimit` (the grant's `max_calls_per_turn` is used up for this turn and tool; a
+//!    subagent's calls count against the turn of the top-level session that started it,
+//!    `ToolRequest::counts_for`, so children cannot multiply a limit).
 //!    When none passes, the reason is the first matching grant's.
 //! 4. `InvalidArguments`: the arguments are not a JSON object (blank text counts as `{}`).
 //!
@@ -97,7 +99,8 @@ pub fn decide(
         Ok(arguments) => arguments,
         Err(why) => return Decision::deny(DenyReason::InvalidArguments, why),
     };
-    counters.record(&request.session, request.turn, tool);
+    let counted = request.counted_turn();
+    counters.record(&counted.session, counted.turn, tool);
     Decision::Allow {
         grant: Arc::clone(grant),
         arguments,
@@ -137,13 +140,17 @@ fn check_grant(
         ));
     }
     if let Some(max) = grant.max_calls_per_turn {
-        let used = counters.count(&request.session, request.turn, tool);
+        // A subagent's calls count against its top-level session's turn (`counts_for`).
+        let counted = request.counted_turn();
+        let used = counters.count(&counted.session, counted.turn, tool);
         if used >= max {
             return Err((
                 DenyReason::RateLimit,
                 format!(
-                    "{tool:?} may be called {max} times per turn, and turn {} has used them",
-                    request.turn
+                    "{tool:?} may be called {max} times per turn, and turn {} of session {:?} \
+                     (its subagents' calls included) has used them",
+                    counted.turn,
+                    counted.session.as_str()
                 ),
             ));
         }

@@ -48,6 +48,7 @@ pub fn request(session: &str, turn: u64, tool: &str, arguments: &str) -> ToolReq
         tool: tool.to_string(),
         arguments: arguments.to_string(),
         context: Labels::PUBLIC,
+        counts_for: None,
     }
 }
 

@@ -5,7 +5,7 @@ use super::sse::{follow_stream, task_stream};
 use super::{ApiFailure, ApiOptions, Backend, MAX_PAGE_RECORDS};
 use bxcore::SessionId;
 use http::{Method, Request, Response, StatusCode, header};
-use proto::api::{TaskRequest, error_kind};
+use proto::api::{TaskRequest, error_kind, reserved};
 use std::convert::Infallible;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -182,6 +182,9 @@ where
         Route::Tasks => {
             let stream = wants_event_stream(request.headers());
             let task: TaskRequest = read_json(request, ctx.options.max_body_bytes).await?;
+            if let Some(why) = task.session.as_ref().and_then(reserved::reason) {
+                return Err(Problem::bad_request(why));
+            }
             let submitted = backend.submit(task).await?;
             if stream {
                 task_stream(submitted.events, ping_ms, ctx.shutdown.clone())

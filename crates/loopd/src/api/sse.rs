@@ -165,8 +165,11 @@ mod tests {
         let end = turn_frame(&TurnEvent::Ended {
             turn: 2,
             end: TurnEnd::Done,
+            context: Default::default(),
         });
-        assert!(end.ends_with(b"\"end\":\"done\"}\n\n"));
+        assert!(end.ends_with(
+            b"\"end\":\"done\",\"context\":{\"class\":\"public\",\"untrusted\":false}}\n\n"
+        ));
     }
 
     #[test]

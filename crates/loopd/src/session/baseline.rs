@@ -32,6 +32,12 @@ pub struct Baseline {
     pub memory_labels: Labels,
     /// The tools array, in the order sent.
     pub tools: Vec<ToolSchema>,
+    /// The join of the labels of the tools array's text: an external tool's description is
+    /// its author's words (an MCP server's), read by the model in every call of the epoch.
+    /// Part of the session's context label for the epoch. (Absent in baselines written before
+    /// it existed, which count as public.)
+    #[serde(default)]
+    pub tools_labels: Labels,
 }
 
 /// The path of epoch `epoch`'s baseline in session directory `dir`.

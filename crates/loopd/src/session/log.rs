@@ -31,6 +31,12 @@ pub struct Session {
     last_turn: u64,
     open_turn: Option<u64>,
     last_call: u64,
+    /// The join of the labels this session inherited (`Inherited` records): a floor under its
+    /// context label for its whole life.
+    inherited: Labels,
+    /// The top-level session and turn this session's calls count against, when it was started
+    /// by another session.
+    root_turn: Option<(SessionId, u64)>,
     /// Set when a failed write could not be undone: nothing more may be appended.
     poisoned: bool,
     /// The current epoch's baseline, once written.
@@ -89,6 +95,8 @@ impl Session {
             last_turn: 0,
             open_turn: None,
             last_call: 0,
+            inherited: Labels::PUBLIC,
+            root_turn: None,
             poisoned: false,
             baseline: None,
             _hold: hold,
@@ -212,9 +220,33 @@ impl Session {
                 self.baseline = None;
             }
             LogRecord::ToolResult { call, .. } => self.last_call = self.last_call.max(call.0),
+            LogRecord::Inherited {
+                class,
+                untrusted,
+                root_session,
+                root_turn,
+                ..
+            } => {
+                self.inherited = self.inherited.join(Labels::new(*class, *untrusted));
+                self.root_turn = Some((root_session.clone(), *root_turn));
+            }
             _ => {}
         }
         self.records.push(record);
+    }
+
+    /// The labels this session inherited from the session that started it (public and
+    /// trusted for a session nobody started): part of its context label in every epoch.
+    pub fn inherited(&self) -> Labels {
+        self.inherited
+    }
+
+    /// The top-level session and turn this session's tool calls count against for per-turn
+    /// limits, when another session started it.
+    pub fn root_turn(&self) -> Option<(&SessionId, u64)> {
+        self.root_turn
+            .as_ref()
+            .map(|(session, turn)| (session, *turn))
     }
 
     /// The session's id.

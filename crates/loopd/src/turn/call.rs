@@ -5,13 +5,13 @@ use super::{Runtime, Stop};
 use crate::baseline;
 use crate::outputs::{self, Page, READ_OUTPUT};
 use crate::session::Session;
-use crate::tools::{Dispatch, cap_result, dispatch};
+use crate::tools::{Dispatch, FIND_TOOL, cap_result, dispatch, find_tool_labels};
 use bxcore::sanitize::neutralise;
 use bxcore::{
     CallId, DataClass, Labels, LogRecord, Timestamp, ToolCall, ToolOutcome, TurnEvent,
     denial_message,
 };
-use proto::{ToolRequest, ToolResponse};
+use proto::{ToolRequest, ToolResponse, TurnRef};
 
 /// What came of one tool call, ready to be logged and shown to the model.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,18 +26,37 @@ pub struct CallOutcome {
     pub truncated: bool,
     /// How the call ended.
     pub outcome: ToolOutcome,
+    /// Whether loopd answered it itself (it never reached the port).
+    pub by_loopd: bool,
 }
 
 impl CallOutcome {
     /// A public, trusted answer of loopd's own.
     fn local(content: String, outcome: ToolOutcome) -> CallOutcome {
+        CallOutcome::local_labelled(content, outcome, Labels::PUBLIC)
+    }
+
+    /// An answer of loopd's own whose text came from something labelled `labels` (a listing
+    /// of external tools' descriptions, a stored output, a child's answer): neutralised when
+    /// untrusted.
+    pub(crate) fn local_labelled(
+        content: String,
+        outcome: ToolOutcome,
+        labels: Labels,
+    ) -> CallOutcome {
         CallOutcome {
-            content,
-            class: DataClass::Public,
-            untrusted: false,
+            content: neutralised(content, labels.untrusted),
+            class: labels.class,
+            untrusted: labels.untrusted,
             truncated: false,
             outcome,
+            by_loopd: true,
         }
+    }
+
+    /// The label of this outcome.
+    pub fn labels(&self) -> Labels {
+        Labels::new(self.class, self.untrusted)
     }
 
     /// A call that was not run, with `why` for the model.
@@ -56,6 +75,7 @@ impl CallOutcome {
             untrusted: self.untrusted,
             truncated: self.truncated,
             outcome: self.outcome,
+            by_loopd: self.by_loopd,
         }
     }
 
@@ -93,6 +113,12 @@ pub fn run_call(
         return read_output(session, &arguments, cap_bytes, direct);
     }
     let outcome = match dispatch(rt.registry, &tool_call.name, &tool_call.arguments) {
+        // `find_tool` quotes external tools' descriptions: it carries their labels.
+        Dispatch::Local(text) if tool_call.name == FIND_TOOL => CallOutcome::local_labelled(
+            text,
+            ToolOutcome::Ok,
+            find_tool_labels(rt.registry, &tool_call.arguments),
+        ),
         Dispatch::Local(text) => CallOutcome::local(text, ToolOutcome::Ok),
         Dispatch::Subagent { task } => {
             crate::subagent::run(rt, session, &task, call, stop, on_event)
@@ -105,6 +131,10 @@ pub fn run_call(
                 tool,
                 arguments,
                 context: baseline::context_labels(session),
+                counts_for: session.root_turn().map(|(session, turn)| TurnRef {
+                    session: session.clone(),
+                    turn,
+                }),
             };
             from_port(rt.port.call(&request))
         }
@@ -124,13 +154,9 @@ fn read_output_is_direct(session: &Session) -> bool {
 /// output it comes from, so reading a private or untrusted result back keeps the context so.
 fn read_output(session: &Session, arguments: &str, cap_bytes: usize, direct: bool) -> CallOutcome {
     match outputs::read_page(session.dir(), arguments, cap_bytes, direct) {
-        Page::Text { content, labels } => CallOutcome {
-            content,
-            class: labels.class,
-            untrusted: labels.untrusted,
-            truncated: false,
-            outcome: ToolOutcome::Ok,
-        },
+        Page::Text { content, labels } => {
+            CallOutcome::local_labelled(content, ToolOutcome::Ok, labels)
+        }
         Page::Refused(why) => CallOutcome::local(why, ToolOutcome::Failed),
     }
 }
@@ -162,30 +188,38 @@ fn check_call(rt: &Runtime<'_>, session: &Session, tool_call: &ToolCall) -> Opti
     None
 }
 
-/// A port's answer as an outcome; untrusted text is neutralised before the model sees it.
+/// A port's answer as an outcome, with the answer's labels: a result's, or for a failure or
+/// refusal the tool's when a tool wrote it (public and trusted only for the broker's own
+/// words). Untrusted text is neutralised before the model sees it, failures included.
 fn from_port(response: ToolResponse) -> CallOutcome {
-    match response {
+    let labels = response.labels();
+    let (content, truncated, outcome) = match response {
         ToolResponse::Result {
-            content,
-            class,
-            untrusted,
-            truncated,
-        } => CallOutcome {
-            content: if untrusted {
-                neutralise(&content).into_owned()
-            } else {
-                content
-            },
-            class,
-            untrusted,
-            truncated,
-            outcome: ToolOutcome::Ok,
-        },
-        ToolResponse::Failed { message } => CallOutcome::local(message, ToolOutcome::Failed),
-        ToolResponse::Denied { reason, detail } => CallOutcome::local(
+            content, truncated, ..
+        } => (content, truncated, ToolOutcome::Ok),
+        ToolResponse::Failed { message, .. } => (message, false, ToolOutcome::Failed),
+        ToolResponse::Denied { reason, detail, .. } => (
             denial_message(reason, detail.as_deref()),
+            false,
             ToolOutcome::Denied { reason },
         ),
+    };
+    CallOutcome {
+        content: neutralised(content, labels.untrusted),
+        class: labels.class,
+        untrusted: labels.untrusted,
+        truncated,
+        outcome,
+        by_loopd: false,
+    }
+}
+
+/// `text`, neutralised when `untrusted`.
+fn neutralised(text: String, untrusted: bool) -> String {
+    if untrusted {
+        neutralise(&text).into_owned()
+    } else {
+        text
     }
 }
 

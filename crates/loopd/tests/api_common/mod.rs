@@ -58,6 +58,7 @@ pub fn scripted_turn(session: &SessionId, turn: u64) -> Vec<TurnEvent> {
         TurnEvent::Ended {
             turn,
             end: TurnEnd::Done,
+            context: Default::default(),
         },
     ]
 }
