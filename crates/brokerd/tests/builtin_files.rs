@@ -10,6 +10,8 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
 
+#[path = "builtin_files/race.rs"]
+mod race;
 #[path = "builtin_files/write_file.rs"]
 mod write_file;
 
@@ -182,6 +184,24 @@ async fn read_file_follows_a_symlink_that_stays_inside() {
         .await
         .unwrap();
     assert_eq!(out.content, "hello\n");
+}
+
+#[tokio::test]
+async fn read_file_refuses_a_file_with_more_than_one_hard_link() {
+    let t = Tree::new();
+    // A hard link inside the root to a file outside it: no path check can see where it leads.
+    fs::hard_link(t.outside.join("secret.txt"), t.root.join("hard.txt")).unwrap();
+    let path = t.root_str("hard.txt");
+    let r = call(&ReadFile, &t.grant("read_file"), json!({ "path": path })).await;
+    assert!(
+        matches!(&r, Err(ToolError::PathNotAllowed(m)) if m.contains(&path) && m.contains("hard link")),
+        "{r:?}"
+    );
+    // Two links both inside the root are refused alike: the count cannot say where the other is.
+    fs::hard_link(t.root.join("hello.txt"), t.root.join("hello2.txt")).unwrap();
+    let path = t.root_str("hello2.txt");
+    let r = call(&ReadFile, &t.grant("read_file"), json!({ "path": path })).await;
+    assert!(is_not_allowed(&r, &path), "{r:?}");
 }
 
 #[tokio::test]

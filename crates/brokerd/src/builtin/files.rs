@@ -5,18 +5,31 @@
 //! [`ToolError::PathNotAllowed`]. Their results are the owner's data: the grant defaults label
 //! them private (see `GrantDefaults`). The file work runs on tokio's blocking pool, bounded by
 //! the call's `timeout_ms`.
+//!
+//! Security notes (also in `docs/config.md`, `[[grants]]`):
+//! - **Checked once, opened beneath the root.** The check resolves the path; the open then goes
+//!   through a directory fd of the root, opened once per call, with `openat2(RESOLVE_BENEATH |
+//!   RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` (or an `O_NOFOLLOW` walk where `openat2` is
+//!   missing), and all else is done on the fds it gives: a directory swapped for a symlink
+//!   after the check is `PathNotAllowed`, never followed ([`beneath`]).
+//! - **Symlinks** inside a root that point inside it are followed, as the check resolves them;
+//!   one that leads out is `PathNotAllowed`. `list_dir` lists a symlink as itself.
+//! - **Hard links:** `read_file` refuses a regular file with more than one link, since its other
+//!   names may lie outside the roots ([`read`]).
+//! - **Writes** never keep setuid, setgid or sticky bits, and leave no second link ([`write`]).
 
 pub(crate) mod args;
+pub(crate) mod beneath;
 pub(crate) mod paths;
+pub(crate) mod read;
 pub(crate) mod text;
+pub(crate) mod write;
 
 use crate::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
 use args::{Kind, Param};
 use proto::ToolSchema;
-use std::fs::{self, File};
-use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io;
+use std::path::Path;
 use std::time::Duration;
 
 /// The most bytes of `content` one `write_file` call may write (1 MiB).
@@ -68,7 +81,8 @@ const WRITE_FILE_PARAMS: [Param; 3] = [
 ///
 /// The file is read up to the call's `result_cap_bytes` (never whole when it is larger), as
 /// UTF-8 with invalid bytes shown as U+FFFD, and cut on a character boundary (`truncated`).
-/// A missing path, a directory or anything but a regular file is `Failed`.
+/// A missing path, a directory or anything but a regular file is `Failed`; a file with more than
+/// one hard link is `PathNotAllowed` (its other names may lie outside the roots).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadFile;
 
@@ -95,7 +109,10 @@ impl Tool for ReadFile {
             let arg = paths::absolute(args.str("path").unwrap_or_default())?;
             let roots = ctx.grant.paths.clone();
             let cap = ctx.result_cap_bytes;
-            blocking("read_file", ctx.timeout_ms, move || read(&arg, &roots, cap)).await
+            blocking("read_file", ctx.timeout_ms, move || {
+                read::read_file(&arg, &roots, cap)
+            })
+            .await
         })
     }
 }
@@ -133,7 +150,10 @@ impl Tool for ListDir {
             let arg = paths::absolute(args.str("path").unwrap_or_default())?;
             let roots = ctx.grant.paths.clone();
             let cap = ctx.result_cap_bytes;
-            blocking("list_dir", ctx.timeout_ms, move || list(&arg, &roots, cap)).await
+            blocking("list_dir", ctx.timeout_ms, move || {
+                read::list_dir(&arg, &roots, cap)
+            })
+            .await
         })
     }
 }
@@ -144,8 +164,9 @@ impl Tool for ListDir {
 /// renamed over the target, and the directory is synced: a reader sees the old file or the new
 /// one, never part of either, and no temporary file is left behind. Without `overwrite: true` an
 /// existing target (even a dangling symlink) is refused, and the refusal is atomic too (the new
-/// file is hard-linked into place, which fails if the name exists). The directory must exist.
-/// At most [`MAX_WRITE_BYTES`] of content. Answers `wrote N bytes to PATH`.
+/// file is renamed into place with `RENAME_NOREPLACE`, which fails if the name exists). The
+/// directory must exist. An overwritten file keeps its permission bits but never setuid, setgid
+/// or sticky. At most [`MAX_WRITE_BYTES`] of content. Answers `wrote N bytes to PATH`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteFile;
 
@@ -181,7 +202,7 @@ impl Tool for WriteFile {
             let overwrite = args.bool("overwrite").unwrap_or(false);
             let roots = ctx.grant.paths.clone();
             blocking("write_file", ctx.timeout_ms, move || {
-                write(&arg, &roots, &content, overwrite)
+                write::write_file(&arg, &roots, &content, overwrite)
             })
             .await
         })
@@ -206,189 +227,4 @@ where
 /// A `Failed` for an I/O error `e` while doing `what` to `arg`.
 fn io_failed(what: &str, arg: &Path, e: &io::Error) -> ToolError {
     ToolError::Failed(format!("cannot {what} {}: {e}", arg.display()))
-}
-
-/// `read_file`'s work.
-fn read(arg: &Path, roots: &[PathBuf], cap: usize) -> Result<ToolOutput, ToolError> {
-    let resolved = paths::resolve_allowed(arg, roots)?;
-    if resolved.missing > 0 {
-        return Err(ToolError::Failed(format!(
-            "no such file: {}",
-            arg.display()
-        )));
-    }
-    let meta = fs::metadata(&resolved.path).map_err(|e| io_failed("read", arg, &e))?;
-    if meta.is_dir() {
-        return Err(ToolError::Failed(format!(
-            "{} is a directory, not a file (list_dir lists it)",
-            arg.display()
-        )));
-    }
-    if !meta.is_file() {
-        return Err(ToolError::Failed(format!(
-            "{} is not a regular file",
-            arg.display()
-        )));
-    }
-    let file = File::open(&resolved.path).map_err(|e| io_failed("read", arg, &e))?;
-    // Read one byte past the cap, to know whether the file goes on.
-    let limit = cap.saturating_add(1);
-    let mut bytes = Vec::with_capacity(limit.min(usize::try_from(meta.len()).unwrap_or(limit)));
-    file.take(u64::try_from(limit).unwrap_or(u64::MAX))
-        .read_to_end(&mut bytes)
-        .map_err(|e| io_failed("read", arg, &e))?;
-    let (content, truncated) = text::capped_text(&bytes, cap);
-    Ok(ToolOutput { content, truncated })
-}
-
-/// `list_dir`'s work.
-fn list(arg: &Path, roots: &[PathBuf], cap: usize) -> Result<ToolOutput, ToolError> {
-    let resolved = paths::resolve_allowed(arg, roots)?;
-    if resolved.missing > 0 {
-        return Err(ToolError::Failed(format!(
-            "no such directory: {}",
-            arg.display()
-        )));
-    }
-    let failed = |e: io::Error| io_failed("list", arg, &e);
-    let meta = fs::metadata(&resolved.path).map_err(failed)?;
-    if !meta.is_dir() {
-        return Err(ToolError::Failed(format!(
-            "{} is not a directory (read_file reads a file)",
-            arg.display()
-        )));
-    }
-    let mut entries: Vec<(String, bool)> = Vec::new();
-    let mut truncated = false;
-    for entry in fs::read_dir(&resolved.path).map_err(failed)? {
-        if entries.len() == MAX_LIST_ENTRIES {
-            truncated = true;
-            break;
-        }
-        let entry = entry.map_err(failed)?;
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        entries.push((entry.file_name().to_string_lossy().into_owned(), is_dir));
-    }
-    entries.sort();
-    let mut content = String::new();
-    for (name, is_dir) in entries {
-        let mut line = if name.chars().any(char::is_control) {
-            format!("{name:?}")
-        } else {
-            name
-        };
-        if is_dir {
-            line.push('/');
-        }
-        line.push('\n');
-        if content.len() + line.len() > cap {
-            truncated = true;
-            break;
-        }
-        content.push_str(&line);
-    }
-    Ok(ToolOutput { content, truncated })
-}
-
-/// Numbers the temporary files of this process's writes.
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// A temporary file that is removed when dropped, unless it was renamed into place.
-struct TempFile {
-    path: PathBuf,
-    keep: bool,
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        if !self.keep {
-            let _ = fs::remove_file(&self.path);
-        }
-    }
-}
-
-/// `write_file`'s work.
-fn write(
-    arg: &Path,
-    roots: &[PathBuf],
-    content: &str,
-    overwrite: bool,
-) -> Result<ToolOutput, ToolError> {
-    let resolved = paths::resolve_allowed(arg, roots)?;
-    let failed = |e: io::Error| io_failed("write", arg, &e);
-    let exists_error = || {
-        ToolError::Failed(format!(
-            "{} already exists; pass \"overwrite\": true to replace it",
-            arg.display()
-        ))
-    };
-    let target = resolved.path;
-    let old = match resolved.missing {
-        0 => {
-            let meta = fs::metadata(&target).map_err(failed)?;
-            if !meta.is_file() {
-                return Err(ToolError::Failed(format!(
-                    "{} exists and is not a regular file",
-                    arg.display()
-                )));
-            }
-            if !overwrite {
-                return Err(exists_error());
-            }
-            Some(meta)
-        }
-        1 => None,
-        _ => {
-            return Err(ToolError::Failed(format!(
-                "cannot write {}: its directory does not exist",
-                arg.display()
-            )));
-        }
-    };
-    let Some(dir) = target.parent() else {
-        return Err(ToolError::Failed(format!(
-            "{} is not a file path",
-            arg.display()
-        )));
-    };
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut temp = TempFile {
-        path: dir.join(format!(".brokerd-write-{}-{n}.tmp", std::process::id())),
-        keep: false,
-    };
-    let mut file = File::options()
-        .write(true)
-        .create_new(true)
-        .open(&temp.path)
-        .map_err(failed)?;
-    file.write_all(content.as_bytes()).map_err(failed)?;
-    if let Some(old) = old {
-        file.set_permissions(old.permissions()).map_err(failed)?;
-    }
-    file.sync_all().map_err(failed)?;
-    drop(file);
-    if overwrite {
-        fs::rename(&temp.path, &target).map_err(failed)?;
-        temp.keep = true;
-    } else {
-        // A hard link refuses an existing name atomically; the temporary name then goes.
-        match fs::hard_link(&temp.path, &target) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(exists_error()),
-            Err(_) => {
-                // A file system without hard links: check, then rename.
-                if fs::symlink_metadata(&target).is_ok() {
-                    return Err(exists_error());
-                }
-                fs::rename(&temp.path, &target).map_err(failed)?;
-                temp.keep = true;
-            }
-        }
-    }
-    drop(temp);
-    File::open(dir).and_then(|d| d.sync_all()).map_err(failed)?;
-    Ok(ToolOutput {
-        content: format!("wrote {} bytes to {}", content.len(), target.display()),
-        truncated: false,
-    })
 }

@@ -75,6 +75,26 @@ async fn write_file_overwrites_when_asked_and_keeps_the_permissions() {
 }
 
 #[tokio::test]
+async fn write_file_never_keeps_setuid_setgid_or_sticky_bits() {
+    let t = Tree::new();
+    let path = t.root.join("hello.txt");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o7750)).unwrap();
+    assert_eq!(
+        fs::metadata(&path).unwrap().permissions().mode() & 0o7777,
+        0o7750
+    );
+    let args = json!({"path": path, "content": "new", "overwrite": true});
+    call(&WriteFile, &t.grant("write_file"), args)
+        .await
+        .unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), "new");
+    assert_eq!(
+        fs::metadata(&path).unwrap().permissions().mode() & 0o7777,
+        0o750
+    );
+}
+
+#[tokio::test]
 async fn write_file_refuses_dot_dot_and_symlink_escapes() {
     let t = Tree::new();
     symlink(&t.outside, t.root.join("linkdir")).unwrap();

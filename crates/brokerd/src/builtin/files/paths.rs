@@ -5,12 +5,14 @@
 //! part of it that exists (every symlink and `..` in it followed), then the parts that do not
 //! exist yet joined as they are (they hold no symlink, since they do not exist; a `..` among them
 //! is refused). The roots are canonicalized too, and the resolved path must be a root or lie
-//! under one ([`Path::starts_with`], whole components). So neither `..` nor a symlink inside a
+//! under one ([`Path::strip_prefix`], whole components). So neither `..` nor a symlink inside a
 //! root that points outside it can escape.
 //!
-//! What is left: a path is checked, then opened, so a process that can change the tree under a
-//! root between the two could swap a checked directory for a symlink. Only the agent's own
-//! tools write under the roots, one call at a time per file, so this is accepted for now.
+//! This check gives the refusal its message, and decides which root the path is under; it does
+//! not open anything. The result is the canonical root and the path relative to it, with no
+//! symlink and no `..` in it: the tools then open that relative path beneath a directory fd of
+//! the root with no symlink allowed (`super::beneath`), so a tree changed after this check
+//! (a checked directory swapped for a symlink) cannot lead the open outside.
 
 use crate::tool::ToolError;
 use std::ffi::OsStr;
@@ -22,10 +24,19 @@ pub(crate) const MAX_PATH_BYTES: usize = 4096;
 /// A path argument resolved and found under a root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Resolved {
-    /// The resolved path.
-    pub path: PathBuf,
+    /// The canonical root it is under.
+    pub root: PathBuf,
+    /// The resolved path relative to `root`: only normal components (empty for the root).
+    pub rel: PathBuf,
     /// How many of its last components do not exist (0: the path exists).
     pub missing: usize,
+}
+
+impl Resolved {
+    /// The whole resolved path.
+    pub(crate) fn path(&self) -> PathBuf {
+        self.root.join(&self.rel)
+    }
 }
 
 /// The `path` argument as an absolute path, or why it is not one.
@@ -55,27 +66,27 @@ pub(crate) fn absolute(arg: &str) -> Result<PathBuf, ToolError> {
 pub(crate) fn resolve_allowed(arg: &Path, roots: &[PathBuf]) -> Result<Resolved, ToolError> {
     let not_allowed =
         || ToolError::PathNotAllowed(format!("{} is outside the allowed paths", arg.display()));
-    let resolved = resolve(arg).ok_or_else(not_allowed)?;
-    let allowed = roots
+    let (path, missing) = resolve(arg).ok_or_else(not_allowed)?;
+    roots
         .iter()
         .filter_map(|root| std::fs::canonicalize(root).ok())
-        .any(|root| resolved.path.starts_with(root));
-    if allowed {
-        Ok(resolved)
-    } else {
-        Err(not_allowed())
-    }
+        .find_map(|root| {
+            let rel = path.strip_prefix(&root).ok()?.to_path_buf();
+            Some(Resolved { root, rel, missing })
+        })
+        .ok_or_else(not_allowed)
 }
 
-/// `arg` resolved as far as it exists; `None` when a part that does not exist is `..`.
-fn resolve(arg: &Path) -> Option<Resolved> {
+/// `arg` resolved as far as it exists, and how many of its last parts do not exist; `None` when
+/// a part that does not exist is `..`.
+fn resolve(arg: &Path) -> Option<(PathBuf, usize)> {
     let mut existing = arg;
     let mut rest: Vec<&OsStr> = Vec::new();
     loop {
         if let Ok(mut path) = std::fs::canonicalize(existing) {
             let missing = rest.len();
             path.extend(rest.iter().rev());
-            return Some(Resolved { path, missing });
+            return Some((path, missing));
         }
         // `file_name` is `None` for a path ending in `..` (and for `/`, which always resolves).
         rest.push(existing.file_name()?);
@@ -104,10 +115,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
         let r = resolve_allowed(&dir.path().join("a/b"), &[dir.path().to_path_buf()]).unwrap();
-        assert_eq!(r.path, root.join("a/b"));
-        assert_eq!(r.missing, 2);
+        assert_eq!(r.path(), root.join("a/b"));
+        assert_eq!(
+            (&r.root, r.rel.as_path(), r.missing),
+            (&root, Path::new("a/b"), 2)
+        );
         let r = resolve_allowed(dir.path(), &[dir.path().to_path_buf()]).unwrap();
-        assert_eq!((r.path, r.missing), (root, 0));
+        assert_eq!((r.path(), r.rel, r.missing), (root, PathBuf::new(), 0));
     }
 
     #[test]

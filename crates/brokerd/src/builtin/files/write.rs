@@ -1,0 +1,182 @@
+//! The work of `write_file`: every step relative to one fd of the target's directory, opened
+//! beneath the root ([`super::beneath`]), never by path.
+//!
+//! The content goes to a temporary file created in that directory with `O_CREAT | O_EXCL |
+//! O_NOFOLLOW`, which is synced and then renamed onto the target name (`renameat`, or
+//! `renameat2(RENAME_NOREPLACE)` without `overwrite`), in the same directory fd, which is synced
+//! last. A directory swapped for a symlink after the check makes the open of the directory fail
+//! (`PathNotAllowed`); once it is open, whatever is renamed in the tree, the file lands in that
+//! directory, which is under the root.
+//!
+//! **Permissions.** A new file gets `0o666` less the umask, as `open` gives it. An overwritten
+//! file keeps the old one's permission bits, but never setuid, setgid or sticky
+//! ([`KEPT_MODE_BITS`]): the temporary file is created with the old bits (less the umask, so it
+//! is never more open than the old file while it fills) and set to them exactly once written.
+//!
+//! **Links.** The new file never has a second name: the temporary name is renamed, not linked
+//! (the hard-link fallback, for a file system without `RENAME_NOREPLACE`, removes the temporary
+//! name right after), so what brokerd writes is never refused by `read_file`'s hard-link rule
+//! once the call has returned. Overwriting a target with other hard links replaces the name
+//! only: its other names keep the old content.
+
+use super::beneath::{self, Root};
+use super::io_failed;
+use super::paths::{self, Resolved};
+use crate::tool::{ToolError, ToolOutput};
+use rustix::fs::{
+    AtFlags, FileType, Mode, OFlags, RenameFlags, fchmod, linkat, openat, renameat, renameat_with,
+    statat, unlinkat,
+};
+use rustix::io::Errno;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The permission bits a written file may keep from the one it replaces: read, write and
+/// execute for owner, group and others; never setuid (`0o4000`), setgid (`0o2000`) or sticky
+/// (`0o1000`).
+pub(crate) const KEPT_MODE_BITS: u32 = 0o777;
+
+/// The permission bits of a new file, before the umask.
+const NEW_FILE_MODE: u32 = 0o666;
+
+/// Numbers the temporary files of this process's writes.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A temporary name in a directory, removed when dropped unless it was renamed away.
+struct TempName<'a> {
+    dir: BorrowedFd<'a>,
+    name: String,
+    keep: bool,
+}
+
+impl Drop for TempName<'_> {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = unlinkat(self.dir, self.name.as_str(), AtFlags::empty());
+        }
+    }
+}
+
+/// `write_file`'s work.
+pub(crate) fn write_file(
+    arg: &Path,
+    roots: &[PathBuf],
+    content: &str,
+    overwrite: bool,
+) -> Result<ToolOutput, ToolError> {
+    let resolved = paths::resolve_allowed(arg, roots)?;
+    let failed = |e: Errno| io_failed("write", arg, &e.into());
+    let exists_error = || {
+        ToolError::Failed(format!(
+            "{} already exists; pass \"overwrite\": true to replace it",
+            arg.display()
+        ))
+    };
+    if resolved.missing > 1 {
+        return Err(ToolError::Failed(format!(
+            "cannot write {}: its directory does not exist",
+            arg.display()
+        )));
+    }
+    let not_a_file = || {
+        ToolError::Failed(format!(
+            "{} exists and is not a regular file",
+            arg.display()
+        ))
+    };
+    let Resolved { root, rel, missing } = &resolved;
+    // An empty `rel` is the root itself: a directory.
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return Err(not_a_file());
+    };
+    let open_failed = |e| beneath::open_failed("write", arg, e);
+    let root = Root::open(root).map_err(open_failed)?;
+    let dir = root
+        .open_at(parent, OFlags::RDONLY | OFlags::DIRECTORY)
+        .map_err(open_failed)?;
+    let old_mode = if *missing == 0 {
+        let stat = statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(failed)?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => {}
+            // The check followed every symlink, so one here was put in since.
+            FileType::Symlink => return Err(open_failed(Errno::LOOP)),
+            _ => return Err(not_a_file()),
+        }
+        if !overwrite {
+            return Err(exists_error());
+        }
+        Some(stat.st_mode & KEPT_MODE_BITS)
+    } else {
+        None
+    };
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut temp = TempName {
+        dir: dir.as_fd(),
+        name: format!(".brokerd-write-{}-{n}.tmp", std::process::id()),
+        keep: false,
+    };
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mode = Mode::from_raw_mode(old_mode.unwrap_or(NEW_FILE_MODE));
+    let file: OwnedFd = openat(&dir, temp.name.as_str(), flags, mode).map_err(failed)?;
+    let mut file = File::from(file);
+    file.write_all(content.as_bytes())
+        .map_err(|e| io_failed("write", arg, &e))?;
+    if let Some(bits) = old_mode {
+        fchmod(&file, Mode::from_raw_mode(bits)).map_err(failed)?;
+    }
+    file.sync_all().map_err(|e| io_failed("write", arg, &e))?;
+    drop(file);
+    if !put_in_place(&mut temp, name, overwrite).map_err(failed)? {
+        return Err(exists_error());
+    }
+    drop(temp);
+    rustix::fs::fsync(&dir).map_err(failed)?;
+    Ok(ToolOutput {
+        content: format!(
+            "wrote {} bytes to {}",
+            content.len(),
+            resolved.path().display()
+        ),
+        truncated: false,
+    })
+}
+
+/// Moves the temporary file onto `name` in its directory: over what is there with `overwrite`,
+/// otherwise only if the name is free, atomically (`Ok(false)`: the name is taken).
+fn put_in_place(temp: &mut TempName<'_>, name: &OsStr, overwrite: bool) -> Result<bool, Errno> {
+    let dir = temp.dir;
+    if overwrite {
+        renameat(dir, temp.name.as_str(), dir, name)?;
+        temp.keep = true;
+        return Ok(true);
+    }
+    match renameat_with(dir, temp.name.as_str(), dir, name, RenameFlags::NOREPLACE) {
+        Ok(()) => {
+            temp.keep = true;
+            return Ok(true);
+        }
+        Err(Errno::EXIST) => return Ok(false),
+        // A file system without `RENAME_NOREPLACE`: on to a hard link.
+        Err(Errno::INVAL) => {}
+        Err(e) => return Err(e),
+    }
+    // A hard link refuses an existing name atomically too; the temporary name goes when `temp`
+    // drops, so the file is left with one link.
+    match linkat(dir, temp.name.as_str(), dir, name, AtFlags::empty()) {
+        Ok(()) => Ok(true),
+        Err(Errno::EXIST) => Ok(false),
+        Err(_) => {
+            // Nor hard links: check, then rename.
+            if statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+                return Ok(false);
+            }
+            renameat(dir, temp.name.as_str(), dir, name)?;
+            temp.keep = true;
+            Ok(true)
+        }
+    }
+}
