@@ -27,6 +27,17 @@ impl HttpFetchSettings {
             } else if name.contains(['/', ':', '*', '?', '[', ']', '@']) {
                 p.push(&key, "a host name only, without scheme, port, path or glob");
             }
+            if let Some(same) = self
+                .resolve
+                .keys()
+                .take_while(|other| *other != name)
+                .find(|other| other.eq_ignore_ascii_case(name))
+            {
+                p.push(
+                    &key,
+                    format!("names the same host as {same:?} (names match case-insensitively)"),
+                );
+            }
             p.check(
                 !addresses.is_empty(),
                 &key,

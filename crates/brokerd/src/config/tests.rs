@@ -247,7 +247,7 @@ fn config_http_fetch_reach_checks_name_their_keys() {
          [[grants]]\ntool = \"http_fetch\"\nhosts = [\"a.test\"]\nports = []\n\
          [[grants]]\ntool = \"echo\"\nports = [80]\nnetworks = [\"10.0.0.0/8\"]\n\
          [http_fetch.resolve]\n\"evil.test\" = []\n\"127.0.0.1\" = [\"10.0.0.1\"]\n\
-         \"a.test:80\" = [\"10.0.0.1\"]\n",
+         \"a.test:80\" = [\"10.0.0.1\"]\n\"Dup.test\" = [\"10.0.0.1\"]\n\"dup.test\" = [\"10.0.0.2\"]\n",
     );
     assert_eq!(
         keys(&found),
@@ -262,6 +262,7 @@ fn config_http_fetch_reach_checks_name_their_keys() {
             "grants[2].networks",
             "http_fetch.resolve.\"127.0.0.1\"",
             "http_fetch.resolve.\"a.test:80\"",
+            "http_fetch.resolve.\"dup.test\"",
             "http_fetch.resolve.\"evil.test\"",
         ],
         "{found:?}"
