@@ -60,7 +60,8 @@ fn an_untrusted_child_makes_the_parent_untrusted_and_brokerd_denies_its_write() 
         &config,
         format!(
             "socket = {socket:?}\nstate_dir = {:?}\n\
-             [[grants]]\ntool = \"http_fetch\"\nsessions = [\"sub-*\"]\nhosts = [\"127.0.0.1\"]\n\
+             [[grants]]\ntool = \"http_fetch\"\nsessions = [\"sub-*\"]\nhosts = [\"127.0.0.1:{port}\"]\n\
+             networks = [\"127.0.0.0/8\"]\n\
              [[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\n",
             dir.path().join("brokerd-state")
         ),

@@ -51,7 +51,7 @@ async fn serve_with(
     audit: &Arc<AuditLog>,
     mcp: &Arc<McpServers>,
 ) -> anyhow::Result<()> {
-    let tools = build_tools(mcp)?;
+    let tools = build_tools(cfg, mcp)?;
     let broker = Arc::new(Broker::new(cfg, tools, Arc::clone(audit))?);
     let options = ServerOptions::from_config(cfg)?;
     let listener = bind_socket(&cfg.socket, options.allowed_gid)
@@ -70,10 +70,10 @@ async fn serve_with(
     Ok(())
 }
 
-/// The tools this brokerd offers: the built-ins, and each `[[mcp]]` server's tools (as
-/// `<prefix>_<tool>`), which follow the servers as they restart.
-fn build_tools(mcp: &Arc<McpServers>) -> anyhow::Result<ToolSet> {
-    let mut tools = ToolSet::with_builtins()?;
+/// The tools this brokerd offers: the built-ins (as `cfg` sets them up), and each `[[mcp]]`
+/// server's tools (as `<prefix>_<tool>`), which follow the servers as they restart.
+fn build_tools(cfg: &Config, mcp: &Arc<McpServers>) -> anyhow::Result<ToolSet> {
+    let mut tools = ToolSet::with_builtins_from(cfg)?;
     tools.add_source(Arc::clone(mcp) as Arc<dyn ToolSource>);
     Ok(tools)
 }

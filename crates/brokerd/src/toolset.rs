@@ -7,6 +7,7 @@
 //! that is in neither is denied `UnknownTool`.
 
 use crate::builtin;
+use crate::config::Config;
 use crate::tool::Tool;
 use proto::{CatalogueTool, ToolSchema};
 use std::collections::BTreeMap;
@@ -75,8 +76,13 @@ impl ToolSet {
 
     /// The built-in tools ([`builtin::all`]).
     pub fn with_builtins() -> Result<ToolSet, ToolSetError> {
+        ToolSet::with_builtins_from(&Config::default())
+    }
+
+    /// The built-in tools as `cfg` sets them up (`[http_fetch]`).
+    pub fn with_builtins_from(cfg: &Config) -> Result<ToolSet, ToolSetError> {
         let mut set = ToolSet::new();
-        for tool in builtin::all() {
+        for tool in builtin::all_with(&cfg.http_fetch) {
             set.insert(tool)?;
         }
         Ok(set)

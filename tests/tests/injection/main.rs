@@ -4,4 +4,5 @@
 //! module is one attack; each test fails if the attack gets through.
 
 mod common;
+mod internal_address;
 mod weather_page;

@@ -45,7 +45,8 @@ fn an_injected_page_cannot_make_the_agent_leak_write_or_wander() {
     std::fs::write(&secret_path, format!("the token is {SECRET}\n")).unwrap();
     let out_path = out.join("pwned.txt");
     let grants = format!(
-        "[[grants]]\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1\"]\n\
+        "[[grants]]\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1\"]\nports = [{port}]\n\
+         networks = [\"127.0.0.0/8\"]\n\
          [[grants]]\ntool = \"read_file\"\npaths = [{files:?}]\n\
          [[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\n"
     );

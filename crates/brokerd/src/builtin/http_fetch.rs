@@ -1,14 +1,28 @@
-//! `http_fetch {url}`: GET one web page, within the grant's host allow-list.
+//! `http_fetch {url}`: GET one web page, within what the grant lets it reach.
 //!
 //! - **GET only**: the tool takes a URL and nothing else, so a model cannot choose a method,
 //!   headers or a body.
 //! - **`http://` and `https://`**: HTTPS through rustls (the `ring` provider) with Mozilla's root
 //!   certificates (`webpki-roots`); no client certificates, no cookies, no proxy.
-//! - **Host allow-list**: the URL's host must match one of the grant's `hosts` globs
-//!   (case-insensitive), checked before anything is resolved or connected to; otherwise
-//!   [`ToolError::HostNotAllowed`] naming the host. Every redirect hop is checked the same way.
+//! - **Reach** ([`allowed`]), checked on every hop, redirects included, in this order:
+//!   1. the URL's host must match one of the grant's `hosts` globs (case-insensitive), and its
+//!      port must be the entry's own port, or one of the grant's `ports` (80 and 443 unless it
+//!      says) for an entry without one; otherwise [`ToolError::HostNotAllowed`]. Nothing is
+//!      resolved or connected to before this passes.
+//!   2. the host is resolved once ([`resolve`]: an IP literal, `[http_fetch] resolve`, or the
+//!      system resolver), and every address that is not global ([`address`]: loopback,
+//!      private, link-local, unique-local, multicast, unspecified, ..., IPv4 carried in IPv6
+//!      judged by its IPv4 address) is dropped unless one of the grant's `networks` holds it.
+//!      No address left is `HostNotAllowed`.
+//!   3. the connection goes to the addresses that passed, in order, and to no other: the name
+//!      is never resolved again for it (no DNS rebinding between check and connect). The
+//!      `Host` header and the TLS server name stay the URL's.
 //! - **Redirects** (301, 302, 303, 307, 308 with a `Location`) are followed up to
-//!   [`MAX_REDIRECTS`] times, each as a new GET.
+//!   [`MAX_REDIRECTS`] times, each as a new GET checked like the first.
+//! - **No echo**: error text is brokerd's own words, status numbers, and the URL the model
+//!   asked for. What a remote server chose (a `Location`, the host or URL it points to, a
+//!   certificate's names, a body) is never quoted: a refused redirect is "redirect to a host
+//!   outside the grant", a later hop is "redirect N from <the model's URL>".
 //! - **Caps**: the body is read up to the call's `result_cap_bytes` and no further (`truncated`),
 //!   and the whole call, every hop included, is bounded by its `timeout_ms`.
 //! - **Result**: the final response's body as text (invalid UTF-8 as U+FFFD); a status other
@@ -19,12 +33,17 @@
 //! see `GrantDefaults`. Labelling and `neutralise` are brokerd's and loopd's work, not this
 //! tool's.
 
+mod address;
+mod allowed;
+mod resolve;
 mod target;
 
 pub use target::MAX_URL_BYTES;
 
 use super::files::{args, text};
+use crate::config::HttpFetchSettings;
 use crate::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
+use allowed::{Allowed, Refusal};
 use args::{Kind, Param};
 use bytes::Bytes;
 use http::header::{ACCEPT, HOST, LOCATION, USER_AGENT};
@@ -33,10 +52,12 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use proto::ToolSchema;
+use resolve::Resolver;
 use rustls::pki_types::ServerName;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use target::{HostList, Scheme, Target};
+use target::{Scheme, Target};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
@@ -63,6 +84,8 @@ pub struct HttpFetch {
     /// on the first `https://` fetch: the root store costs memory that a box which never
     /// fetches over https should not pay.
     tls: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
+    /// How hosts become addresses (`[http_fetch] resolve`, then the system resolver).
+    resolver: Resolver,
 }
 
 impl Default for HttpFetch {
@@ -77,6 +100,7 @@ impl HttpFetch {
         HttpFetch {
             roots: None,
             tls: std::sync::OnceLock::new(),
+            resolver: Resolver::default(),
         }
     }
 
@@ -85,6 +109,15 @@ impl HttpFetch {
         HttpFetch {
             roots: Some(roots),
             tls: std::sync::OnceLock::new(),
+            resolver: Resolver::default(),
+        }
+    }
+
+    /// This tool with `[http_fetch]`'s settings (the names it resolves itself).
+    pub fn with_settings(self, settings: &HttpFetchSettings) -> HttpFetch {
+        HttpFetch {
+            resolver: Resolver::new(settings),
+            ..self
         }
     }
 
@@ -102,68 +135,151 @@ impl HttpFetch {
 
     /// The whole call after its arguments were checked, without the time limit.
     async fn fetch(&self, url: &str, ctx: CallContext<'_>) -> Result<ToolOutput, ToolError> {
-        let hosts = HostList::new(&ctx.grant.hosts).map_err(ToolError::Failed)?;
-        let mut target = Target::parse(url).map_err(ToolError::InvalidArguments)?;
+        let allowed = Allowed::new(ctx.grant).map_err(ToolError::Failed)?;
+        let first = Target::parse(url).map_err(ToolError::InvalidArguments)?;
+        let mut target = first.clone();
         let mut redirects = 0;
         loop {
-            if !hosts.allows(&target.host) {
-                return Err(ToolError::HostNotAllowed(if redirects == 0 {
-                    format!("host {} is not one this grant allows", target.host)
-                } else {
-                    format!(
-                        "redirected to host {}, which is not one this grant allows",
-                        target.host
-                    )
-                }));
-            }
-            let exchange = self.get(&target).await?;
+            let hop = Hop {
+                first: &first,
+                redirects,
+            };
+            let addresses = self.admit(&allowed, &target, hop).await?;
+            let exchange = self.get(&target, &addresses, hop).await?;
             let status = exchange.response.status();
             if let Some(location) = redirect_location(&exchange.response) {
                 if redirects == MAX_REDIRECTS {
                     return Err(ToolError::Failed(format!(
-                        "stopped after {MAX_REDIRECTS} redirects: {} redirects again",
-                        target.url()
+                        "stopped after {MAX_REDIRECTS} redirects from {}",
+                        first.url()
                     )));
                 }
                 redirects += 1;
-                target = target.join(&location).map_err(|e| {
-                    ToolError::Failed(format!("{} redirects to a bad URL: {e}", target.url()))
+                // The Location is the server's text: say what is wrong with it, never it.
+                target = target.join(&location).map_err(|_| {
+                    ToolError::Failed(format!(
+                        "{} redirects to a URL that cannot be fetched (not an absolute or \
+                         relative http(s) URL, longer than {MAX_URL_BYTES} bytes, or with \
+                         user information)",
+                        hop.url()
+                    ))
                 })?;
                 continue;
             }
             if !status.is_success() {
                 return Err(ToolError::Failed(format!(
                     "{} answered HTTP {status}",
-                    target.url()
+                    hop.url()
                 )));
             }
-            return read_body(exchange, &target, ctx.result_cap_bytes).await;
+            return read_body(exchange, hop, ctx.result_cap_bytes).await;
         }
     }
 
-    /// Connects to `target` and sends it a GET.
-    async fn get(&self, target: &Target) -> Result<Exchange, ToolError> {
-        let tcp = TcpStream::connect((target.host.as_str(), target.port))
+    /// Checks `target` against the grant (name and port, then the addresses it resolves to)
+    /// and gives the addresses that may be connected to; resolves it once.
+    async fn admit(
+        &self,
+        allowed: &Allowed,
+        target: &Target,
+        hop: Hop<'_>,
+    ) -> Result<Vec<SocketAddr>, ToolError> {
+        let refuse = |refusal: Refusal| {
+            ToolError::HostNotAllowed(if hop.redirects == 0 {
+                refusal.first_hop(target)
+            } else {
+                refusal.redirect()
+            })
+        };
+        allowed.check_name(target).map_err(refuse)?;
+        let resolved = self
+            .resolver
+            .resolve(&target.host, target.port)
             .await
-            .map_err(|e| {
-                ToolError::Failed(format!("cannot connect to {}: {e}", target.authority))
-            })?;
+            .map_err(|e| ToolError::Failed(format!("cannot resolve {}: {e}", hop.host())))?;
+        let addresses = allowed.check_addresses(&resolved).map_err(refuse)?;
+        if addresses.is_empty() {
+            return Err(ToolError::Failed(format!(
+                "{} has no addresses",
+                hop.host()
+            )));
+        }
+        Ok(addresses)
+    }
+
+    /// Connects to the first of `addresses` that answers and sends it a GET for `target`.
+    async fn get(
+        &self,
+        target: &Target,
+        addresses: &[SocketAddr],
+        hop: Hop<'_>,
+    ) -> Result<Exchange, ToolError> {
+        let tcp = TcpStream::connect(addresses)
+            .await
+            .map_err(|e| ToolError::Failed(format!("cannot connect to {}: {e}", hop.host())))?;
         match target.scheme {
-            Scheme::Http => send(TokioIo::new(tcp), target).await,
+            Scheme::Http => send(TokioIo::new(tcp), target, hop).await,
             Scheme::Https => {
                 let config = self.tls().map_err(ToolError::Failed)?;
-                let name = ServerName::try_from(target.host.clone()).map_err(|e| {
-                    ToolError::Failed(format!("{} is not a TLS server name: {e}", target.host))
+                let name = ServerName::try_from(target.host.clone()).map_err(|_| {
+                    ToolError::Failed(format!("{} is not a TLS server name", hop.host()))
                 })?;
                 let tls = tokio_rustls::TlsConnector::from(config)
                     .connect(name, tcp)
                     .await
                     .map_err(|e| {
-                        ToolError::Failed(format!("TLS with {} failed: {e}", target.authority))
+                        ToolError::Failed(format!(
+                            "TLS with {} failed: {}",
+                            hop.host(),
+                            tls_why(&e)
+                        ))
                     })?;
-                send(TokioIo::new(tls), target).await
+                send(TokioIo::new(tls), target, hop).await
             }
         }
+    }
+}
+
+/// Which hop of a call a message is about, named in words the model gave: the model's URL,
+/// or "redirect N from" it (a redirect's target came from the remote server).
+#[derive(Debug, Clone, Copy)]
+struct Hop<'a> {
+    /// The URL the model asked for.
+    first: &'a Target,
+    /// How many redirects led here (0: the model's URL itself).
+    redirects: usize,
+}
+
+impl Hop<'_> {
+    /// The URL of this hop, for messages.
+    fn url(&self) -> String {
+        match self.redirects {
+            0 => self.first.url(),
+            n => format!("redirect {n} from {}", self.first.url()),
+        }
+    }
+
+    /// The host of this hop, for messages.
+    fn host(&self) -> String {
+        match self.redirects {
+            0 => self.first.authority.clone(),
+            n => format!("the host of redirect {n} from {}", self.first.url()),
+        }
+    }
+}
+
+/// Why a TLS handshake failed, in rustls' words, except a certificate's problem, whose text
+/// may quote the names the server's certificate holds: that is only said to be rejected.
+fn tls_why(e: &std::io::Error) -> String {
+    match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(rustls::Error::InvalidCertificate(_)) => {
+            "the server's certificate was not accepted".to_string()
+        }
+        Some(other) => other.to_string(),
+        None => e.kind().to_string(),
     }
 }
 
@@ -217,12 +333,13 @@ impl Drop for AbortOnDrop {
 }
 
 /// Sends a GET for `target` over `io` (HTTP/1.1).
-async fn send<T>(io: T, target: &Target) -> Result<Exchange, ToolError>
+async fn send<T>(io: T, target: &Target, hop: Hop<'_>) -> Result<Exchange, ToolError>
 where
     T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
+    // hyper's message is its own words (its Display leaves out the cause).
     let failed =
-        |e: hyper::Error| ToolError::Failed(format!("the request to {} failed: {e}", target.url()));
+        |e: hyper::Error| ToolError::Failed(format!("the request to {} failed: {e}", hop.url()));
     let (mut sender, connection) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(io)
         .await
         .map_err(failed)?;
@@ -234,9 +351,7 @@ where
         .header(USER_AGENT, AGENT)
         .header(ACCEPT, "*/*")
         .body(Empty::new())
-        .map_err(|e| {
-            ToolError::Failed(format!("cannot build a request for {}: {e}", target.url()))
-        })?;
+        .map_err(|_| ToolError::Failed(format!("cannot build a request for {}", hop.url())))?;
     let response = sender.send_request(request).await.map_err(failed)?;
     Ok(Exchange {
         response,
@@ -259,11 +374,7 @@ fn redirect_location(response: &Response<Incoming>) -> Option<String> {
 }
 
 /// Reads the body of `exchange` up to `cap` bytes (one more, to know it goes on) as text.
-async fn read_body(
-    exchange: Exchange,
-    target: &Target,
-    cap: usize,
-) -> Result<ToolOutput, ToolError> {
+async fn read_body(exchange: Exchange, hop: Hop<'_>, cap: usize) -> Result<ToolOutput, ToolError> {
     let limit = cap.saturating_add(1);
     let mut body = exchange.response.into_body();
     let mut bytes: Vec<u8> = Vec::new();
@@ -272,7 +383,7 @@ async fn read_body(
             break;
         };
         let frame = frame.map_err(|e| {
-            ToolError::Failed(format!("reading the body of {} failed: {e}", target.url()))
+            ToolError::Failed(format!("reading the body of {} failed: {e}", hop.url()))
         })?;
         if let Ok(data) = frame.into_data() {
             let room = limit - bytes.len();

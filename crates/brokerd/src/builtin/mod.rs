@@ -8,6 +8,7 @@
 pub mod files;
 pub mod http_fetch;
 
+use crate::config::HttpFetchSettings;
 use crate::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
 use proto::ToolSchema;
 use serde_json::{Value, json};
@@ -19,15 +20,20 @@ pub const CLOCK: &str = "clock";
 pub const ECHO: &str = "echo";
 
 /// Every built-in tool, for [`crate::ToolSet::with_builtins`]: `clock`, `echo`, `read_file`,
-/// `list_dir`, `write_file`, `http_fetch`.
+/// `list_dir`, `write_file`, `http_fetch` (with no `[http_fetch]` settings).
 pub fn all() -> Vec<Arc<dyn Tool>> {
+    all_with(&HttpFetchSettings::default())
+}
+
+/// [`all`], `http_fetch` with `http_fetch_settings` (`[http_fetch]`).
+pub fn all_with(http_fetch_settings: &HttpFetchSettings) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(Clock),
         Arc::new(Echo),
         Arc::new(files::ReadFile),
         Arc::new(files::ListDir),
         Arc::new(files::WriteFile),
-        Arc::new(http_fetch::HttpFetch::new()),
+        Arc::new(http_fetch::HttpFetch::new().with_settings(http_fetch_settings)),
     ]
 }
 

@@ -1,6 +1,7 @@
 //! `[[grants]]`: which session may call which tool, within which limits, and how its results
 //! are labelled.
 
+use super::reach::DEFAULT_PORTS;
 use bxconfig::Problems;
 use bxcore::DataClass;
 use serde::{Deserialize, Serialize};
@@ -91,8 +92,17 @@ pub struct Grant {
     pub sessions: Vec<String>,
     /// For file tools: the roots the path arguments must lie under (absolute).
     pub paths: Vec<PathBuf>,
-    /// For `http_fetch`: globs over the host names it may reach (`*.example.org`).
+    /// For `http_fetch`: globs over the host names it may reach (`*.example.org`), each
+    /// optionally with the one port it allows (`example.org:8080`, `http://example.org:8080`).
     pub hosts: Vec<String>,
+    /// For `http_fetch`: the ports a `hosts` entry without a port may be fetched on
+    /// ([`DEFAULT_PORTS`] when the grant does not say).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u16>,
+    /// For `http_fetch`: networks (CIDR) of non-global addresses (loopback, private, ...) it
+    /// may connect to anyway; any other non-global address is refused.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<String>,
     /// The class the tool's results are labelled with.
     pub result_class: DataClass,
     /// Whether the tool's results are labelled untrusted.
@@ -117,6 +127,9 @@ struct RawGrant {
     paths: Vec<PathBuf>,
     #[serde(default)]
     hosts: Vec<String>,
+    ports: Option<Vec<u16>>,
+    #[serde(default)]
+    networks: Vec<String>,
     result_class: Option<DataClass>,
     result_untrusted: Option<bool>,
     max_context_class: Option<DataClass>,
@@ -131,6 +144,15 @@ fn every_session() -> Vec<String> {
 impl From<RawGrant> for Grant {
     fn from(raw: RawGrant) -> Grant {
         let d = GrantDefaults::for_tool(&raw.tool);
+        // Only a tool that takes hosts gets the default ports, so a grant of another tool
+        // that lists none stays free of them (and the check can refuse any it lists).
+        let ports = raw.ports.unwrap_or_else(|| {
+            if HOST_TOOLS.contains(&raw.tool.as_str()) {
+                DEFAULT_PORTS.to_vec()
+            } else {
+                Vec::new()
+            }
+        });
         Grant {
             result_class: raw.result_class.unwrap_or(d.result_class),
             result_untrusted: raw.result_untrusted.unwrap_or(d.result_untrusted),
@@ -140,6 +162,8 @@ impl From<RawGrant> for Grant {
             sessions: raw.sessions,
             paths: raw.paths,
             hosts: raw.hosts,
+            ports,
+            networks: raw.networks,
             max_calls_per_turn: raw.max_calls_per_turn,
         }
     }
@@ -198,36 +222,15 @@ impl Grant {
         for (j, root) in self.paths.iter().enumerate() {
             p.absolute_path(&format!("grants[{i}].paths[{j}]"), root);
         }
-        let is_host_tool = HOST_TOOLS.contains(&tool);
-        if is_host_tool {
-            p.check(
-                !self.hosts.is_empty(),
-                key("hosts"),
-                format!(
-                    "{tool} needs at least one host glob: with none, every call would be denied"
-                ),
-            );
-        } else {
-            p.check(
-                self.hosts.is_empty(),
-                key("hosts"),
-                format!(
-                    "only {} take hosts; {tool} cannot be limited by them",
-                    HOST_TOOLS.join(", ")
-                ),
-            );
-        }
-        for (j, host) in self.hosts.iter().enumerate() {
-            let host_key = format!("grants[{i}].hosts[{j}]");
-            if host.contains("://") || host.contains('/') {
-                p.push(
-                    &host_key,
-                    format!("a host name or glob, not a URL: {host:?}"),
-                );
-            } else {
-                check_glob(&host_key, host, p);
-            }
-        }
+        super::reach::check(
+            i,
+            tool,
+            HOST_TOOLS.contains(&tool),
+            &self.hosts,
+            &self.ports,
+            &self.networks,
+            p,
+        );
         if let Some(n) = self.max_calls_per_turn {
             p.at_least(&key("max_calls_per_turn"), n, 1);
         }
@@ -242,7 +245,7 @@ fn mcp_tool_of(tool: &str, prefix: &str) -> bool {
 }
 
 /// A glob must not be empty and must parse (`globset` syntax).
-fn check_glob(key: &str, glob: &str, p: &mut Problems) {
+pub(super) fn check_glob(key: &str, glob: &str, p: &mut Problems) {
     if glob.trim().is_empty() {
         p.push(key, "must not be empty");
     } else if let Err(e) = globset::Glob::new(glob) {

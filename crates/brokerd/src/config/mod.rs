@@ -5,13 +5,17 @@
 //! denied. `docs/config.md` lists every key and the grant defaults.
 
 mod grant;
+mod http_fetch;
 mod mcp;
+mod reach;
 
 #[cfg(test)]
 mod tests;
 
 pub use grant::{BUILTIN_TOOLS, Grant, GrantDefaults, HOST_TOOLS, PATH_TOOLS, WhenUntrusted};
+pub use http_fetch::HttpFetchSettings;
 pub use mcp::McpServer;
+pub use reach::{DEFAULT_PORTS, HostEntry, parse_network};
 
 use bxconfig::{LogConfig, Problem, Problems, Validate};
 use serde::{Deserialize, Serialize};
@@ -40,6 +44,8 @@ pub struct Config {
     pub grants: Vec<Grant>,
     /// `[[mcp]]`: external tool servers.
     pub mcp: Vec<McpServer>,
+    /// `[http_fetch]`: settings of the `http_fetch` tool (a resolver override).
+    pub http_fetch: HttpFetchSettings,
 }
 
 impl Default for Config {
@@ -52,6 +58,7 @@ impl Default for Config {
             log: LogConfig::default(),
             grants: Vec::new(),
             mcp: Vec::new(),
+            http_fetch: HttpFetchSettings::default(),
         }
     }
 }
@@ -108,6 +115,7 @@ impl Validate for Config {
                 );
             }
         }
+        self.http_fetch.check(&mut p);
         p.finish()
     }
 }

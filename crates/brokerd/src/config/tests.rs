@@ -162,7 +162,7 @@ fn config_grant_checks() {
         "[[grants]]\ntool = \"\"\n\
          [[grants]]\ntool = \"call_tool\"\n\
          [[grants]]\ntool = \"read_file\"\nsessions = [\"[\"]\npaths = [\"rel/dir\", \"/a/../b\"]\n\
-         [[grants]]\ntool = \"http_fetch\"\nhosts = [\"https://example.org/\"]\n\
+         [[grants]]\ntool = \"http_fetch\"\nhosts = [\"https://example.org/path\"]\n\
          [[grants]]\ntool = \"echo\"\nsessions = []\nhosts = [\"x\"]\npaths = [\"/x\"]\nmax_calls_per_turn = 0\n\
          [[grants]]\ntool = \"list_dir\"\n\
          [[grants]]\ntool = \"nope_x\"\n",
@@ -254,4 +254,67 @@ fn config_resolved_toml_shows_the_effective_grant_defaults() {
         back,
         valid("[[grants]]\ntool = \"http_fetch\"\nhosts = [\"example.org\"]\n")
     );
+}
+
+#[test]
+fn config_http_fetch_reach_checks_name_their_keys() {
+    let found = invalid(
+        "[[grants]]\ntool = \"http_fetch\"\nhosts = [\"example.org:0\", \"ftp://x\"]\n\
+         ports = [443, 0]\nnetworks = [\"127.0.0.0/8\", \"localhost\", \"10.0.0.0/33\"]\n\
+         [[grants]]\ntool = \"http_fetch\"\nhosts = [\"a.test\"]\nports = []\n\
+         [[grants]]\ntool = \"echo\"\nports = [80]\nnetworks = [\"10.0.0.0/8\"]\n\
+         [http_fetch.resolve]\n\"evil.test\" = []\n\"127.0.0.1\" = [\"10.0.0.1\"]\n\
+         \"a.test:80\" = [\"10.0.0.1\"]\n\"Dup.test\" = [\"10.0.0.1\"]\n\"dup.test\" = [\"10.0.0.2\"]\n",
+    );
+    assert_eq!(
+        keys(&found),
+        [
+            "grants[0].hosts[0]",
+            "grants[0].hosts[1]",
+            "grants[0].ports[1]",
+            "grants[0].networks[1]",
+            "grants[0].networks[2]",
+            "grants[1].ports",
+            "grants[2].ports",
+            "grants[2].networks",
+            "http_fetch.resolve.\"127.0.0.1\"",
+            "http_fetch.resolve.\"a.test:80\"",
+            "http_fetch.resolve.\"dup.test\"",
+            "http_fetch.resolve.\"evil.test\"",
+        ],
+        "{found:?}"
+    );
+    let networks = &found[3].message;
+    assert!(networks.contains("CIDR"), "{networks}");
+}
+
+#[test]
+fn config_http_fetch_grants_default_to_ports_80_and_443_and_take_urls_and_networks() {
+    let text = "[[grants]]\ntool = \"http_fetch\"\n\
+         hosts = [\"*.example.org\", \"example.org:8080\", \"https://api.test\", \"[::1]:81\"]\n\
+         networks = [\"127.0.0.0/8\", \"::1\"]\n\
+         [[grants]]\ntool = \"http_fetch\"\nhosts = [\"a.test\"]\nports = [8443]\n\
+         [[grants]]\ntool = \"echo\"\n\
+         [http_fetch.resolve]\n\"Weather.test\" = [\"127.0.0.1\", \"::1\"]\n";
+    let cfg = valid(text);
+    assert_eq!(cfg.grants[0].ports, DEFAULT_PORTS);
+    assert_eq!(cfg.grants[0].networks, ["127.0.0.0/8", "::1"]);
+    assert_eq!(cfg.grants[1].ports, [8443]);
+    assert!(cfg.grants[2].ports.is_empty());
+    assert_eq!(
+        cfg.http_fetch.resolve["Weather.test"],
+        [
+            "127.0.0.1".parse::<std::net::IpAddr>().unwrap(),
+            "::1".parse().unwrap()
+        ]
+    );
+    // --check-config shows the effective ports, and what it prints loads back the same.
+    let f = file(text);
+    let bxconfig::CheckOutcome::Valid(resolved) =
+        bxconfig::check_config::<Config>(&Loader::new(f.path(), ENV_PREFIX))
+    else {
+        panic!("should be valid");
+    };
+    assert!(resolved.contains("ports = [80, 443]"), "{resolved}");
+    assert_eq!(valid(&resolved), cfg);
 }

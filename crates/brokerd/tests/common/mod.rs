@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use brokerd::audit::AuditLog;
-use brokerd::config::{Config, Grant, GrantDefaults, Limits};
+use brokerd::config::{Config, DEFAULT_PORTS, Grant, GrantDefaults, HOST_TOOLS, Limits};
 use brokerd::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
 use brokerd::{Broker, ToolSet};
 use bxcore::{CallId, DataClass, Labels, SessionId};
@@ -31,6 +31,12 @@ pub fn grant(tool: &str, sessions: &[&str]) -> Grant {
         sessions: sessions.iter().map(|s| s.to_string()).collect(),
         paths: Vec::new(),
         hosts: Vec::new(),
+        ports: if HOST_TOOLS.contains(&tool) {
+            DEFAULT_PORTS.to_vec()
+        } else {
+            Vec::new()
+        },
+        networks: Vec::new(),
         result_class: d.result_class,
         result_untrusted: d.result_untrusted,
         max_context_class: d.max_context_class,

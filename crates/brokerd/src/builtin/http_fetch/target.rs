@@ -1,7 +1,6 @@
-//! What `http_fetch` fetches: a URL taken apart ([`Target`]), a redirect's `Location` resolved
-//! against it, and the grant's host allow-list ([`HostList`]).
+//! What `http_fetch` fetches: a URL taken apart ([`Target`]), and a redirect's `Location`
+//! resolved against it.
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use http::Uri;
 
 /// The longest URL `http_fetch` takes (and follows in a redirect), in bytes.
@@ -17,7 +16,8 @@ pub(crate) enum Scheme {
 }
 
 impl Scheme {
-    fn as_str(self) -> &'static str {
+    /// `http` or `https`.
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Scheme::Http => "http",
             Scheme::Https => "https",
@@ -147,32 +147,6 @@ fn has_scheme(reference: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
 }
 
-/// The grant's `hosts` globs, matched case-insensitively against a [`Target`]'s host.
-#[derive(Debug, Clone)]
-pub(crate) struct HostList(GlobSet);
-
-impl HostList {
-    /// Builds the list; the error names a glob that does not parse.
-    pub(crate) fn new(globs: &[String]) -> Result<HostList, String> {
-        let mut set = GlobSetBuilder::new();
-        for glob in globs {
-            let glob = GlobBuilder::new(glob)
-                .case_insensitive(true)
-                .build()
-                .map_err(|e| format!("the grant's host glob {glob:?} is not valid: {e}"))?;
-            set.add(glob);
-        }
-        set.build()
-            .map(HostList)
-            .map_err(|e| format!("the grant's host globs are not valid: {e}"))
-    }
-
-    /// Whether `host` matches one of the globs.
-    pub(crate) fn allows(&self, host: &str) -> bool {
-        self.0.is_match(host)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -217,14 +191,5 @@ mod tests {
         assert_eq!(url("other"), "http://a.example:81/dir/other");
         assert_eq!(url("?y=2"), "http://a.example:81/dir/page?y=2");
         assert!(base.join("javascript:alert(1)").is_err());
-    }
-
-    #[test]
-    fn host_globs_match_case_insensitively() {
-        let list = HostList::new(&["*.Example.org".to_string(), "localhost".to_string()]).unwrap();
-        assert!(list.allows("docs.example.org"));
-        assert!(list.allows("localhost"));
-        assert!(!list.allows("example.org.evil.com"));
-        assert!(!list.allows("evil.com"));
     }
 }
