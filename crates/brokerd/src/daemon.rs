@@ -1,10 +1,13 @@
-//! brokerd's daemon mode: open the audit log, start the MCP servers, build the tool set, serve
-//! the socket until SIGTERM or SIGINT, then stop the MCP servers and flush the audit log.
+//! brokerd's daemon mode: become the subreaper of its descendants (so none escapes the socket's
+//! peer check by double-forking) and reap the orphans it adopts, open the audit log, start the
+//! MCP servers, build the tool set, serve the socket until SIGTERM or SIGINT, then stop the MCP
+//! servers and flush the audit log.
 
 use crate::audit::{AUDIT_SYNC_INTERVAL_MS, AuditLog};
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::mcp::McpServers;
+use crate::reaper::{self, Reaper};
 use crate::server::{ServerOptions, bind_socket, serve};
 use crate::toolset::{ToolSet, ToolSource};
 use anyhow::Context;
@@ -29,6 +32,11 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
 }
 
 async fn serve_until_signal(cfg: Config) -> anyhow::Result<()> {
+    // Before any MCP server starts: a descendant that double-forks before this would escape.
+    reaper::become_subreaper().context(
+        "cannot make brokerd the subreaper of its MCP servers (prctl PR_SET_CHILD_SUBREAPER)",
+    )?;
+    let _reaper = Reaper::start().context("cannot listen for SIGCHLD to reap orphans")?;
     let audit = Arc::new(AuditLog::open(&cfg.state_dir)?);
     let mcp = Arc::new(
         McpServers::start(&cfg.mcp)
