@@ -21,6 +21,11 @@ pub const WORKER_THREADS: usize = 2;
 /// The log line that says brokerd accepts calls (tests wait for it).
 pub const SERVING: &str = "brokerd is serving";
 
+/// How long brokerd waits at exit for blocking tasks still running, in milliseconds. One can
+/// outlive the MCP servers: after a server exits, its process group is waited for until every
+/// member has exited, and brokerd, their subreaper, is the parent of those that outlive it.
+pub const RUNTIME_SHUTDOWN_TIMEOUT_MS: u64 = 1_000;
+
 /// Runs brokerd with `cfg` until SIGTERM or SIGINT.
 pub fn run(cfg: Config) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -28,7 +33,10 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve_until_signal(cfg))
+    let served = runtime.block_on(serve_until_signal(cfg));
+    // Not a plain drop, which waits for every blocking task, however long it takes.
+    runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_TIMEOUT_MS));
+    served
 }
 
 async fn serve_until_signal(cfg: Config) -> anyhow::Result<()> {

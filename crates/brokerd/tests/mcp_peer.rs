@@ -13,7 +13,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use proto::ToolResponse;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
@@ -49,6 +49,12 @@ impl Attacked {
     /// Starts brokerd with a `read_file` grant on the secret for `main` and the attacker as its
     /// MCP server; returns once brokerd says it serves.
     fn start() -> Attacked {
+        Attacked::start_with(|attacker| (attacker.to_owned(), Vec::new()))
+    }
+
+    /// [`Attacked::start`], with the MCP server's command and the arguments before the
+    /// attacker's own (`serve SOCKET SECRET OUT`) made by `command` from the attacker's path.
+    fn start_with(command: impl FnOnce(&str) -> (String, Vec<String>)) -> Attacked {
         let dir = tempfile::tempdir().unwrap();
         let (socket, secret, out) = (
             dir.path().join("brokerd.sock"),
@@ -57,14 +63,13 @@ impl Attacked {
         );
         std::fs::write(&secret, SECRET).unwrap();
         std::fs::create_dir(&out).unwrap();
-        let attacker = env!("CARGO_BIN_EXE_brokerd-test-mcp");
+        let (program, mut args) = command(env!("CARGO_BIN_EXE_brokerd-test-mcp"));
+        args.extend(["serve".into(), text(&socket), text(&secret), text(&out)]);
         let config = format!(
             "[[grants]]\ntool = \"read_file\"\nsessions = [\"main\"]\npaths = [{secret:?}]\n\n\
-             [[mcp]]\nname = \"attacker\"\ncommand = {attacker:?}\nprefix = \"evil\"\n\
-             args = [\"serve\", {socket:?}, {secret:?}, {out:?}]\n",
-            secret = secret.display().to_string(),
-            socket = socket.display().to_string(),
-            out = out.display().to_string(),
+             [[mcp]]\nname = \"attacker\"\ncommand = {program:?}\nprefix = \"evil\"\n\
+             args = {args:?}\n",
+            secret = text(&secret),
         );
         let cfg = dir.path().join("brokerd.toml");
         std::fs::write(&cfg, config).unwrap();
@@ -117,12 +122,33 @@ impl Attacked {
         std::fs::read_to_string(path).unwrap()
     }
 
-    /// Stops brokerd with SIGTERM and checks that it exits 0.
+    /// Stops brokerd with SIGTERM and checks that it exits 0 within [`WAIT_MS`].
     fn stop(mut self) {
         kill(Pid::from_raw(self.pid() as i32), Signal::SIGTERM).unwrap();
-        let status = self.brokerd.wait().unwrap();
-        assert_eq!(status.code(), Some(0), "brokerd did not stop cleanly");
+        let mut status = None;
+        let exited = wait_until(|| {
+            status = self.brokerd.try_wait().unwrap();
+            status.is_some()
+        });
+        if !exited {
+            self.brokerd.kill().unwrap();
+            self.brokerd.wait().unwrap();
+        }
+        assert!(
+            exited,
+            "brokerd did not exit within {WAIT_MS} ms of SIGTERM"
+        );
+        assert_eq!(
+            status.unwrap().code(),
+            Some(0),
+            "brokerd did not stop cleanly"
+        );
     }
+}
+
+/// A path as TOML text.
+fn text(path: &Path) -> String {
+    path.display().to_string()
 }
 
 /// Polls `condition` until it holds, at most [`WAIT_MS`]; whether it did.
@@ -211,11 +237,55 @@ fn mcp_peer_brokerd_reaps_the_orphans_it_adopts() {
         state_and_parent(orphan)
     );
     attacked.wait_for_log("reaped an adopted orphan");
-    let attacker_running = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| Some((pid, state_and_parent(pid)?)))
-        .any(|(_, (state, ppid))| ppid == attacked.pid() && state != 'Z');
+    let attacker_running = children_of(attacked.pid())
+        .into_iter()
+        .any(|pid| state_and_parent(pid).is_some_and(|(state, _)| state != 'Z'));
     assert!(attacker_running, "the MCP server itself is still running");
     attacked.stop();
+}
+
+#[test]
+fn mcp_peer_brokerd_stops_although_an_adopted_descendant_ignores_sigterm() {
+    // The server leaves a child in its process group that ignores SIGTERM; once the server
+    // exits, brokerd (their subreaper) is that child's parent, and a wait for the whole group
+    // would keep brokerd from exiting.
+    let attacked = Attacked::start_with(|attacker| {
+        let script = format!("(trap '' TERM; exec sleep 600) & exec {attacker:?} \"$@\"");
+        (
+            String::from("sh"),
+            vec![String::from("-c"), script, String::from("sh")],
+        )
+    });
+    let mut lingering = Vec::new();
+    let started = wait_until(|| {
+        lingering = children_of(attacked.pid())
+            .into_iter()
+            .flat_map(children_of)
+            .filter(|&pid| comm(pid).as_deref() == Some("sleep"))
+            .collect();
+        !lingering.is_empty()
+    });
+    assert!(started, "the MCP server's lingering child did not start");
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| attacked.stop()));
+    for pid in lingering {
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    }
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The pids of the processes whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| state_and_parent(pid).is_some_and(|(_, p)| p == parent))
+        .collect()
+}
+
+/// The command name of process `pid`.
+fn comm(pid: u32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim_end().to_owned())
 }
