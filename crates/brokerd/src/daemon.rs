@@ -1,10 +1,13 @@
-//! brokerd's daemon mode: open the audit log, start the MCP servers, build the tool set, serve
-//! the socket until SIGTERM or SIGINT, then stop the MCP servers and flush the audit log.
+//! brokerd's daemon mode: become the subreaper of its descendants (so none escapes the socket's
+//! peer check by double-forking) and reap the orphans it adopts, open the audit log, start the
+//! MCP servers, build the tool set, serve the socket until SIGTERM or SIGINT, then stop the MCP
+//! servers and flush the audit log.
 
 use crate::audit::{AUDIT_SYNC_INTERVAL_MS, AuditLog};
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::mcp::McpServers;
+use crate::reaper::{self, Reaper};
 use crate::server::{ServerOptions, bind_socket, serve};
 use crate::toolset::{ToolSet, ToolSource};
 use anyhow::Context;
@@ -18,6 +21,11 @@ pub const WORKER_THREADS: usize = 2;
 /// The log line that says brokerd accepts calls (tests wait for it).
 pub const SERVING: &str = "brokerd is serving";
 
+/// How long brokerd waits at exit for blocking tasks still running, in milliseconds. One can
+/// outlive the MCP servers: after a server exits, its process group is waited for until every
+/// member has exited, and brokerd, their subreaper, is the parent of those that outlive it.
+pub const RUNTIME_SHUTDOWN_TIMEOUT_MS: u64 = 1_000;
+
 /// Runs brokerd with `cfg` until SIGTERM or SIGINT.
 pub fn run(cfg: Config) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -25,10 +33,18 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve_until_signal(cfg))
+    let served = runtime.block_on(serve_until_signal(cfg));
+    // Not a plain drop, which waits for every blocking task, however long it takes.
+    runtime.shutdown_timeout(Duration::from_millis(RUNTIME_SHUTDOWN_TIMEOUT_MS));
+    served
 }
 
 async fn serve_until_signal(cfg: Config) -> anyhow::Result<()> {
+    // Before any MCP server starts: a descendant that double-forks before this would escape.
+    reaper::become_subreaper().context(
+        "cannot make brokerd the subreaper of its MCP servers (prctl PR_SET_CHILD_SUBREAPER)",
+    )?;
+    let _reaper = Reaper::start().context("cannot listen for SIGCHLD to reap orphans")?;
     let audit = Arc::new(AuditLog::open(&cfg.state_dir)?);
     let mcp = Arc::new(
         McpServers::start(&cfg.mcp)

@@ -9,7 +9,8 @@
 //!   tools one brokerd offers, by name.
 //! - [`policy`]: [`policy::decide`], whether a call may run, and why not.
 //! - [`Broker`]: decides, runs under the time limit, caps and labels, audits ([`audit`]).
-//! - [`server`]: HTTP over brokerd's Unix socket; [`daemon`]: the whole daemon.
+//! - [`server`]: HTTP over brokerd's Unix socket, which brokerd's own descendants (its MCP
+//!   servers) may not use; [`reaper`]: brokerd as their subreaper; [`daemon`]: the whole daemon.
 
 pub mod audit;
 pub mod broker;
@@ -18,6 +19,7 @@ pub mod config;
 pub mod daemon;
 pub mod mcp;
 pub mod policy;
+pub mod reaper;
 pub mod result;
 pub mod server;
 pub mod tool;

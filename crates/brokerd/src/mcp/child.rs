@@ -1,8 +1,10 @@
 //! Starting one MCP server's child process: the command in its own process group, stdio piped,
-//! stderr read line by line into the log, and the `initialize` handshake and `tools/list`.
+//! stderr read line by line into the log, and the `initialize` handshake and `tools/list`. The
+//! child is registered with [`crate::reaper`], so the orphan reaper leaves it to tokio.
 
 use super::{McpError, McpOptions, STDERR_LINE_MAX_BYTES, STDERR_TAIL_LINES};
 use crate::config::McpServer;
+use crate::reaper;
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, InitializeRequestParams, ProtocolVersion,
@@ -103,11 +105,12 @@ pub(super) async fn spawn(config: &McpServer, options: &McpOptions) -> Result<Ch
         .kill_on_drop(true);
     let mut wrapped = CommandWrap::from(command);
     wrapped.wrap(ProcessGroup::leader());
-    let (transport, stderr) = TokioChildProcess::builder(wrapped)
+    let builder = TokioChildProcess::builder(wrapped)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(Stdio::piped());
+    // Registered with the orphan reaper, which must leave this child to tokio.
+    let (transport, stderr) = reaper::spawn_registered(|| builder.spawn(), |(t, _)| t.id())
         .map_err(|e| McpError::Spawn {
             server: config.name.clone(),
             command: config.command.clone(),

@@ -8,7 +8,8 @@
 //!
 //! Errors are `proto::api::ApiError` bodies (`{"error":{"code","kind","message"}}`); unknown
 //! paths get 404, wrong methods 405. Each connection's peer is checked first (root, brokerd's
-//! own user, or a member of `socket_group`); a refused peer gets 403.
+//! own user, or a member of `socket_group`; and not a process descending from brokerd, such as
+//! an MCP server: [`descent`]); a refused peer gets 403.
 //!
 //! ```no_run
 //! # async fn run(broker: std::sync::Arc<brokerd::Broker>, cfg: &brokerd::config::Config) -> anyhow::Result<()> {
@@ -20,6 +21,7 @@
 //! # }
 //! ```
 
+pub mod descent;
 mod peer;
 mod routes;
 mod socket;
@@ -61,19 +63,23 @@ pub struct ServerOptions {
     pub allowed_gid: Option<u32>,
     /// brokerd's own uid: always allowed.
     pub own_uid: u32,
+    /// brokerd's own pid: a peer descending from it (an MCP server, or anything one started)
+    /// is refused, whatever its user; brokerd's own process is allowed.
+    pub own_pid: u32,
     /// How long open connections may take to finish at shutdown, in milliseconds.
     pub shutdown_drain_ms: u64,
 }
 
 impl ServerOptions {
     /// The options of `cfg`: its body limit, `socket_group` resolved to a gid (an unknown group
-    /// is an error), and this process's uid as the owner.
+    /// is an error), and this process's uid and pid as the owner.
     pub fn from_config(cfg: &Config) -> Result<ServerOptions, SocketError> {
         let allowed_gid = cfg.socket_group.as_deref().map(resolve_group).transpose()?;
         Ok(ServerOptions {
             max_body_bytes: cfg.limits.max_body_bytes,
             allowed_gid,
             own_uid: nix::unistd::getuid().as_raw(),
+            own_pid: std::process::id(),
             shutdown_drain_ms: SHUTDOWN_DRAIN_MS,
         })
     }
@@ -150,7 +156,7 @@ async fn connection(
     options: Arc<ServerOptions>,
     stopped: watch::Receiver<bool>,
 ) {
-    if let Err(why) = peer::check_peer(&stream, options.own_uid, options.allowed_gid).await {
+    if let Err(why) = peer::check_peer(&stream, &options).await {
         tracing::warn!("connection refused: {why}");
         refuse(stream, why).await;
         return;
@@ -178,7 +184,7 @@ async fn stopping(mut stopped: watch::Receiver<bool>) {
 
 /// Answers a refused peer's request with a 403 and closes; bounded in time.
 async fn refuse(stream: UnixStream, why: String) {
-    let message = format!("this user may not use brokerd: {why}");
+    let message = format!("this peer may not use brokerd: {why}");
     let service = service_fn(move |_request: Request<hyper::body::Incoming>| {
         let response: Response<Body> = Problem::new(
             StatusCode::FORBIDDEN,

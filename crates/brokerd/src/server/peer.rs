@@ -1,6 +1,8 @@
 //! Who may use brokerd's socket: root, brokerd's own user, or a member of `socket_group`, as
-//! the kernel reports the peer (`SO_PEERCRED`).
+//! the kernel reports the peer (`SO_PEERCRED`), and never one of brokerd's own descendants
+//! (its MCP servers and what they start, which run as brokerd's user: see [`super::descent`]).
 
+use super::{ServerOptions, descent};
 use std::ffi::CString;
 use tokio::net::UnixStream;
 
@@ -36,16 +38,28 @@ fn user_groups(uid: u32) -> Vec<u32> {
         .unwrap_or_else(|| vec![user.gid.as_raw()])
 }
 
-/// Checks the peer of `stream`; the error says why it may not connect.
-pub(super) async fn check_peer(
-    stream: &UnixStream,
-    own_uid: u32,
-    allowed_gid: Option<u32>,
-) -> Result<(), String> {
+/// Checks the peer of `stream` against `options`: its user, then that it does not descend from
+/// brokerd; the error says why it may not connect.
+pub(super) async fn check_peer(stream: &UnixStream, options: &ServerOptions) -> Result<(), String> {
     let cred = stream
         .peer_cred()
         .map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
-    let (uid, gid) = (cred.uid(), cred.gid());
+    check_user(cred.uid(), cred.gid(), options.own_uid, options.allowed_gid).await?;
+    // Taken now, while the connection is fresh: it pins the process that connected.
+    let pidfd = descent::peer_pidfd(stream)?;
+    let (pid, own_pid) = (cred.pid(), options.own_pid);
+    tokio::task::spawn_blocking(move || descent::check(pid, own_pid, pidfd))
+        .await
+        .map_err(|e| format!("the peer check failed: {e}"))?
+}
+
+/// Whether user `uid` of group `gid` may connect; the error says why not.
+async fn check_user(
+    uid: u32,
+    gid: u32,
+    own_uid: u32,
+    allowed_gid: Option<u32>,
+) -> Result<(), String> {
     if peer_allowed(uid, gid, &[], own_uid, allowed_gid) {
         return Ok(());
     }
