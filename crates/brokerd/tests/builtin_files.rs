@@ -374,3 +374,17 @@ async fn list_dir_refuses_dot_dot_and_symlink_escapes() {
         assert!(is_not_allowed(&r, &path), "{rel}: {r:?}");
     }
 }
+
+#[tokio::test]
+async fn a_root_that_is_one_file_grants_that_file_only() {
+    let t = Tree::new();
+    let file = t.root.join("hello.txt");
+    fs::write(t.root.join("sibling.txt"), "not granted\n").unwrap();
+    let grant: Grant =
+        serde_json::from_value(json!({"tool": "read_file", "paths": [file]})).unwrap();
+    let read = call(&ReadFile, &grant, json!({"path": file})).await.unwrap();
+    assert_eq!(read.content, "hello\n");
+    let sibling = t.root_str("sibling.txt");
+    let r = call(&ReadFile, &grant, json!({"path": sibling})).await;
+    assert!(is_not_allowed(&r, &sibling), "{r:?}");
+}

@@ -72,7 +72,22 @@ pub(crate) fn resolve_allowed(arg: &Path, roots: &[PathBuf]) -> Result<Resolved,
         .filter_map(|root| std::fs::canonicalize(root).ok())
         .find_map(|root| {
             let rel = path.strip_prefix(&root).ok()?.to_path_buf();
-            Some(Resolved { root, rel, missing })
+            if root.is_dir() {
+                return Some(Resolved { root, rel, missing });
+            }
+            // A root that is a single file is opened beneath its directory, by its name: the
+            // only path under it is the file itself.
+            let mut name = PathBuf::from(root.file_name()?);
+            // (`join("")` would add a trailing `/`, which only a directory satisfies.)
+            if !rel.as_os_str().is_empty() {
+                name.push(rel);
+            }
+            let dir = root.parent()?.to_path_buf();
+            Some(Resolved {
+                root: dir,
+                rel: name,
+                missing,
+            })
         })
         .ok_or_else(not_allowed)
 }
@@ -122,6 +137,23 @@ mod tests {
         );
         let r = resolve_allowed(dir.path(), &[dir.path().to_path_buf()]).unwrap();
         assert_eq!((r.path(), r.rel, r.missing), (root, PathBuf::new(), 0));
+    }
+
+    #[test]
+    fn a_root_that_is_a_file_is_opened_by_name_beneath_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("only.txt");
+        std::fs::write(&file, "x").unwrap();
+        let r = resolve_allowed(&file, std::slice::from_ref(&file)).unwrap();
+        let parent = std::fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(
+            (r.root.as_path(), r.rel.as_path()),
+            (parent.as_path(), Path::new("only.txt"))
+        );
+        // Its siblings are not under it.
+        let sibling = dir.path().join("other.txt");
+        std::fs::write(&sibling, "y").unwrap();
+        assert!(resolve_allowed(&sibling, &[file]).is_err());
     }
 
     #[test]
