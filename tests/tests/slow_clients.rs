@@ -25,6 +25,10 @@ const MAX_CONNECTIONS: usize = 16;
 const HEADER_READ_TIMEOUT_MS: u64 = 2_000;
 /// How often the attackers trickle a byte and look for connections the daemon closed.
 const TICK_MS: u64 = 50;
+/// How long the model takes to answer the task, in milliseconds: longer than the header-read
+/// timeout, so during the task the daemon cuts trickling attackers and the attackers replace
+/// them, while the task's own connection waits with nothing to send.
+const MODEL_DELAY_MS: u64 = 2_500;
 /// The longest a `boxctl task` may take here before the test calls the daemon stuck.
 const TASK_LIMIT_MS: u64 = 30_000;
 
@@ -51,16 +55,24 @@ struct Flood {
 struct Attacker {
     stream: UnixStream,
     trickles: bool,
+    /// The daemon closed it (counted once, until it is replaced).
+    cut: bool,
 }
 
 impl Attacker {
     fn connect(socket: &Path, trickles: bool) -> Attacker {
         let mut stream = UnixStream::connect(socket).unwrap();
         if trickles {
-            stream.write_all(b"GET /v1/status HTTP/1.1\r\nX-Slow: ").unwrap();
+            stream
+                .write_all(b"GET /v1/status HTTP/1.1\r\nX-Slow: ")
+                .unwrap();
         }
         stream.set_nonblocking(true).unwrap();
-        Attacker { stream, trickles }
+        Attacker {
+            stream,
+            trickles,
+            cut: false,
+        }
     }
 
     /// Trickles (if it does) and says whether the daemon still holds the connection.
@@ -94,10 +106,15 @@ impl Flood {
                     let mut reopened = false;
                     let mut open = 0;
                     for attacker in &mut attackers {
-                        if attacker.still_open() {
+                        if !attacker.cut && attacker.still_open() {
                             open += 1;
-                        } else if !reopened {
+                            continue;
+                        }
+                        if !attacker.cut {
+                            attacker.cut = true;
                             cut.fetch_add(1, Ordering::Relaxed);
+                        }
+                        if !reopened {
                             *attacker = Attacker::connect(&socket, attacker.trickles);
                             reopened = true;
                         }
@@ -168,10 +185,18 @@ fn show(out: &Output) -> String {
     )
 }
 
-/// Asserts the flood outnumbered the cap and was still on when the task finished.
+/// Asserts the flood was still on when the task finished, and that the daemon kept to its
+/// cap: it closed (at least) all but `MAX_CONNECTIONS` of the attackers' connections.
 fn assert_flood_was_on(flood: &Flood) {
     assert!(flood.running(), "the attack stopped early");
-    let cut = flood.cut.load(Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_millis(TASK_LIMIT_MS);
+    let cut = loop {
+        let cut = flood.cut.load(Ordering::Relaxed);
+        if cut >= ATTACKERS - MAX_CONNECTIONS || Instant::now() > deadline {
+            break cut;
+        }
+        std::thread::sleep(Duration::from_millis(TICK_MS));
+    };
     assert!(
         cut >= ATTACKERS - MAX_CONNECTIONS,
         "the daemon closed only {cut} of {ATTACKERS} attacking connections"
@@ -185,7 +210,9 @@ fn assert_flood_was_on(flood: &Flood) {
 #[test]
 fn a_slow_loris_on_loopds_socket_does_not_stop_a_task() {
     let stack = Stack::start(StackOptions {
-        script: "default_reply = \"Still here.\"\n".into(),
+        script: format!(
+            "[[rule]]\nwhen_role = \"user\"\ndelay_ms = {MODEL_DELAY_MS}\nreply = \"Still here.\"\n"
+        ),
         loopd_toml: format!("[api]\n{}", limits()),
         loopd_max_open_files: Some(MAX_OPEN_FILES),
         ..StackOptions::default()
@@ -246,18 +273,21 @@ fn start_brokerd(dir: &Path) -> (Running, PathBuf) {
 fn a_slow_loris_on_brokerds_socket_does_not_stop_a_tool_call() {
     let dir = tempfile::tempdir().unwrap();
     let (_brokerd, broker_socket) = start_brokerd(dir.path());
-    let script = r#"
+    let script = format!(
+        r#"
 [[rule]]
 when_role = "user"
 times = 1
-tool_calls = [{ name = "call_tool", arguments = "{\"name\":\"echo\",\"arguments\":{\"text\":\"through the flood\"}}" }]
+delay_ms = {MODEL_DELAY_MS}
+tool_calls = [{{ name = "call_tool", arguments = "{{\"name\":\"echo\",\"arguments\":{{\"text\":\"through the flood\"}}}}" }}]
 
 [[rule]]
 when_role = "tool"
 reply = "The echo came back."
-"#;
+"#
+    );
     let stack = Stack::start(StackOptions {
-        script: script.into(),
+        script,
         // A short call timeout, so a stuck brokerd fails the call well within the task limit.
         loopd_toml: format!("[broker]\nsocket = {broker_socket:?}\ncall_timeout_ms = 5000\n"),
         ..StackOptions::default()
@@ -265,9 +295,8 @@ reply = "The echo came back."
     .unwrap();
     let flood = Flood::start(&broker_socket);
 
-    let out = task_within_limit(&stack, "tools", "echo something").unwrap_or_else(|| {
-        panic!("boxctl task did not finish within {TASK_LIMIT_MS} ms")
-    });
+    let out = task_within_limit(&stack, "tools", "echo something")
+        .unwrap_or_else(|| panic!("boxctl task did not finish within {TASK_LIMIT_MS} ms"));
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let results: Vec<(ToolOutcome, String)> = records(&stack, "tools")
         .into_iter()

@@ -11,11 +11,15 @@ struct Entry {
     task: AbortHandle,
 }
 
-/// The open connections by age (a counter, so the oldest comes first).
+/// The open connections by age (a counter, so the oldest comes first), and those closed but
+/// not gone yet.
 #[derive(Default)]
 pub(crate) struct Open {
     next: u64,
     entries: BTreeMap<u64, Entry>,
+    /// Tasks told to stop (evicted, or a replaced 503 answer) that still hold their socket:
+    /// an aborted task drops it only when the runtime next gets to it.
+    closing: Vec<AbortHandle>,
 }
 
 impl Open {
@@ -40,9 +44,22 @@ impl Open {
             .map(|(age, entry)| (*age, entry.activity.rank()));
         let (age, rank) = victim(ranked)?;
         if let Some(entry) = self.entries.remove(&age) {
-            entry.task.abort();
+            self.abort(entry.task);
         }
         Some(rank)
+    }
+
+    /// Stops `task` and remembers it until it is gone.
+    pub fn abort(&mut self, task: AbortHandle) {
+        task.abort();
+        self.closing.push(task);
+    }
+
+    /// Whether every task told to stop is gone, with its socket. Until then the accept loop
+    /// does not accept, so a flood cannot outrun the closing and pile up descriptors.
+    pub fn settled(&mut self) -> bool {
+        self.closing.retain(|task| !task.is_finished());
+        self.closing.is_empty()
     }
 }
 
@@ -56,6 +73,7 @@ pub(crate) fn victim(ranked: impl Iterator<Item = (u64, Rank)>) -> Option<(u64, 
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]
@@ -71,8 +89,27 @@ mod tests {
 
     #[test]
     fn then_the_oldest_waiting_on_its_peer() {
-        let ranked = [(0, Rank::Busy), (4, Rank::WaitsOnPeer), (1, Rank::WaitsOnPeer)];
+        let ranked = [
+            (0, Rank::Busy),
+            (4, Rank::WaitsOnPeer),
+            (1, Rank::WaitsOnPeer),
+        ];
         assert_eq!(victim(ranked.into_iter()), Some((1, Rank::WaitsOnPeer)));
+    }
+
+    #[tokio::test]
+    async fn a_closed_connection_is_settled_only_once_its_task_is_gone() {
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut open = Open::default();
+        let task = tasks.spawn(std::future::pending::<()>());
+        open.add(Arc::new(Activity::new()), task);
+        assert!(open.settled());
+        assert_eq!(open.close_one(), Some(Rank::NoRequest));
+        // Aborted, but the runtime has not dropped it (and its socket) yet.
+        assert!(!open.settled());
+        assert_eq!(open.count(), 0);
+        assert!(tasks.join_next().await.unwrap().unwrap_err().is_cancelled());
+        assert!(open.settled());
     }
 
     #[test]

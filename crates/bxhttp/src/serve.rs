@@ -39,7 +39,7 @@ pub async fn serve<H: Handler>(
         let accepted = tokio::select! {
             () = &mut shutdown => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
-            accepted = listener.accept() => accepted,
+            accepted = listener.accept(), if open.settled() => accepted,
         };
         let stream = match accepted {
             Ok((stream, _)) => stream,
@@ -63,7 +63,7 @@ pub async fn serve<H: Handler>(
                     "every connection has a request in flight; answering a new one 503"
                 );
                 if let Some(previous) = overload.take() {
-                    previous.abort();
+                    open.abort(previous);
                 }
                 let why = format!(
                     "all {} connections have a request in flight",
@@ -88,10 +88,8 @@ pub async fn serve<H: Handler>(
     }
     let _ = stop.send(true);
     let drain = Duration::from_millis(limits.shutdown_drain_ms);
-    let drained = tokio::time::timeout(drain, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
+    let drained =
+        tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
     if drained.is_err() {
         tracing::warn!(
             server = name,

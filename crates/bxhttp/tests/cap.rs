@@ -84,7 +84,10 @@ async fn at_the_cap_with_every_request_in_flight_a_new_connection_gets_503_and_i
     assert_eq!(first.await.unwrap().0, StatusCode::OK);
     assert_eq!(second.await.unwrap().0, StatusCode::OK);
     // Room again: a new connection is served.
-    assert_eq!(get_on(served.connect().await, "/fast").await.0, StatusCode::OK);
+    assert_eq!(
+        get_on(served.connect().await, "/fast").await.0,
+        StatusCode::OK
+    );
 }
 
 #[tokio::test]

@@ -36,7 +36,11 @@ async fn a_slow_loris_is_closed_at_the_header_read_timeout() {
     // Trickles a head that never ends, one byte a tick, until the server has closed.
     let trickle = tokio::spawn(async move {
         let mut sent = 0;
-        if writer.write_all(b"GET /fast HTTP/1.1\r\nx-slow: ").await.is_err() {
+        if writer
+            .write_all(b"GET /fast HTTP/1.1\r\nx-slow: ")
+            .await
+            .is_err()
+        {
             return sent;
         }
         let mut tick = tokio::time::interval(Duration::from_millis(20));

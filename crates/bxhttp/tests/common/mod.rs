@@ -3,8 +3,8 @@
 //! HTTP clients.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-use bytes::Bytes;
 use bxhttp::{Handler, Limits, RequestBody};
+use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
