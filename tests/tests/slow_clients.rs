@@ -63,9 +63,8 @@ impl Attacker {
     fn connect(socket: &Path, trickles: bool) -> Attacker {
         let mut stream = UnixStream::connect(socket).unwrap();
         if trickles {
-            stream
-                .write_all(b"GET /v1/status HTTP/1.1\r\nX-Slow: ")
-                .unwrap();
+            // Closed already: the next look counts it as cut.
+            let _ = stream.write_all(b"GET /v1/status HTTP/1.1\r\nX-Slow: ");
         }
         stream.set_nonblocking(true).unwrap();
         Attacker {
