@@ -19,6 +19,11 @@ let
   brokerdSocket = "${runDir}/brokerd.sock";
   llamaUrl = "http://127.0.0.1:${toString cfg.llama.port}";
 
+  # Open files each process may need beyond the daemons' connection caps: llama-server's model
+  # and HTTP connections, loopd's session logs and its connections to llama-server and brokerd,
+  # MCP servers' pipes, boxd's children (docs/operations.md, "Open files").
+  fileHeadroom = 4096;
+
   # A freeform TOML table with a few typed keys.
   section = options: mkOption {
     type = types.submodule {
@@ -190,6 +195,7 @@ in
             };
             api = section {
               socket_group = mkOption { type = types.str; default = "boxmaker"; description = "Who may use boxctl."; };
+              max_connections = mkOption { type = types.ints.positive; default = 256; description = "Most connections open on loopd's socket (counted in maxOpenFiles)."; };
             };
             baseline = section {
               system = mkOption {
@@ -219,6 +225,7 @@ in
             state_dir = mkOption { type = types.str; default = "${cfg.stateDir}/brokerd"; description = "brokerd's state."; };
             limits = section {
               call_timeout_ms = mkOption { type = types.ints.positive; default = 30000; description = "The longest tool call."; };
+              max_connections = mkOption { type = types.ints.positive; default = 128; description = "Most connections open on brokerd's socket (counted in maxOpenFiles)."; };
             };
           };
         };
@@ -242,6 +249,18 @@ in
         { tool = "read_file"; sessions = [ "*" ]; paths = [ "/var/lib/boxmaker/files" ]; result_class = "private"; }
       ];
       description = "brokerd's [[grants]] (docs/config.md). Empty: every tool call is denied.";
+    };
+
+    maxOpenFiles = mkOption {
+      type = types.ints.positive;
+      default = cfg.loopd.settings.api.max_connections
+        + cfg.brokerd.settings.limits.max_connections + fileHeadroom;
+      description = ''
+        The unit's LimitNOFILE: the open-file limit of boxd and, inherited, of each of
+        llama-server, brokerd and loopd. The default is both daemons' max_connections plus
+        ${toString fileHeadroom} for everything else. Set it yourself when loopd.configFile or
+        brokerd.configFile sets other caps.
+      '';
     };
 
     configDir = mkOption {
@@ -285,6 +304,9 @@ in
         RuntimeDirectory = "boxmaker";
         RuntimeDirectoryMode = "0750";
         WorkingDirectory = cfg.stateDir;
+        # Above the connection caps, so a flood of clients is cut by the daemons' own limits,
+        # never by running out of descriptors (docs/operations.md, "Open files").
+        LimitNOFILE = cfg.maxOpenFiles;
 
         # The hardening set of nixpkgs' services.llama-cpp.
         CapabilityBoundingSet = "";

@@ -66,6 +66,8 @@ let
     (check "loopd freeform keys kept" (cfg.loopd.settings.loop.max_steps == 16 && cfg.loopd.settings.llama.retry_max_attempts == 3))
     (check "loopd llama url default" (cfg.loopd.settings.llama.url == "http://127.0.0.1:8080"))
     (check "brokerd socket" (cfg.brokerd.settings.socket == "/run/boxmaker/brokerd.sock"))
+    (check "connection caps rendered" (cfg.loopd.settings.api.max_connections == 256 && cfg.brokerd.settings.limits.max_connections == 128))
+    (has "LimitNOFILE" (256 + 128 + 4096))
     (check "disabled: no unit" ((s.unwrap (module { config = { services.boxmaker = cfg // { enable = false; }; }; inherit (s) lib pkgs; }).config) == { }))
   ];
 in

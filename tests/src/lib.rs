@@ -117,6 +117,8 @@ pub struct Stack {
     pub model: Option<Running>,
     /// The loopd process (None once stopped).
     pub loopd: Option<Running>,
+    /// loopd's limit on open files (`ulimit -n`), if the test set one.
+    pub loopd_max_open_files: Option<u64>,
 }
 
 /// How a test wants its stack.
@@ -128,6 +130,20 @@ pub struct StackOptions {
     pub loopd_toml: String,
     /// Extra fakellama flags.
     pub fakellama_args: Vec<String>,
+    /// A limit on loopd's open files (`ulimit -n`), to test what happens near it. None: the
+    /// test's own limit.
+    pub loopd_max_open_files: Option<u64>,
+}
+
+/// A command that runs `program` with at most `max_open_files` open files (`ulimit -n`, set by
+/// `sh` before it `exec`s the program, so the process id is the program's).
+pub fn with_open_files_limit(program: &Path, max_open_files: u64) -> Command {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("ulimit -n {max_open_files} && exec \"$0\" \"$@\""))
+        .arg(program);
+    command
 }
 
 impl Stack {
@@ -148,12 +164,16 @@ impl Stack {
         let addr = fakellama
             .wait_for_line("fakellama listening on ")
             .ok_or_else(|| std::io::Error::other("fakellama did not print its address"))?;
-        Stack::with_model(
+        let mut stack = Stack {
+            socket: dir.path().join("loopd.sock"),
+            llama_url: format!("http://{addr}"),
+            model: Some(fakellama),
+            loopd: None,
+            loopd_max_open_files: options.loopd_max_open_files,
             dir,
-            fakellama,
-            format!("http://{addr}"),
-            &options.loopd_toml,
-        )
+        };
+        stack.start_loopd(&options.loopd_toml)?;
+        Ok(stack)
     }
 
     /// Starts loopd against a model server that is already running at `llama_url`, with
@@ -169,6 +189,7 @@ impl Stack {
             llama_url,
             model: Some(model),
             loopd: None,
+            loopd_max_open_files: None,
             dir,
         };
         stack.start_loopd(extra_toml)?;
@@ -189,7 +210,10 @@ impl Stack {
             system,
         );
         std::fs::write(&config, text)?;
-        let mut command = Command::new(binary("loopd"));
+        let mut command = match self.loopd_max_open_files {
+            Some(max) => with_open_files_limit(&binary("loopd"), max),
+            None => Command::new(binary("loopd")),
+        };
         command
             .arg("--config")
             .arg(&config)

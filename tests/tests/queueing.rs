@@ -23,6 +23,7 @@ fn slow_stack(loopd_toml: &str) -> Stack {
         script: SLOW_SCRIPT.to_string(),
         loopd_toml: loopd_toml.to_string(),
         fakellama_args: vec!["--delay-ms".into(), CHUNK_DELAY_MS.into()],
+        ..StackOptions::default()
     })
     .unwrap()
 }

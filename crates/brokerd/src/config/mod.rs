@@ -73,6 +73,16 @@ pub struct Limits {
     pub result_cap_bytes: usize,
     /// The largest request body brokerd accepts, in bytes.
     pub max_body_bytes: usize,
+    /// The most connections open at once. At the cap the oldest connection without a request
+    /// in flight is closed to make room; when every one has a request in flight, a new one
+    /// gets 503.
+    pub max_connections: usize,
+    /// How long a client may take to send a request head, in milliseconds (also how long an
+    /// idle keep-alive connection stays open).
+    pub header_read_timeout_ms: u64,
+    /// How long a connection whose client owes bytes (the rest of a request body, reading an
+    /// answer) may move none, in milliseconds. A running tool call is not idle.
+    pub idle_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -81,6 +91,9 @@ impl Default for Limits {
             call_timeout_ms: 30_000,
             result_cap_bytes: 65_536,
             max_body_bytes: 1_048_576,
+            max_connections: 128,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
         }
     }
 }
@@ -96,6 +109,13 @@ impl Validate for Config {
         p.at_least("limits.call_timeout_ms", self.limits.call_timeout_ms, 1);
         p.at_least("limits.result_cap_bytes", self.limits.result_cap_bytes, 1);
         p.at_least("limits.max_body_bytes", self.limits.max_body_bytes, 1);
+        p.at_least("limits.max_connections", self.limits.max_connections, 1);
+        p.at_least(
+            "limits.header_read_timeout_ms",
+            self.limits.header_read_timeout_ms,
+            1,
+        );
+        p.at_least("limits.idle_timeout_ms", self.limits.idle_timeout_ms, 1);
         let prefixes: Vec<&str> = self.mcp.iter().map(|m| m.prefix.as_str()).collect();
         for (i, grant) in self.grants.iter().enumerate() {
             grant.check(i, &prefixes, &mut p);

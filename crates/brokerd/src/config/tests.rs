@@ -226,14 +226,19 @@ fn config_mcp_descriptions_are_untrusted_unless_the_owner_says() {
 
 #[test]
 fn config_limits_must_be_positive() {
-    let found =
-        invalid("[limits]\ncall_timeout_ms = 0\nresult_cap_bytes = 0\nmax_body_bytes = 0\n");
+    let found = invalid(
+        "[limits]\ncall_timeout_ms = 0\nresult_cap_bytes = 0\nmax_body_bytes = 0\n\
+         max_connections = 0\nheader_read_timeout_ms = 0\nidle_timeout_ms = 0\n",
+    );
     assert_eq!(
         keys(&found),
         [
             "limits.call_timeout_ms",
             "limits.result_cap_bytes",
-            "limits.max_body_bytes"
+            "limits.max_body_bytes",
+            "limits.max_connections",
+            "limits.header_read_timeout_ms",
+            "limits.idle_timeout_ms",
         ]
     );
 }

@@ -9,7 +9,9 @@
 //! Errors are `proto::api::ApiError` bodies (`{"error":{"code","kind","message"}}`); unknown
 //! paths get 404, wrong methods 405. Each connection's peer is checked first (root, brokerd's
 //! own user, or a member of `socket_group`; and not a process descending from brokerd, such as
-//! an MCP server: [`descent`]); a refused peer gets 403.
+//! an MCP server: [`descent`]); a refused peer gets 403. Connections are served by [`bxhttp`]
+//! within `[limits]`' `max_connections`, `header_read_timeout_ms` and `idle_timeout_ms`; at the
+//! cap, with every connection busy, a new one gets 503.
 //!
 //! ```no_run
 //! # async fn run(broker: std::sync::Arc<brokerd::Broker>, cfg: &brokerd::config::Config) -> anyhow::Result<()> {
@@ -31,30 +33,17 @@ pub use socket::{SOCKET_MODE_GROUP, SOCKET_MODE_PRIVATE, SocketError, bind_socke
 
 use crate::broker::Broker;
 use crate::config::Config;
+use bxhttp::RequestBody;
 use http::{Request, Response, StatusCode};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use proto::api::error_kind;
 use routes::{Body, Problem, handle};
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 /// How long open connections may take to finish once the server stops, in milliseconds.
 pub const SHUTDOWN_DRAIN_MS: u64 = 2_000;
 
-/// How long a refused peer's connection may stay open to receive its 403, in milliseconds.
-pub const PEER_REFUSAL_TIMEOUT_MS: u64 = 5_000;
-
-/// How long to wait before accepting again after `accept` failed (e.g. out of file
-/// descriptors), in milliseconds.
-pub const ACCEPT_RETRY_MS: u64 = 100;
-
-/// How the server serves: its body limit and who may connect.
+/// How the server serves: its body limit, its connection limits and who may connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerOptions {
     /// The largest request body accepted, in bytes; larger ones get 413.
@@ -66,12 +55,13 @@ pub struct ServerOptions {
     /// brokerd's own pid: a peer descending from it (an MCP server, or anything one started)
     /// is refused, whatever its user; brokerd's own process is allowed.
     pub own_pid: u32,
-    /// How long open connections may take to finish at shutdown, in milliseconds.
-    pub shutdown_drain_ms: u64,
+    /// The connection cap, the header-read and idle timeouts, and the drain at shutdown
+    /// ([`SHUTDOWN_DRAIN_MS`]).
+    pub connections: bxhttp::Limits,
 }
 
 impl ServerOptions {
-    /// The options of `cfg`: its body limit, `socket_group` resolved to a gid (an unknown group
+    /// The options of `cfg`: its limits, `socket_group` resolved to a gid (an unknown group
     /// is an error), and this process's uid and pid as the owner.
     pub fn from_config(cfg: &Config) -> Result<ServerOptions, SocketError> {
         let allowed_gid = cfg.socket_group.as_deref().map(resolve_group).transpose()?;
@@ -80,125 +70,72 @@ impl ServerOptions {
             allowed_gid,
             own_uid: nix::unistd::getuid().as_raw(),
             own_pid: std::process::id(),
-            shutdown_drain_ms: SHUTDOWN_DRAIN_MS,
+            connections: bxhttp::Limits {
+                max_connections: cfg.limits.max_connections,
+                header_read_timeout_ms: cfg.limits.header_read_timeout_ms,
+                idle_timeout_ms: cfg.limits.idle_timeout_ms,
+                shutdown_drain_ms: SHUTDOWN_DRAIN_MS,
+            },
         })
     }
 }
 
 /// Serves `broker` on `listener` until `shutdown` resolves; then stops accepting, gives open
-/// connections [`ServerOptions::shutdown_drain_ms`] to finish, cuts the rest, and removes the
-/// socket file.
+/// connections the drain time of [`ServerOptions::connections`] to finish, cuts the rest, and
+/// removes the socket file.
 pub async fn serve(
     listener: UnixListener,
     broker: Arc<Broker>,
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
 ) {
-    let (stop, stopped) = watch::channel(false);
-    let options = Arc::new(options);
-    let mut connections = JoinSet::new();
-    tokio::pin!(shutdown);
-    loop {
-        let accepted = tokio::select! {
-            () = &mut shutdown => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
-            Ok((stream, _)) => {
-                let conn = connection(
-                    stream,
-                    Arc::clone(&broker),
-                    Arc::clone(&options),
-                    stopped.clone(),
-                );
-                connections.spawn(conn);
-            }
-            Err(e) => {
-                tracing::warn!("accepting a connection failed: {e}");
-                tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
-            }
-        }
-    }
-    let _ = stop.send(true);
-    let drain = Duration::from_millis(options.shutdown_drain_ms);
-    let drained = tokio::time::timeout(drain, async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        tracing::warn!(
-            open = connections.len(),
-            "connections still open after the drain time; cutting them"
-        );
-        connections.shutdown().await;
-    }
-    remove_socket_file(&listener);
-    tracing::info!("brokerd server stopped");
+    let limits = options.connections;
+    let server = Arc::new(Server { broker, options });
+    bxhttp::serve("brokerd", listener, server, limits, shutdown).await;
 }
 
-fn remove_socket_file(listener: &UnixListener) {
-    let path = listener
-        .local_addr()
-        .ok()
-        .and_then(|a| a.as_pathname().map(|p| p.to_path_buf()));
-    if let Some(path) = path
-        && let Err(e) = std::fs::remove_file(&path)
-    {
-        tracing::warn!(path = %path.display(), "cannot remove the socket: {e}");
-    }
-}
-
-/// One connection: the peer check, then HTTP/1.1 until the client closes or the server stops.
-async fn connection(
-    stream: UnixStream,
+/// brokerd's side of the server: the peer check, the routes and the error bodies.
+struct Server {
     broker: Arc<Broker>,
-    options: Arc<ServerOptions>,
-    stopped: watch::Receiver<bool>,
-) {
-    if let Err(why) = peer::check_peer(&stream, &options).await {
-        tracing::warn!("connection refused: {why}");
-        refuse(stream, why).await;
-        return;
+    options: ServerOptions,
+}
+
+impl bxhttp::Handler for Server {
+    type Body = Body;
+
+    fn check_peer(&self, stream: &UnixStream) -> impl Future<Output = Result<(), String>> + Send {
+        peer::check_peer(stream, &self.options)
     }
-    let max_body_bytes = options.max_body_bytes;
-    let service = service_fn(move |request| handle(Arc::clone(&broker), max_body_bytes, request));
-    let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
-    let result = tokio::select! {
-        result = conn.as_mut() => result,
-        () = stopping(stopped) => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
+
+    fn handle(
+        &self,
+        request: Request<RequestBody>,
+    ) -> impl Future<Output = Response<Body>> + Send + use<> {
+        let answer = handle(
+            Arc::clone(&self.broker),
+            self.options.max_body_bytes,
+            request,
+        );
+        async move {
+            match answer.await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
         }
-    };
-    if let Err(e) = result {
-        tracing::debug!("connection ended with an error: {e}");
     }
-}
 
-/// Resolves once `stopped` turns true (or its sender is gone).
-async fn stopping(mut stopped: watch::Receiver<bool>) {
-    let _ = stopped.wait_for(|stop| *stop).await;
-}
+    fn refused(&self, why: &str) -> Response<Body> {
+        let message = format!("this peer may not use brokerd: {why}");
+        Problem::new(StatusCode::FORBIDDEN, error_kind::FORBIDDEN, message).into_response()
+    }
 
-/// Answers a refused peer's request with a 403 and closes; bounded in time.
-async fn refuse(stream: UnixStream, why: String) {
-    let message = format!("this peer may not use brokerd: {why}");
-    let service = service_fn(move |_request: Request<hyper::body::Incoming>| {
-        let response: Response<Body> = Problem::new(
-            StatusCode::FORBIDDEN,
-            error_kind::FORBIDDEN,
-            message.clone(),
+    fn overloaded(&self, why: &str) -> Response<Body> {
+        let message = format!("brokerd is at limits.max_connections: {why}; try again shortly");
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            error_kind::UNAVAILABLE,
+            message,
         )
-        .into_response();
-        async move { Ok::<_, Infallible>(response) }
-    });
-    let conn = http1::Builder::new()
-        .keep_alive(false)
-        .serve_connection(TokioIo::new(stream), service);
-    let limit = Duration::from_millis(PEER_REFUSAL_TIMEOUT_MS);
-    if tokio::time::timeout(limit, conn).await.is_err() {
-        tracing::debug!("refused connection timed out");
+        .into_response()
     }
 }

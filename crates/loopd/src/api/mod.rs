@@ -2,8 +2,9 @@
 //!
 //! The routes and bodies are in [`proto::api`]. This module binds the socket (mode 0660,
 //! optionally owned by `api.socket_group`), checks each peer with `SO_PEERCRED`, serves the
-//! routes with hyper, and streams turn events as server-sent events. What it serves comes
-//! from a [`Backend`]: the engine in loopd, a stand-in in tests.
+//! routes with hyper through [`bxhttp`] (the connection cap and timeouts of `[api]`), and
+//! streams turn events as server-sent events. What it serves comes from a [`Backend`]: the
+//! engine in loopd, a stand-in in tests.
 //!
 //! ```no_run
 //! # async fn run<B: loopd::api::Backend>(backend: std::sync::Arc<B>) -> anyhow::Result<()> {
@@ -25,10 +26,8 @@ mod socket;
 mod sse;
 
 pub use backend::{ApiFailure, Backend, Submitted};
-pub use options::{
-    ACCEPT_RETRY_MS, ApiOptions, MAX_PAGE_RECORDS, PEER_REFUSAL_TIMEOUT_MS, SHUTDOWN_DRAIN_MS,
-    SSE_PING_INTERVAL_MS,
-};
+pub use bxhttp::Limits;
+pub use options::{ApiOptions, MAX_PAGE_RECORDS, SHUTDOWN_DRAIN_MS, SSE_PING_INTERVAL_MS};
 pub use peer::peer_allowed;
 pub use server::serve;
 pub use socket::{SOCKET_MODE, SocketError, bind_socket, resolve_group};

@@ -12,13 +12,6 @@ pub const SSE_PING_INTERVAL_MS: u64 = 15_000;
 /// milliseconds; then they are cut.
 pub const SHUTDOWN_DRAIN_MS: u64 = 2_000;
 
-/// How long a refused peer's connection may stay open to receive its 403, in milliseconds.
-pub const PEER_REFUSAL_TIMEOUT_MS: u64 = 5_000;
-
-/// How long the server waits before accepting again after `accept` failed (e.g. out of file
-/// descriptors), in milliseconds.
-pub const ACCEPT_RETRY_MS: u64 = 100;
-
 /// How the API serves: its limits and who may connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiOptions {
@@ -33,8 +26,9 @@ pub struct ApiOptions {
     pub own_uid: u32,
     /// How often an idle SSE stream gets a `: ping` comment, in milliseconds.
     pub sse_ping_interval_ms: u64,
-    /// How long open connections may take to finish at shutdown, in milliseconds.
-    pub shutdown_drain_ms: u64,
+    /// The connection cap, the header-read and idle timeouts, and the drain at shutdown
+    /// ([`SHUTDOWN_DRAIN_MS`]).
+    pub connections: bxhttp::Limits,
 }
 
 impl ApiOptions {
@@ -53,7 +47,12 @@ impl ApiOptions {
             allowed_gid,
             own_uid: nix::unistd::getuid().as_raw(),
             sse_ping_interval_ms: SSE_PING_INTERVAL_MS,
-            shutdown_drain_ms: SHUTDOWN_DRAIN_MS,
+            connections: bxhttp::Limits {
+                max_connections: api.max_connections,
+                header_read_timeout_ms: api.header_read_timeout_ms,
+                idle_timeout_ms: api.idle_timeout_ms,
+                shutdown_drain_ms: SHUTDOWN_DRAIN_MS,
+            },
         })
     }
 }
@@ -70,6 +69,15 @@ mod tests {
         assert_eq!(options.page_records, 100);
         assert_eq!(options.allowed_gid, None);
         assert_eq!(options.own_uid, nix::unistd::getuid().as_raw());
+        assert_eq!(
+            options.connections,
+            bxhttp::Limits {
+                max_connections: 256,
+                header_read_timeout_ms: 10_000,
+                idle_timeout_ms: 60_000,
+                shutdown_drain_ms: SHUTDOWN_DRAIN_MS,
+            }
+        );
     }
 
     #[test]

@@ -50,16 +50,13 @@ fn user_groups(uid: u32, allowed_gid: u32) -> Vec<u32> {
 /// A peer that may not use the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Refused {
-    /// The peer's uid, when the kernel said.
-    pub uid: Option<u32>,
-    /// Why, for the log and the 403.
+    /// Why (naming the peer's uid when the kernel said it), for the log and the 403.
     pub why: String,
 }
 
 /// Checks the peer of `stream` against `options`.
 pub(super) async fn check_peer(stream: &UnixStream, options: &ApiOptions) -> Result<(), Refused> {
     let cred = stream.peer_cred().map_err(|e| Refused {
-        uid: None,
         why: format!("cannot read the peer's credentials: {e}"),
     })?;
     let (uid, gid) = (cred.uid(), cred.gid());
@@ -85,10 +82,7 @@ pub(super) async fn check_peer(stream: &UnixStream, options: &ApiOptions) -> Res
             options.own_uid
         ),
     };
-    Err(Refused {
-        uid: Some(uid),
-        why,
-    })
+    Err(Refused { why })
 }
 
 #[cfg(test)]

@@ -18,6 +18,16 @@ pub struct Api {
     pub socket_group: Option<String>,
     /// How many records one page of `GET /v1/sessions/{id}` holds when the client does not say.
     pub page_records: usize,
+    /// The most connections open at once. At the cap the oldest connection without a request
+    /// in flight is closed to make room; when every one has a request in flight, a new one
+    /// gets 503.
+    pub max_connections: usize,
+    /// How long a client may take to send a request head, in milliseconds (also how long an
+    /// idle keep-alive connection stays open).
+    pub header_read_timeout_ms: u64,
+    /// How long a connection whose client owes bytes (the rest of a request body, reading an
+    /// answer) may move none, in milliseconds.
+    pub idle_timeout_ms: u64,
 }
 
 impl Default for Api {
@@ -27,6 +37,9 @@ impl Default for Api {
             session_queue_len: 8,
             socket_group: None,
             page_records: 100,
+            max_connections: 256,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
         }
     }
 }
@@ -38,6 +51,9 @@ impl Api {
             p.non_empty("api.socket_group", group);
         }
         p.at_least("api.page_records", self.page_records, 1);
+        p.at_least("api.max_connections", self.max_connections, 1);
+        p.at_least("api.header_read_timeout_ms", self.header_read_timeout_ms, 1);
+        p.at_least("api.idle_timeout_ms", self.idle_timeout_ms, 1);
     }
 }
 

@@ -121,7 +121,8 @@ fn config_checks_limits() {
         "[loop]\nmax_steps = 0\ntool_result_cap_bytes = 0\n\
          [llama]\nconnect_timeout_ms = 0\nretry_max_attempts = 0\n\
          retry_initial_backoff_ms = 100\nretry_max_backoff_ms = 50\n\
-         [api]\npage_records = 0\n[compact]\nsummary_chars = 0\n[broker]\ncall_timeout_ms = 0\n",
+         [api]\npage_records = 0\nmax_connections = 0\nheader_read_timeout_ms = 0\n\
+         idle_timeout_ms = 0\n[compact]\nsummary_chars = 0\n[broker]\ncall_timeout_ms = 0\n",
     );
     assert_eq!(
         keys(&found),
@@ -132,6 +133,9 @@ fn config_checks_limits() {
             "loop.max_steps",
             "loop.tool_result_cap_bytes",
             "api.page_records",
+            "api.max_connections",
+            "api.header_read_timeout_ms",
+            "api.idle_timeout_ms",
             "broker.call_timeout_ms",
             "compact.summary_chars",
         ]

@@ -10,7 +10,7 @@ use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Body, Frame, Incoming};
 use hyper_util::rt::TokioIo;
-use loopd::api::{ApiFailure, ApiOptions, Backend, Submitted, bind_socket, serve};
+use loopd::api::{ApiFailure, ApiOptions, Backend, Limits, Submitted, bind_socket, serve};
 use proto::api::{
     BrokerStatus, CancelAnswer, LlamaStatus, LoopdStatus, RecordsPage, SessionInfo, SessionList,
     SlotRoles, Status, TaskAccepted, TaskRequest,
@@ -232,7 +232,12 @@ pub fn test_options() -> ApiOptions {
         allowed_gid: None,
         own_uid: nix::unistd::getuid().as_raw(),
         sse_ping_interval_ms: 50,
-        shutdown_drain_ms: 1_000,
+        connections: Limits {
+            max_connections: 64,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            shutdown_drain_ms: 1_000,
+        },
     }
 }
 

@@ -1,0 +1,98 @@
+//! Serving HTTP/1.1 over a Unix socket, shared by loopd's API and brokerd: the accept loop
+//! with its connection limits and the graceful drain at shutdown.
+//!
+//! A daemon brings a [`Handler`]: its peer check, its routes, and its error bodies for a
+//! refused peer (403) and for a full server (503). [`serve`] does the rest:
+//!
+//! - at most [`Limits::max_connections`] open connections. At the cap the loop still accepts
+//!   (so the kernel's backlog never fills) and makes room by closing the oldest connection
+//!   with no request in flight (never sent a request head, sends it slowly, idle between
+//!   requests); failing that, the oldest whose request waits on its peer (a request body not
+//!   all sent, an answer it does not read). When every connection has a request the server is
+//!   working on, the new one is answered 503 and closed.
+//! - [`Limits::header_read_timeout_ms`]: hyper's header-read timeout. It runs whenever hyper
+//!   waits for a request head, so it also closes a connection that never sends a byte and an
+//!   idle keep-alive connection between requests.
+//! - [`Limits::idle_timeout_ms`]: a connection whose peer owes bytes (the rest of a request
+//!   body, or reading an answer) and moves none for that long is closed. A handler that is
+//!   working (a long tool call, a stream waiting for its next event) is never idle.
+//! - at shutdown: stop accepting, give open connections [`Limits::shutdown_drain_ms`] to
+//!   finish (hyper's graceful shutdown), cut the rest, remove the socket file.
+//!
+//! ```no_run
+//! # async fn run<H: bxhttp::Handler>(handler: std::sync::Arc<H>) -> std::io::Result<()> {
+//! let listener = tokio::net::UnixListener::bind("/run/example.sock")?;
+//! let limits = bxhttp::Limits {
+//!     max_connections: 128,
+//!     header_read_timeout_ms: 10_000,
+//!     idle_timeout_ms: 60_000,
+//!     shutdown_drain_ms: 2_000,
+//! };
+//! bxhttp::serve("example", listener, handler, limits, std::future::pending()).await;
+//! # Ok(())
+//! # }
+//! ```
+
+mod activity;
+mod body;
+mod io;
+mod open;
+mod serve;
+
+pub use body::RequestBody;
+pub use serve::serve;
+
+use http::{Request, Response};
+use std::error::Error;
+use tokio::net::UnixStream;
+
+/// How long the server waits before accepting again after `accept` failed (e.g. out of file
+/// descriptors), in milliseconds.
+pub const ACCEPT_RETRY_MS: u64 = 100;
+
+/// How long a connection that is answered and closed (a refused peer's 403, a full server's
+/// 503) may stay open to send its request and read the answer, in milliseconds.
+pub const CLOSING_ANSWER_TIMEOUT_MS: u64 = 5_000;
+
+/// The connection limits of a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The most connections open at once; see the crate's documentation for what happens at
+    /// the cap.
+    pub max_connections: usize,
+    /// How long the peer may take to send a request head, in milliseconds, counted from when
+    /// the server starts waiting for it (a new connection, or the end of the previous answer).
+    pub header_read_timeout_ms: u64,
+    /// How long a connection whose peer owes bytes may move none, in milliseconds.
+    pub idle_timeout_ms: u64,
+    /// How long open connections may take to finish at shutdown, in milliseconds; then they
+    /// are cut.
+    pub shutdown_drain_ms: u64,
+}
+
+/// What a daemon brings to [`serve`]: who may connect, what it answers, and its error bodies.
+pub trait Handler: Send + Sync + 'static {
+    /// The body of its answers.
+    type Body: hyper::body::Body<Data: Send, Error: Into<Box<dyn Error + Send + Sync>>>
+        + Send
+        + Unpin
+        + 'static;
+
+    /// Whether the peer of `stream` may use the server; `Err` says why not (logged, and given
+    /// to [`Handler::refused`]).
+    fn check_peer(&self, stream: &UnixStream) -> impl Future<Output = Result<(), String>> + Send;
+
+    /// The answer to `request`. The future owns what it needs (hyper runs it on the
+    /// connection's task, which does not borrow the handler).
+    fn handle(
+        &self,
+        request: Request<RequestBody>,
+    ) -> impl Future<Output = Response<Self::Body>> + Send + use<Self>;
+
+    /// The 403 a refused peer gets; `why` is what [`Handler::check_peer`] said.
+    fn refused(&self, why: &str) -> Response<Self::Body>;
+
+    /// The 503 a connection gets when the server is at its cap and every connection has a
+    /// request in flight; `why` says so.
+    fn overloaded(&self, why: &str) -> Response<Self::Body>;
+}

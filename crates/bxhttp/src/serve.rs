@@ -1,0 +1,228 @@
+//! The accept loop and one connection's life: the cap, the peer check, HTTP/1.1 with the
+//! header-read and idle timeouts, and the drain at shutdown.
+
+use crate::activity::{Activity, InFlight};
+use crate::body::{RequestBody, ResponseBody};
+use crate::io::Metered;
+use crate::open::Open;
+use crate::{ACCEPT_RETRY_MS, CLOSING_ANSWER_TIMEOUT_MS, Handler, Limits};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinSet};
+
+/// Serves `handler` on `listener` within `limits` until `shutdown` resolves; then stops
+/// accepting, gives open connections [`Limits::shutdown_drain_ms`] to finish, cuts the rest,
+/// and removes the socket file. `name` says which server in the logs.
+pub async fn serve<H: Handler>(
+    name: &'static str,
+    listener: UnixListener,
+    handler: Arc<H>,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let (stop, stopped) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let mut open = Open::default();
+    // The one 503 being answered: a new one replaces it, so a flood at the cap holds one more
+    // descriptor at most.
+    let mut overload: Option<AbortHandle> = None;
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            accepted = listener.accept(), if open.settled() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!(server = name, "accepting a connection failed: {e}");
+                tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
+                continue;
+            }
+        };
+        if open.count() >= limits.max_connections {
+            if let Some(rank) = open.close_one() {
+                tracing::debug!(
+                    server = name,
+                    ?rank,
+                    "at max_connections: closed the oldest connection that was not busy"
+                );
+            } else {
+                tracing::warn!(
+                    server = name,
+                    max_connections = limits.max_connections,
+                    "every connection has a request in flight; answering a new one 503"
+                );
+                if let Some(previous) = overload.take() {
+                    open.abort(previous);
+                }
+                let why = format!(
+                    "all {} connections have a request in flight",
+                    limits.max_connections
+                );
+                let handler = Arc::clone(&handler);
+                let answer = move || handler.overloaded(&why);
+                overload = Some(tasks.spawn(answer_and_close(stream, answer, limits, name)));
+                continue;
+            }
+        }
+        let activity = Arc::new(Activity::new());
+        let task = tasks.spawn(connection(
+            stream,
+            Arc::clone(&handler),
+            Arc::clone(&activity),
+            limits,
+            name,
+            stopped.clone(),
+        ));
+        open.add(activity, task);
+    }
+    let _ = stop.send(true);
+    let drain = Duration::from_millis(limits.shutdown_drain_ms);
+    let drained =
+        tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        tracing::warn!(
+            server = name,
+            open = tasks.len(),
+            "connections still open after the drain time; cutting them"
+        );
+        tasks.shutdown().await;
+    }
+    remove_socket_file(&listener, name);
+    tracing::info!(server = name, "stopped");
+}
+
+fn remove_socket_file(listener: &UnixListener, name: &str) {
+    let path = listener
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_pathname().map(|p| p.to_path_buf()));
+    if let Some(path) = path
+        && let Err(e) = std::fs::remove_file(&path)
+    {
+        tracing::warn!(server = name, path = %path.display(), "cannot remove the socket: {e}");
+    }
+}
+
+/// hyper's HTTP/1.1 server with the header-read timeout (which needs a timer).
+fn http1(limits: Limits) -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms));
+    builder
+}
+
+/// Serves one connection: the peer check, then HTTP/1.1 until the client closes, a timeout
+/// closes it, or the server stops.
+async fn connection<H: Handler>(
+    stream: UnixStream,
+    handler: Arc<H>,
+    activity: Arc<Activity>,
+    limits: Limits,
+    name: &'static str,
+    stopped: watch::Receiver<bool>,
+) {
+    if let Err(why) = handler.check_peer(&stream).await {
+        tracing::warn!(server = name, "connection refused: {why}");
+        let answer = move || handler.refused(&why);
+        answer_and_close(stream, answer, limits, name).await;
+        return;
+    }
+    let io = TokioIo::new(Metered::new(stream, Arc::clone(&activity)));
+    let counted = Arc::clone(&activity);
+    let service = service_fn(move |request: Request<Incoming>| {
+        let in_flight = InFlight::start(Arc::clone(&counted));
+        let request = request.map(|body| RequestBody::new(body, Arc::clone(&counted)));
+        let answer = handler.handle(request);
+        async move {
+            let response = answer.await;
+            Ok::<_, Infallible>(response.map(|body| ResponseBody::new(body, in_flight)))
+        }
+    });
+    let conn = http1(limits).serve_connection(io, service);
+    tokio::pin!(conn);
+    let served = async {
+        tokio::select! {
+            result = conn.as_mut() => result,
+            () = stopping(stopped) => {
+                conn.as_mut().graceful_shutdown();
+                conn.as_mut().await
+            }
+        }
+    };
+    let result = tokio::select! {
+        result = served => result,
+        () = idle(&activity, limits.idle_timeout_ms) => {
+            tracing::debug!(
+                server = name,
+                idle_timeout_ms = limits.idle_timeout_ms,
+                "closed a connection whose peer moved no byte it owed"
+            );
+            return;
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(server = name, "connection ended with an error: {e}");
+    }
+}
+
+/// Resolves once `stopped` turns true (or its sender is gone).
+async fn stopping(mut stopped: watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+/// Resolves once the peer has owed bytes and moved none for `idle_timeout_ms`.
+async fn idle(activity: &Activity, idle_timeout_ms: u64) {
+    let limit = Duration::from_millis(idle_timeout_ms);
+    loop {
+        // While nothing is owed, look again a whole limit later: the clock restarts when the
+        // peer starts to owe, so that look is never late.
+        let wait = if activity.owes() {
+            match limit.checked_sub(activity.quiet_for()) {
+                Some(left) if !left.is_zero() => left,
+                _ => return,
+            }
+        } else {
+            limit
+        };
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Reads one request on `stream`, answers it with `answer()` and closes; bounded by
+/// [`CLOSING_ANSWER_TIMEOUT_MS`].
+async fn answer_and_close<B>(
+    stream: UnixStream,
+    answer: impl Fn() -> Response<B> + Send + 'static,
+    limits: Limits,
+    name: &'static str,
+) where
+    B: hyper::body::Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+        + Send
+        + 'static,
+{
+    let service = service_fn(move |_request: Request<Incoming>| {
+        let response = answer();
+        async move { Ok::<_, Infallible>(response) }
+    });
+    let conn = http1(limits)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    let limit = Duration::from_millis(CLOSING_ANSWER_TIMEOUT_MS);
+    match tokio::time::timeout(limit, conn).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(server = name, "answered connection ended: {e}"),
+        Err(_) => tracing::debug!(server = name, "answered connection timed out"),
+    }
+}
