@@ -382,7 +382,9 @@ async fn a_root_that_is_one_file_grants_that_file_only() {
     fs::write(t.root.join("sibling.txt"), "not granted\n").unwrap();
     let grant: Grant =
         serde_json::from_value(json!({"tool": "read_file", "paths": [file]})).unwrap();
-    let read = call(&ReadFile, &grant, json!({"path": file})).await.unwrap();
+    let read = call(&ReadFile, &grant, json!({"path": file}))
+        .await
+        .unwrap();
     assert_eq!(read.content, "hello\n");
     let sibling = t.root_str("sibling.txt");
     let r = call(&ReadFile, &grant, json!({"path": sibling})).await;
