@@ -5,7 +5,7 @@
 use crate::audit::{AuditDecision, AuditEvent, AuditLog, AuditRecord, args_sha256};
 use crate::config::{Config, Grant, Limits};
 use crate::policy::{CallCounters, Decision, GlobError, Grants, decide};
-use crate::result::{from_error, grant_labels, labelled};
+use crate::result::{from_error, grant_labels, labelled, refused};
 use crate::tool::{CallContext, Tool};
 use crate::toolset::ToolSet;
 use bxcore::{Labels, SessionId, Timestamp};
@@ -109,6 +109,17 @@ impl Broker {
                 return self.answer(request, &line, response);
             }
         };
+        let ctx = CallContext {
+            grant: &grant,
+            result_cap_bytes: self.limits.result_cap_bytes,
+            timeout_ms: self.limits.call_timeout_ms,
+        };
+        if let Err(error) = tool.check(&arguments, ctx) {
+            // Refused on its arguments and grant alone: the tool never ran.
+            let response = refused(error);
+            let line = audit_record(AuditEvent::Decided, request, &response, None, started);
+            return self.answer(request, &line, response);
+        }
         let decided = decided_record(request, started);
         if let Err(e) = self.audit.append(&decided) {
             tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}; the call does not run");

@@ -44,6 +44,24 @@ pub fn grant_labels(grant: &Grant) -> Labels {
     Labels::new(grant.result_class, grant.result_untrusted)
 }
 
+/// A refusal from a tool's [`crate::tool::Tool::check`], made of the arguments and the grant
+/// alone: the same denials and failures as [`from_error`], but unlabelled, like the broker's
+/// own policy (nothing the tool could read went into it).
+pub fn refused(error: ToolError) -> ToolResponse {
+    match error {
+        ToolError::InvalidArguments(detail) => {
+            ToolResponse::denied(DenyReason::InvalidArguments, Some(detail))
+        }
+        ToolError::PathNotAllowed(detail) => {
+            ToolResponse::denied(DenyReason::PathNotAllowed, Some(detail))
+        }
+        ToolError::HostNotAllowed(detail) => {
+            ToolResponse::denied(DenyReason::HostNotAllowed, Some(detail))
+        }
+        ToolError::Failed(message) => ToolResponse::failed(message),
+    }
+}
+
 /// A tool's error as loopd gets it: argument, path and host errors are denials (with the
 /// tool's text as the detail), anything else a failure. Either way it carries `grant`'s
 /// labels: the tool wrote or shaped that text (an MCP server's error, a page's redirect), and

@@ -57,6 +57,14 @@ pub trait Tool: Send + Sync {
     fn description_labels(&self) -> Labels {
         Labels::PUBLIC
     }
+    /// Checks a call from its arguments and grant alone, before it runs: nothing outside them
+    /// is read or reached. A refusal here is made of nothing the tool read, so the broker
+    /// answers it unlabelled, like its own policy's (a mistyped host must not taint a session
+    /// the way a page's text does); `call` may assume it passed. Default: nothing to check.
+    fn check(&self, arguments: &serde_json::Value, ctx: CallContext<'_>) -> Result<(), ToolError> {
+        let _ = (arguments, ctx);
+        Ok(())
+    }
     /// Runs it with `arguments` (a JSON value, checked by the tool) within `ctx`.
     fn call<'a>(&'a self, arguments: &'a serde_json::Value, ctx: CallContext<'a>)
     -> CallFuture<'a>;

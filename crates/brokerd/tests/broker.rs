@@ -66,8 +66,8 @@ async fn builtin_clock_and_echo_answer_as_loopds_seed_tools() {
         ToolResponse::Denied {
             reason: DenyReason::InvalidArguments,
             detail: Some("\"text\" is required".into()),
-            // The tool refused: its grant's labels, public and trusted for echo.
-            labels: Some(Labels::PUBLIC),
+            // Refused on its arguments alone (`Tool::check`): brokerd's own words, no label.
+            labels: None,
         }
     );
     let names = b.tools().names();
@@ -591,5 +591,48 @@ async fn the_catalogue_labels_each_tools_description() {
             ("echo".to_string(), Labels::PUBLIC),
             ("outside_tool".to_string(), untrusted)
         ]
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_on_the_arguments_alone_carries_no_label_one_after_running_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fetch = grant("http_fetch", &["*"]);
+    fetch.hosts = vec!["example.org".into()];
+    let cfg = config(dir.path(), vec![fetch], Limits::default());
+    let b = broker(&cfg, tools(vec![]));
+    // A host the grant does not name: refused from the model's own URL, before anything is
+    // resolved, so a mistyped host does not make the session untrusted.
+    let r = b
+        .call(&request(
+            "main",
+            1,
+            "http_fetch",
+            r#"{"url":"http://exampel.org/"}"#,
+        ))
+        .await;
+    assert!(
+        matches!(
+            &r,
+            ToolResponse::Denied {
+                reason: DenyReason::HostNotAllowed,
+                labels: None,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    // Audited as one decision: the tool never ran.
+    let records = AuditLog::read(&cfg.state_dir.join(AUDIT_FILE)).unwrap();
+    let [line] = records.as_slice() else {
+        panic!("{records:?}")
+    };
+    assert_eq!(
+        (line.event, line.decision, line.reason),
+        (
+            AuditEvent::Decided,
+            AuditDecision::Denied,
+            Some(DenyReason::HostNotAllowed)
+        )
     );
 }

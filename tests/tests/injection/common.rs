@@ -100,19 +100,38 @@ pub fn start_brokerd(dir: &Path, grants: &str) -> Running {
     running
 }
 
-/// The `reason` (or, without one, the `decision`) of every line of brokerd's audit log in
-/// `dir/brokerd-state`, and the log's text.
+/// What came of each request in brokerd's audit log in `dir/brokerd-state`: the `reason` of
+/// its last line (or, without one, the `decision`), and the log's text. A call that ran has a
+/// `decided` line before it ran and a `finished` line after, which must agree on the call.
 pub fn audit_reasons(dir: &Path) -> (Vec<String>, String) {
     let audit = std::fs::read_to_string(dir.join("brokerd-state/audit.jsonl")).unwrap();
-    let reasons = audit
+    let lines: Vec<serde_json::Value> = audit
         .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            match v["reason"].as_str() {
-                Some(reason) => reason.to_string(),
-                None => v["decision"].as_str().unwrap_or("?").to_string(),
-            }
-        })
+        .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    let mut reasons = Vec::new();
+    let mut started: Option<&serde_json::Value> = None;
+    for v in &lines {
+        if v["event"] == "decided" && v["decision"] == "allowed" {
+            assert!(started.is_none(), "two calls started at once: {audit}");
+            started = Some(v);
+            continue;
+        }
+        if v["event"] == "finished" {
+            let decided = started
+                .take()
+                .expect("a finished line follows its decided line");
+            assert_eq!(
+                (&decided["call"], &decided["args_sha256"]),
+                (&v["call"], &v["args_sha256"]),
+                "{audit}"
+            );
+        }
+        reasons.push(match v["reason"].as_str() {
+            Some(reason) => reason.to_string(),
+            None => v["decision"].as_str().unwrap_or("?").to_string(),
+        });
+    }
+    assert!(started.is_none(), "a call has no outcome: {audit}");
     (reasons, audit)
 }

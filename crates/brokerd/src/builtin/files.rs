@@ -29,7 +29,7 @@ use crate::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
 use args::{Kind, Param};
 use proto::ToolSchema;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The most bytes of `content` one `write_file` call may write (1 MiB).
@@ -99,6 +99,11 @@ impl Tool for ReadFile {
         }
     }
 
+    fn check(&self, arguments: &serde_json::Value, _ctx: CallContext<'_>) -> Result<(), ToolError> {
+        let args = args::check(arguments, &READ_FILE_PARAMS)?;
+        paths::absolute(args.str("path").unwrap_or_default()).map(|_| ())
+    }
+
     fn call<'a>(
         &'a self,
         arguments: &'a serde_json::Value,
@@ -138,6 +143,11 @@ impl Tool for ListDir {
                 .to_string(),
             parameters: args::schema(&LIST_DIR_PARAMS),
         }
+    }
+
+    fn check(&self, arguments: &serde_json::Value, _ctx: CallContext<'_>) -> Result<(), ToolError> {
+        let args = args::check(arguments, &LIST_DIR_PARAMS)?;
+        paths::absolute(args.str("path").unwrap_or_default()).map(|_| ())
     }
 
     fn call<'a>(
@@ -183,23 +193,17 @@ impl Tool for WriteFile {
         }
     }
 
+    fn check(&self, arguments: &serde_json::Value, _ctx: CallContext<'_>) -> Result<(), ToolError> {
+        write_arguments(arguments).map(|_| ())
+    }
+
     fn call<'a>(
         &'a self,
         arguments: &'a serde_json::Value,
         ctx: CallContext<'a>,
     ) -> CallFuture<'a> {
         Box::pin(async move {
-            let args = args::check(arguments, &WRITE_FILE_PARAMS)?;
-            let arg = paths::absolute(args.str("path").unwrap_or_default())?;
-            let content = args.str("content").unwrap_or_default();
-            if content.len() > MAX_WRITE_BYTES {
-                return Err(ToolError::InvalidArguments(format!(
-                    "key \"content\" is {} bytes; the most is {MAX_WRITE_BYTES}",
-                    content.len()
-                )));
-            }
-            let content = content.to_string();
-            let overwrite = args.bool("overwrite").unwrap_or(false);
+            let (arg, content, overwrite) = write_arguments(arguments)?;
             let roots = ctx.grant.paths.clone();
             blocking("write_file", ctx.timeout_ms, move || {
                 write::write_file(&arg, &roots, &content, overwrite)
@@ -207,6 +211,25 @@ impl Tool for WriteFile {
             .await
         })
     }
+}
+
+/// `write_file`'s arguments: the absolute path, the content (at most [`MAX_WRITE_BYTES`]) and
+/// whether to overwrite.
+fn write_arguments(arguments: &serde_json::Value) -> Result<(PathBuf, String, bool), ToolError> {
+    let args = args::check(arguments, &WRITE_FILE_PARAMS)?;
+    let arg = paths::absolute(args.str("path").unwrap_or_default())?;
+    let content = args.str("content").unwrap_or_default();
+    if content.len() > MAX_WRITE_BYTES {
+        return Err(ToolError::InvalidArguments(format!(
+            "key \"content\" is {} bytes; the most is {MAX_WRITE_BYTES}",
+            content.len()
+        )));
+    }
+    Ok((
+        arg,
+        content.to_string(),
+        args.bool("overwrite").unwrap_or(false),
+    ))
 }
 
 /// Runs `work` on the blocking pool, failing the call past `timeout_ms`.

@@ -297,6 +297,18 @@ impl Tool for HttpFetch {
         }
     }
 
+    /// The arguments, the URL and the first hop's host and port against the grant: all from
+    /// the model's own URL, before anything is resolved.
+    fn check(&self, arguments: &serde_json::Value, ctx: CallContext<'_>) -> Result<(), ToolError> {
+        let args = args::check(arguments, &PARAMS)?;
+        let first = Target::parse(args.str("url").unwrap_or_default())
+            .map_err(ToolError::InvalidArguments)?;
+        let allowed = Allowed::new(ctx.grant).map_err(ToolError::Failed)?;
+        allowed
+            .check_name(&first)
+            .map_err(|refusal| ToolError::HostNotAllowed(refusal.first_hop(&first)))
+    }
+
     fn call<'a>(
         &'a self,
         arguments: &'a serde_json::Value,

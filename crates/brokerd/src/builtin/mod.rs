@@ -79,20 +79,29 @@ impl Tool for Echo {
         }
     }
 
+    fn check(&self, arguments: &Value, _ctx: CallContext<'_>) -> Result<(), ToolError> {
+        echo_text(arguments).map(|_| ())
+    }
+
     fn call<'a>(&'a self, arguments: &'a Value, _ctx: CallContext<'a>) -> CallFuture<'a> {
         Box::pin(async move {
-            match arguments.get("text") {
-                Some(Value::String(text)) => Ok(ToolOutput {
-                    content: text.clone(),
-                    truncated: false,
-                }),
-                Some(_) => Err(ToolError::InvalidArguments(
-                    "\"text\" must be a string".to_string(),
-                )),
-                None => Err(ToolError::InvalidArguments(
-                    "\"text\" is required".to_string(),
-                )),
-            }
+            echo_text(arguments).map(|text| ToolOutput {
+                content: text.to_string(),
+                truncated: false,
+            })
         })
+    }
+}
+
+/// Echo's `text` argument.
+fn echo_text(arguments: &Value) -> Result<&str, ToolError> {
+    match arguments.get("text") {
+        Some(Value::String(text)) => Ok(text),
+        Some(_) => Err(ToolError::InvalidArguments(
+            "\"text\" must be a string".to_string(),
+        )),
+        None => Err(ToolError::InvalidArguments(
+            "\"text\" is required".to_string(),
+        )),
     }
 }
