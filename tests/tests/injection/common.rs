@@ -16,6 +16,21 @@ pub const SECRET: &str = "SECRET-TOKEN-4242";
 pub fn page_server_with(
     body: impl Fn(u16) -> String + Send + 'static,
 ) -> (u16, Arc<Mutex<Vec<String>>>) {
+    http_server_with(move |port, _path| {
+        let body = body(port);
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            body.len()
+        )
+    })
+}
+
+/// Answers every request on loopback with `response(port, path)`, a whole HTTP/1.1 response
+/// as text, and records the path of each request.
+pub fn http_server_with(
+    response: impl Fn(u16, &str) -> String + Send + 'static,
+) -> (u16, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -32,17 +47,77 @@ pub fn page_server_with(
             while reader.read_line(&mut line).unwrap_or(0) > 2 {
                 line.clear();
             }
-            log.lock().unwrap().push(path);
-            let body = body(port);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\
-                 connection: close\r\n\r\n{body}",
-                body.len()
-            );
+            log.lock().unwrap().push(path.clone());
+            let _ = stream.write_all(response(port, &path).as_bytes());
         }
     });
     (port, seen)
+}
+
+/// Writes `tools` (name, description, text, is_error) as a `brokerd-test-mcp-tools` spec in
+/// `dir` and returns the `[[mcp]]` section (prefix `prefix`) that serves them.
+pub fn scripted_mcp(dir: &Path, prefix: &str, tools: &[(&str, &str, &str, bool)]) -> String {
+    let spec = dir.join(format!("{prefix}-tools.json"));
+    let tools: Vec<serde_json::Value> = tools
+        .iter()
+        .map(|(name, description, text, is_error)| {
+            serde_json::json!({
+                "name": name, "description": description, "text": text, "is_error": is_error,
+            })
+        })
+        .collect();
+    std::fs::write(&spec, serde_json::json!({ "tools": tools }).to_string()).unwrap();
+    format!(
+        "[[mcp]]\nname = {}\ncommand = {:?}\nargs = [{spec:?}]\nprefix = {}\n",
+        toml_string(prefix),
+        binary("brokerd-test-mcp-tools"),
+        toml_string(prefix)
+    )
+}
+
+/// Runs `task` on session `session` of `stack` with boxctl, asserts it ended `done`, and gives
+/// the session's records.
+pub fn run_task(stack: &e2e::Stack, session: &str, task: &str) -> Vec<bxcore::LogRecord> {
+    let run = stack.boxctl(&["task", "--session", session, task]);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    records(stack, session)
+}
+
+/// The records of session `session` of `stack`.
+pub fn records(stack: &e2e::Stack, session: &str) -> Vec<bxcore::LogRecord> {
+    let store = loopd::session::Store::new(&stack.dir.path().join("state")).unwrap();
+    store
+        .read(&bxcore::SessionId::new(session).unwrap())
+        .unwrap()
+}
+
+/// The tool results of `records`: outcome, labels and content, in order.
+pub fn results(
+    records: &[bxcore::LogRecord],
+) -> Vec<(bxcore::ToolOutcome, bxcore::Labels, String)> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            bxcore::LogRecord::ToolResult {
+                outcome,
+                class,
+                untrusted,
+                content,
+                ..
+            } => Some((
+                *outcome,
+                bxcore::Labels::new(*class, *untrusted),
+                content.clone(),
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A fakellama step that calls `name` with `arguments` (JSON text) through `call_tool`.

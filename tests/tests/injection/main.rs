@@ -5,4 +5,8 @@
 
 mod common;
 mod internal_address;
+mod reserved_sessions;
+mod subagent_inheritance;
+mod tool_descriptions;
+mod tool_failures;
 mod weather_page;
