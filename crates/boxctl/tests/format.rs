@@ -378,3 +378,36 @@ fn format_a_subagents_events_are_indented_under_the_parents_call() {
     );
     assert_eq!(printed.err, "");
 }
+
+#[test]
+fn show_marks_loopds_own_answers_and_says_what_a_child_inherited() {
+    let t = Timestamp::parse("2026-01-02T03:04:05Z").unwrap();
+    let found = LogRecord::ToolResult {
+        time: t,
+        call: CallId(2),
+        tool_call_id: "c1".into(),
+        content: "1 tool(s) match".into(),
+        class: DataClass::Public,
+        untrusted: true,
+        truncated: false,
+        outcome: ToolOutcome::Ok,
+        by_loopd: true,
+    };
+    // brokerd's audit log never sees these calls: the session log is their trail.
+    assert_eq!(
+        record_lines(&found, false),
+        ["03:04:05 ← ok, 15 bytes, untrusted (call 2, answered by loopd): 1 tool(s) match"]
+    );
+    let inherited = LogRecord::Inherited {
+        time: t,
+        parent: SessionId::new("main").unwrap(),
+        class: DataClass::Private,
+        untrusted: true,
+        root_session: SessionId::new("main").unwrap(),
+        root_turn: 4,
+    };
+    assert_eq!(
+        record_lines(&inherited, false),
+        ["03:04:05 ── inherits [private, untrusted] from main; its calls count against main#4"]
+    );
+}

@@ -11,7 +11,8 @@ use loopd::engine::{Engine, EngineParts, ToolSource};
 use loopd::heartbeat::{BeatCounts, HEARTBEAT_PROMPT_FILE, Heartbeat, HeartbeatOptions, list};
 use loopd::llama::ServerInfo;
 use loopd::session::Store;
-use loopd::tools::{FakeTools, Registry};
+use loopd::tools::{FakeTools, Registry, ToolPort};
+use proto::{ToolRequest, ToolResponse};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +34,10 @@ struct Bed {
 
 impl Bed {
     fn new(script: &str) -> Bed {
+        Bed::with_port(script, Arc::new(FakeTools::new()))
+    }
+
+    fn with_port(script: &str, port: Arc<dyn ToolPort>) -> Bed {
         let state = tempfile::tempdir().unwrap();
         std::fs::write(state.path().join("system.md"), "You are a test.").unwrap();
         std::fs::write(
@@ -53,7 +58,7 @@ impl Bed {
             cfg: cfg.clone(),
             store: Store::new(&cfg.state_dir).unwrap(),
             client: Arc::new(fake.client()),
-            port: Arc::new(FakeTools::new()),
+            port,
             tools: ToolSource::Fake(Registry::m2b()),
             system: "You are a test.".into(),
             server: ServerInfo {
@@ -147,4 +152,44 @@ delay_ms = 600
     assert_eq!(counts.finished, 0, "the first beat still ran");
     assert!(bed.beat_requests() <= 1, "no second beat started");
     assert!(list(&bed.cfg).unwrap().is_empty());
+}
+
+/// A port whose every answer is private and untrusted, like a fetched page of the owner's.
+struct PrivatePage;
+
+impl ToolPort for PrivatePage {
+    fn call(&self, _request: &ToolRequest) -> ToolResponse {
+        ToolResponse::Result {
+            content: "the backup log: 3 errors".into(),
+            class: bxcore::DataClass::Private,
+            untrusted: true,
+            truncated: false,
+        }
+    }
+}
+
+#[test]
+fn a_notification_carries_the_labels_of_the_turn_that_made_it() {
+    let bed = Bed::with_port(
+        &format!(
+            r#"default_reply = "HEARTBEAT_OK"
+[[rule]]
+when_contains = "{BEAT_PHRASE}"
+tool_calls = [{{ name = "call_tool", arguments = "{{\"name\": \"echo\", \"arguments\": {{\"text\": \"log\"}}}}" }}]
+[[rule]]
+when_contains = "the backup log"
+reply = "The backup failed: 3 errors."
+"#
+        ),
+        Arc::new(PrivatePage),
+    );
+    bed.beat_until(|c| c.notified >= 1);
+    let notifications = list(&bed.cfg).unwrap();
+    let first = &notifications[0];
+    assert_eq!(first.text, "The backup failed: 3 errors.");
+    assert_eq!(
+        (first.class, first.untrusted),
+        (bxcore::DataClass::Private, true),
+        "made from a private, untrusted result"
+    );
 }

@@ -391,3 +391,38 @@ fn many_sessions_appended_concurrently() {
         assert_eq!(session.last_turn(), TURNS);
     }
 }
+
+#[test]
+fn an_inherited_label_stays_under_the_context_in_every_epoch_and_after_reopen() {
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::new(state.path()).unwrap();
+    let mut child = store.create(&id("sub-p-1")).unwrap();
+    let time = Timestamp::now();
+    child
+        .append(LogRecord::Inherited {
+            time,
+            parent: id("p"),
+            class: DataClass::Private,
+            untrusted: true,
+            root_session: id("p"),
+            root_turn: 3,
+        })
+        .unwrap();
+    // A new epoch whose carry claims to be public: what the session inherited stays.
+    child
+        .append(LogRecord::EpochStart {
+            time,
+            epoch: 1,
+            carry: "nothing to see".into(),
+            class: DataClass::Public,
+            untrusted: false,
+        })
+        .unwrap();
+    let expected = bxcore::Labels::new(DataClass::Private, true);
+    assert_eq!(loopd::baseline::context_labels(&child), expected);
+    drop(child);
+    let child = store.open(&id("sub-p-1")).unwrap();
+    assert_eq!(child.inherited(), expected);
+    assert_eq!(loopd::baseline::context_labels(&child), expected);
+    assert_eq!(child.root_turn(), Some((&id("p"), 3)));
+}

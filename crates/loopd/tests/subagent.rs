@@ -311,3 +311,91 @@ delay_ms = {SLOW_REPLY_MS}
         })
     ));
 }
+
+/// A port whose answers are private for the parent (`p`) and public for anyone else.
+#[derive(Default)]
+struct PrivateToParent {
+    seen: Mutex<Vec<ToolRequest>>,
+}
+
+impl ToolPort for PrivateToParent {
+    fn call(&self, request: &ToolRequest) -> ToolResponse {
+        self.seen.lock().unwrap().push(request.clone());
+        let parent = request.session.as_str() == "p";
+        ToolResponse::Result {
+            content: if parent {
+                "private words"
+            } else {
+                "public words"
+            }
+            .into(),
+            class: if parent {
+                DataClass::Private
+            } else {
+                DataClass::Public
+            },
+            untrusted: false,
+            truncated: false,
+        }
+    }
+}
+
+#[test]
+fn the_child_starts_at_the_parents_label_durably_and_counts_against_its_turn() {
+    let echo = r#"tool_calls = [{ name = "call_tool", arguments = "{\"name\": \"echo\", \"arguments\": {\"text\": \"x\"}}" }]"#;
+    let script = format!(
+        r#"
+[[rule]]
+when_contains = "PARENT TASK"
+times = 1
+{echo}
+[[rule]]
+when_contains = "private words"
+times = 1
+tool_calls = [{{ name = "subagent", arguments = "{{\"task\": \"CHILD TASK\"}}" }}]
+[[rule]]
+when_contains = "CHILD TASK"
+times = 1
+{echo}
+[[rule]]
+when_contains = "public words"
+reply = "CHILD DONE"
+[[rule]]
+when_contains = "CHILD DONE"
+reply = "ok"
+"#
+    );
+    let bed = Bed::new(&script);
+    let port = PrivateToParent::default();
+    let (end, parent) = bed.task("p", "PARENT TASK", &port, &Stop::default());
+    assert_eq!(end.unwrap(), TurnEnd::Done);
+    drop(parent);
+    // The child's calls carry the parent's label, and count against the parent's turn.
+    let seen = port.seen.lock().unwrap().clone();
+    let child_call = seen
+        .iter()
+        .find(|r| r.session.as_str() == "sub-p-2")
+        .unwrap();
+    assert_eq!(child_call.context.class, DataClass::Private);
+    assert_eq!(
+        child_call.counts_for,
+        Some(proto::TurnRef {
+            session: SessionId::new("p").unwrap(),
+            turn: 1
+        })
+    );
+    assert_eq!(seen[0].counts_for, None, "the parent counts for itself");
+    // Durably: reopened, the child still starts from what it inherited, whatever it read.
+    let child = bed.child("sub-p-2");
+    assert!(
+        matches!(
+            &child.records()[1],
+            LogRecord::Inherited { parent, class: DataClass::Private, untrusted: false, root_turn: 1, .. }
+                if parent.as_str() == "p"
+        ),
+        "{:?}",
+        child.records()[1]
+    );
+    assert_eq!(context_labels(&child).class, DataClass::Private);
+    assert_eq!(child.inherited().class, DataClass::Private);
+}

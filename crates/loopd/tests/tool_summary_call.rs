@@ -118,3 +118,35 @@ fn summaries_come_before_compaction_and_replace_the_result_in_it() {
         "the raw result is replaced: {text}"
     );
 }
+
+#[test]
+fn a_summary_is_labelled_with_the_context_it_was_made_in() {
+    let bed = Bed::new(&script("reply = \"CARRY\""));
+    let mut session = bed.session("s");
+    // The session holds secret data from before it read the page (here inherited): the model
+    // that writes the summary reads that too, so the summary may repeat it.
+    let parent = bxcore::SessionId::new("p").unwrap();
+    session
+        .append(LogRecord::Inherited {
+            time: bxcore::Timestamp::now(),
+            parent: parent.clone(),
+            class: DataClass::Secret,
+            untrusted: false,
+            root_session: parent,
+            root_turn: 1,
+        })
+        .unwrap();
+    bed.task(&mut session, "fetch otters", ROOMY_N_CTX).unwrap();
+    let found = summaries(&session);
+    let LogRecord::ToolSummary {
+        class, untrusted, ..
+    } = &found[0]
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        (*class, *untrusted),
+        (DataClass::Secret, true),
+        "the join of the result (private, untrusted) and the context (secret)"
+    );
+}
