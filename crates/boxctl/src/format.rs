@@ -1,7 +1,7 @@
 //! How boxctl shows things to people: pure functions from events, records and answers to
 //! text. Everything that came from the model or a tool is made safe for a terminal first.
 
-use bxcore::{LogRecord, ToolCall, ToolOutcome, TurnEnd, TurnEvent};
+use bxcore::{DataClass, LogRecord, ToolCall, ToolOutcome, TurnEnd, TurnEvent};
 use proto::api::{CancelAnswer, SessionList, Status};
 use std::borrow::Cow;
 
@@ -240,6 +240,19 @@ fn clock(time: &bxcore::Timestamp) -> String {
     text.get(11..19).map_or(text.clone(), str::to_string)
 }
 
+/// Labels as words: `private`, `public, untrusted`.
+pub fn label_words(class: DataClass, untrusted: bool) -> String {
+    let class = serde_json::to_value(class)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{class:?}"));
+    if untrusted {
+        format!("{class}, untrusted")
+    } else {
+        class
+    }
+}
+
 /// A session record as readable lines: one per record, and one per tool call an answer asked
 /// for. Reasoning is shown only when `show_reasoning`.
 pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
@@ -314,7 +327,7 @@ pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
         } => vec![format!(
             "{} ── inherits [{}] from {}; its calls count against {}#{root_turn}",
             clock(time),
-            crate::listing::label_words(*class, *untrusted),
+            label_words(*class, *untrusted),
             terminal_safe(parent.as_str()),
             terminal_safe(root_session.as_str()),
         )],

@@ -1,23 +1,11 @@
 //! How memory notes, notifications and a session's summaries read as text: one line each, with labels.
 
+pub use crate::format::label_words;
 use crate::format::{one_line, terminal_safe};
-use bxcore::{DataClass, LogRecord, MemoryNote};
+use bxcore::{LogRecord, MemoryNote};
 
 /// The most characters of a note, summary or carry on one line.
 pub const LINE_TEXT_MAX_CHARS: usize = 200;
-
-/// Labels as words: `private`, `public, untrusted`.
-pub fn label_words(class: DataClass, untrusted: bool) -> String {
-    let class = serde_json::to_value(class)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{class:?}"));
-    if untrusted {
-        format!("{class}, untrusted")
-    } else {
-        class
-    }
-}
 
 /// A memory note as one line: `TIME SESSION [LABELS] TEXT`.
 pub fn memory_line(note: &MemoryNote) -> String {
@@ -99,7 +87,7 @@ pub fn summary_line(record: &LogRecord) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bxcore::{CallId, SessionId, Timestamp};
+    use bxcore::{CallId, DataClass, SessionId, Timestamp};
 
     #[test]
     fn a_sessions_children_are_named_and_others_are_not() {

@@ -1,6 +1,6 @@
 //! brokerd as its descendants' child subreaper: an orphan of an MCP server (a double fork) is
 //! reparented to brokerd, not to init, so it stays brokerd's descendant and the socket's peer
-//! check ([`crate::server::descent`]) still refuses it. A subreaper must reap what it adopts.
+//! check (`server::descent`) still refuses it. A subreaper must reap what it adopts.
 //!
 //! [`become_subreaper`] sets `PR_SET_CHILD_SUBREAPER` (the daemon does, before it starts any MCP
 //! server). [`Reaper`] then reaps, at each `SIGCHLD`, every zombie child of brokerd that

@@ -7,7 +7,7 @@
 //! names the process that connected (`SO_PEERCRED`'s pid); brokerd walks its parents in `/proc`
 //! and refuses it if brokerd is among them. brokerd's own pid is allowed (in-process clients,
 //! as in the tests). Double-forking does not escape: brokerd is its descendants' child
-//! subreaper (`crate::reaper`), so an orphan is reparented to brokerd, not to init.
+//! subreaper (`reaper`), so an orphan is reparented to brokerd, not to init.
 //!
 //! The walk stops, "not a descendant", at pid 1, or at one of brokerd's own ancestors (loopd's
 //! parent is boxd, which is brokerd's parent too), so it never needs to read processes that
