@@ -146,6 +146,46 @@ pub fn with_open_files_limit(program: &Path, max_open_files: u64) -> Command {
     command
 }
 
+/// Starts brokerd through `command` (the brokerd binary, or a wrapper that execs it) with the
+/// socket `dir/brokerd.sock`, the state dir `dir/brokerd-state` and `rest` (TOML: grants,
+/// limits, MCP servers) as the rest of its config in `dir/brokerd.toml`; waits (at most
+/// [`READY_TIMEOUT_MS`]) until its socket answers.
+pub fn start_brokerd_with(mut command: Command, dir: &Path, rest: &str) -> Running {
+    let socket = dir.join("brokerd.sock");
+    let config = dir.join("brokerd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "socket = {socket:?}\nstate_dir = {:?}\n{rest}",
+            dir.join("brokerd-state")
+        ),
+    )
+    .unwrap_or_else(|e| panic!("cannot write {}: {e}", config.display()));
+    command
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", DAEMON_LOG_LEVEL);
+    let mut running =
+        Running::start(command).unwrap_or_else(|e| panic!("cannot start brokerd: {e}"));
+    let deadline = std::time::Instant::now() + Duration::from_millis(READY_TIMEOUT_MS);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        if let Some(status) = running.exited() {
+            panic!("brokerd exited ({status}) before serving");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "brokerd did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    running
+}
+
+/// [`start_brokerd_with`] the brokerd binary itself.
+pub fn start_brokerd(dir: &Path, rest: &str) -> Running {
+    start_brokerd_with(Command::new(binary("brokerd")), dir, rest)
+}
+
 impl Stack {
     /// Starts fakellama, then loopd, and waits until loopd's socket answers.
     pub fn start(options: StackOptions) -> std::io::Result<Stack> {

@@ -242,30 +242,15 @@ fn a_slow_loris_on_loopds_socket_does_not_stop_a_task() {
 /// Starts brokerd on `dir/brokerd.sock` with echo granted to everyone, the test's connection
 /// limits and open-file limit; waits until its socket answers.
 fn start_brokerd(dir: &Path) -> (Running, PathBuf) {
-    let socket = dir.join("brokerd.sock");
-    let config = dir.join("brokerd.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "socket = {socket:?}\nstate_dir = {:?}\n[limits]\n{}\
-             [[grants]]\ntool = \"echo\"\nsessions = [\"*\"]\n",
-            dir.join("brokerd-state"),
+    let brokerd = e2e::start_brokerd_with(
+        with_open_files_limit(&binary("brokerd"), MAX_OPEN_FILES),
+        dir,
+        &format!(
+            "[limits]\n{}[[grants]]\ntool = \"echo\"\nsessions = [\"*\"]\n",
             limits()
         ),
-    )
-    .unwrap();
-    let mut command = with_open_files_limit(&binary("brokerd"), MAX_OPEN_FILES);
-    command
-        .arg("--config")
-        .arg(&config)
-        .env("RUST_LOG", e2e::DAEMON_LOG_LEVEL);
-    let brokerd = Running::start(command).unwrap();
-    let deadline = Instant::now() + Duration::from_millis(e2e::READY_TIMEOUT_MS);
-    while UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "brokerd did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (brokerd, socket)
+    );
+    (brokerd, dir.join("brokerd.sock"))
 }
 
 #[test]

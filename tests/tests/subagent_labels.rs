@@ -3,11 +3,9 @@
 //! makes its parent's context untrusted, and brokerd then denies the parent a write.
 
 use bxcore::{DenyReason, LogRecord, SessionId, ToolOutcome};
-use e2e::{Running, Stack, StackOptions, binary};
+use e2e::{Stack, StackOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::process::Command;
-use std::time::{Duration, Instant};
 
 /// Serves one plain page on loopback.
 fn page_server() -> u16 {
@@ -55,29 +53,14 @@ fn an_untrusted_child_makes_the_parent_untrusted_and_brokerd_denies_its_write() 
     // brokerd: children may fetch from the page's host; anyone may write under out/ (but not
     // from an untrusted context: write_file's default).
     let socket = dir.path().join("brokerd.sock");
-    let config = dir.path().join("brokerd.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "socket = {socket:?}\nstate_dir = {:?}\n\
-             [[grants]]\ntool = \"http_fetch\"\nsessions = [\"sub-*\"]\nhosts = [\"127.0.0.1:{port}\"]\n\
+    let _brokerd = e2e::start_brokerd(
+        dir.path(),
+        &format!(
+            "[[grants]]\ntool = \"http_fetch\"\nsessions = [\"sub-*\"]\nhosts = [\"127.0.0.1:{port}\"]\n\
              networks = [\"127.0.0.0/8\"]\n\
-             [[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\n",
-            dir.path().join("brokerd-state")
+             [[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\n"
         ),
-    )
-    .unwrap();
-    let mut command = Command::new(binary("brokerd"));
-    command
-        .arg("--config")
-        .arg(&config)
-        .env("RUST_LOG", e2e::DAEMON_LOG_LEVEL);
-    let _brokerd = Running::start(command).unwrap();
-    let deadline = Instant::now() + Duration::from_millis(e2e::READY_TIMEOUT_MS);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "brokerd did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    );
 
     // The parent hands the fetch to a child, then tries to write what came back.
     let page = format!("http://127.0.0.1:{port}/otters");

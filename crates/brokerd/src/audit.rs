@@ -14,6 +14,7 @@
 //! never a tool's own message (which may quote them): its `detail` is brokerd's own text.
 
 use bxcore::{CallId, DenyReason, Labels, SessionId, Timestamp};
+use proto::{ToolRequest, ToolResponse};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
@@ -21,6 +22,7 @@ use std::io::{self, BufRead, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
 
 /// The audit log's file name in the state dir.
 pub const AUDIT_FILE: &str = "audit.jsonl";
@@ -99,6 +101,80 @@ pub struct AuditRecord {
     pub result: Option<Labels>,
     /// Whether the result was cut to the cap.
     pub truncated: bool,
+}
+
+impl AuditRecord {
+    /// The `decided` line of an allowed call, written before its tool starts.
+    pub fn decided(request: &ToolRequest, started: Instant) -> AuditRecord {
+        AuditRecord::line(
+            AuditEvent::Decided,
+            request,
+            AuditDecision::Allowed,
+            started,
+        )
+    }
+
+    /// The line of `response` to `request` at `event`, with brokerd's own `detail`.
+    pub fn of_response(
+        event: AuditEvent,
+        request: &ToolRequest,
+        response: &ToolResponse,
+        detail: Option<String>,
+        started: Instant,
+    ) -> AuditRecord {
+        let (decision, reason, result_bytes, result, truncated) = match response {
+            ToolResponse::Result {
+                content,
+                class,
+                untrusted,
+                truncated,
+            } => (
+                AuditDecision::Allowed,
+                None,
+                content.len() as u64,
+                Some(Labels::new(*class, *untrusted)),
+                *truncated,
+            ),
+            ToolResponse::Denied { reason, labels, .. } => {
+                (AuditDecision::Denied, Some(*reason), 0, *labels, false)
+            }
+            ToolResponse::Failed { labels, .. } => (AuditDecision::Failed, None, 0, *labels, false),
+        };
+        AuditRecord {
+            reason,
+            detail,
+            result_bytes,
+            result,
+            truncated,
+            ..AuditRecord::line(event, request, decision, started)
+        }
+    }
+
+    /// A line about `request` at `event` with `decision`, and nothing more to say.
+    fn line(
+        event: AuditEvent,
+        request: &ToolRequest,
+        decision: AuditDecision,
+        started: Instant,
+    ) -> AuditRecord {
+        AuditRecord {
+            time: Timestamp::now(),
+            event,
+            session: request.session.clone(),
+            turn: request.turn,
+            call: request.call,
+            tool: request.tool.clone(),
+            args_sha256: args_sha256(&request.arguments),
+            context: request.context,
+            decision,
+            reason: None,
+            detail: None,
+            duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            result_bytes: 0,
+            result: None,
+            truncated: false,
+        }
+    }
 }
 
 /// Hex SHA-256 of `arguments`.

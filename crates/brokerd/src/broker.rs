@@ -2,13 +2,13 @@
 //! anything runs, runs the tool under its time limit, caps and labels the result (and a
 //! tool's failure alike), and audits the outcome before it answers.
 
-use crate::audit::{AuditDecision, AuditEvent, AuditLog, AuditRecord, args_sha256};
+use crate::audit::{AuditEvent, AuditLog, AuditRecord};
 use crate::config::{Config, Grant, Limits};
 use crate::policy::{CallCounters, Decision, GlobError, Grants, decide};
 use crate::result::{from_error, grant_labels, labelled, refused};
 use crate::tool::{CallContext, Tool};
 use crate::toolset::ToolSet;
-use bxcore::{Labels, SessionId, Timestamp};
+use bxcore::SessionId;
 use proto::{Catalogue, ToolRequest, ToolResponse};
 use serde_json::Value;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -86,7 +86,7 @@ impl Broker {
             (Decision::Allow { grant, arguments }, Some(tool)) => (grant, arguments, tool),
             (Decision::Deny { reason, detail }, _) => {
                 let response = ToolResponse::denied(reason, Some(detail.clone()));
-                let line = audit_record(
+                let line = AuditRecord::of_response(
                     AuditEvent::Decided,
                     request,
                     &response,
@@ -99,7 +99,7 @@ impl Broker {
             (Decision::Allow { .. }, None) => {
                 let message = format!("no tool named {:?}", request.tool);
                 let response = ToolResponse::failed(message.clone());
-                let line = audit_record(
+                let line = AuditRecord::of_response(
                     AuditEvent::Decided,
                     request,
                     &response,
@@ -117,16 +117,17 @@ impl Broker {
         if let Err(error) = tool.check(&arguments, ctx) {
             // Refused on its arguments and grant alone: the tool never ran.
             let response = refused(error);
-            let line = audit_record(AuditEvent::Decided, request, &response, None, started);
+            let line =
+                AuditRecord::of_response(AuditEvent::Decided, request, &response, None, started);
             return self.answer(request, &line, response);
         }
-        let decided = decided_record(request, started);
+        let decided = AuditRecord::decided(request, started);
         if let Err(e) = self.audit.append(&decided) {
             tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}; the call does not run");
             return ToolResponse::failed(AUDIT_FAILED_MESSAGE);
         }
         let (response, own_detail) = self.run(tool, grant, arguments).await;
-        let line = audit_record(
+        let line = AuditRecord::of_response(
             AuditEvent::Finished,
             request,
             &response,
@@ -224,75 +225,5 @@ impl<T> Future for AbortOnDrop<T> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         std::pin::Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-/// The `decided` line of an allowed call, written before its tool starts.
-fn decided_record(request: &ToolRequest, started: Instant) -> AuditRecord {
-    AuditRecord {
-        time: Timestamp::now(),
-        event: AuditEvent::Decided,
-        session: request.session.clone(),
-        turn: request.turn,
-        call: request.call,
-        tool: request.tool.clone(),
-        args_sha256: args_sha256(&request.arguments),
-        context: request.context,
-        decision: AuditDecision::Allowed,
-        reason: None,
-        detail: None,
-        duration_us: micros_since(started),
-        result_bytes: 0,
-        result: None,
-        truncated: false,
-    }
-}
-
-fn micros_since(started: Instant) -> u64 {
-    u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
-}
-
-/// The line of `response` to `request`, at `event`.
-fn audit_record(
-    event: AuditEvent,
-    request: &ToolRequest,
-    response: &ToolResponse,
-    detail: Option<String>,
-    started: Instant,
-) -> AuditRecord {
-    let (decision, reason, result_bytes, result, truncated) = match response {
-        ToolResponse::Result {
-            content,
-            class,
-            untrusted,
-            truncated,
-        } => (
-            AuditDecision::Allowed,
-            None,
-            content.len() as u64,
-            Some(Labels::new(*class, *untrusted)),
-            *truncated,
-        ),
-        ToolResponse::Denied { reason, labels, .. } => {
-            (AuditDecision::Denied, Some(*reason), 0, *labels, false)
-        }
-        ToolResponse::Failed { labels, .. } => (AuditDecision::Failed, None, 0, *labels, false),
-    };
-    AuditRecord {
-        time: Timestamp::now(),
-        event,
-        session: request.session.clone(),
-        turn: request.turn,
-        call: request.call,
-        tool: request.tool.clone(),
-        args_sha256: args_sha256(&request.arguments),
-        context: request.context,
-        decision,
-        reason,
-        detail,
-        duration_us: micros_since(started),
-        result_bytes,
-        result,
-        truncated,
     }
 }

@@ -452,11 +452,7 @@ fn fake_tools_deny_other_tools_and_record_every_call() {
     assert!(fake.calls().is_empty());
     assert_eq!(
         fake.call(&request(1, "read_file", r#"{"path": "/etc/passwd"}"#)),
-        ToolResponse::Denied {
-            reason: DenyReason::NoGrant,
-            detail: None,
-            labels: None,
-        }
+        ToolResponse::denied(DenyReason::NoGrant, None)
     );
     fake.call(&request(2, "echo", r#"{"text": "a"}"#));
     fake.call(&request(3, "clock", "{}"));

@@ -1,13 +1,11 @@
 //! What the attacks share: a page server under the attacker's control, fakellama script
 //! steps, and brokerd started with a test's grants.
 
-use e2e::{Running, binary};
+use e2e::{Running, Stack, StackOptions, binary};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// The private data the attacks try to get out.
 pub const SECRET: &str = "SECRET-TOKEN-4242";
@@ -54,7 +52,7 @@ pub fn http_server_with(
     (port, seen)
 }
 
-/// Writes `tools` (name, description, text, is_error) as a `brokerd-test-mcp-tools` spec in
+/// Writes `tools` (name, description, text, is_error) as a `brokerd-test-mcp tools` spec in
 /// `dir` and returns the `[[mcp]]` section (prefix `prefix`) that serves them.
 pub fn scripted_mcp(dir: &Path, prefix: &str, tools: &[(&str, &str, &str, bool)]) -> String {
     let spec = dir.join(format!("{prefix}-tools.json"));
@@ -68,16 +66,16 @@ pub fn scripted_mcp(dir: &Path, prefix: &str, tools: &[(&str, &str, &str, bool)]
         .collect();
     std::fs::write(&spec, serde_json::json!({ "tools": tools }).to_string()).unwrap();
     format!(
-        "[[mcp]]\nname = {}\ncommand = {:?}\nargs = [{spec:?}]\nprefix = {}\n",
+        "[[mcp]]\nname = {}\ncommand = {:?}\nargs = [\"tools\", {spec:?}]\nprefix = {}\n",
         toml_string(prefix),
-        binary("brokerd-test-mcp-tools"),
+        binary("brokerd-test-mcp"),
         toml_string(prefix)
     )
 }
 
 /// Runs `task` on session `session` of `stack` with boxctl, asserts it ended `done`, and gives
 /// the session's records.
-pub fn run_task(stack: &e2e::Stack, session: &str, task: &str) -> Vec<bxcore::LogRecord> {
+pub fn run_task(stack: &Stack, session: &str, task: &str) -> Vec<bxcore::LogRecord> {
     let run = stack.boxctl(&["task", "--session", session, task]);
     assert_eq!(
         run.status.code(),
@@ -90,7 +88,7 @@ pub fn run_task(stack: &e2e::Stack, session: &str, task: &str) -> Vec<bxcore::Lo
 }
 
 /// The records of session `session` of `stack`.
-pub fn records(stack: &e2e::Stack, session: &str) -> Vec<bxcore::LogRecord> {
+pub fn records(stack: &Stack, session: &str) -> Vec<bxcore::LogRecord> {
     let store = loopd::session::Store::new(&stack.dir.path().join("state")).unwrap();
     store
         .read(&bxcore::SessionId::new(session).unwrap())
@@ -148,31 +146,31 @@ pub fn script(steps: &[(&str, &str, String)]) -> String {
         .collect()
 }
 
-/// Starts brokerd with its socket `dir/brokerd.sock`, its state in `dir/brokerd-state` and
-/// `grants` (TOML) as the rest of its config; waits until its socket answers.
+/// Starts brokerd in `dir` with `grants` (TOML) as the rest of its config.
 pub fn start_brokerd(dir: &Path, grants: &str) -> Running {
-    let socket = dir.join("brokerd.sock");
-    let config = dir.join("brokerd.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "socket = {socket:?}\nstate_dir = {:?}\n{grants}",
-            dir.join("brokerd-state")
+    e2e::start_brokerd(dir, grants)
+}
+
+/// A server that answers every request `200 ok`, and the paths it was asked for: where a leak
+/// would land.
+pub fn collecting_server() -> (u16, Arc<Mutex<Vec<String>>>) {
+    http_server_with(|_, _| {
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok".to_string()
+    })
+}
+
+/// fakellama playing `steps`, and loopd using the brokerd started in `dir`, with `loopd_toml`
+/// added to loopd's config.
+pub fn stack_with_brokerd(dir: &Path, steps: &[(&str, &str, String)], loopd_toml: &str) -> Stack {
+    Stack::start(StackOptions {
+        script: script(steps),
+        loopd_toml: format!(
+            "[broker]\nsocket = {:?}\n{loopd_toml}",
+            dir.join("brokerd.sock")
         ),
-    )
-    .unwrap();
-    let mut command = Command::new(binary("brokerd"));
-    command
-        .arg("--config")
-        .arg(&config)
-        .env("RUST_LOG", e2e::DAEMON_LOG_LEVEL);
-    let running = Running::start(command).unwrap();
-    let deadline = Instant::now() + Duration::from_millis(e2e::READY_TIMEOUT_MS);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "brokerd did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    running
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 /// What came of each request in brokerd's audit log in `dir/brokerd-state`: the `reason` of

@@ -5,11 +5,11 @@
 //! without quoting the redirect; the internal servers see nothing. Once the owner grants
 //! loopback (`networks`) and the other port (`ports`), the same fetch works.
 
-use crate::common::{audit_reasons, call_tool, page_server_with, script, start_brokerd};
+use crate::common::{
+    audit_reasons, call_tool, http_server_with, page_server_with, script, start_brokerd,
+};
 use bxcore::{DenyReason, LogRecord, SessionId, ToolOutcome, TurnEnd};
 use e2e::{Running, Stack};
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -20,32 +20,13 @@ const INTERNAL_PATH: &str = "/internal-admin-7731";
 fn redirect_server(
     location: impl Fn() -> String + Send + 'static,
 ) -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { break };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut first = String::new();
-            reader.read_line(&mut first).unwrap_or_default();
-            let mut line = String::new();
-            while reader.read_line(&mut line).unwrap_or(0) > 2 {
-                line.clear();
-            }
-            log.lock()
-                .unwrap()
-                .push(first.split_whitespace().nth(1).unwrap_or("").to_string());
-            let _ = write!(
-                stream,
-                "HTTP/1.1 302 Found\r\nlocation: {}\r\ncontent-length: 0\r\n\
-                 connection: close\r\n\r\n",
-                location()
-            );
-        }
-    });
-    (port, seen)
+    http_server_with(move |_, _| {
+        format!(
+            "HTTP/1.1 302 Found\r\nlocation: {}\r\ncontent-length: 0\r\n\
+             connection: close\r\n\r\n",
+            location()
+        )
+    })
 }
 
 /// brokerd's config: `weather.test` resolves to 127.0.0.1 and is granted on `ports`, with

@@ -3,11 +3,11 @@
 //! whose grants allow the fetch, and an untrusted parent's child cannot write.
 
 use crate::common::{
-    SECRET, call_tool, http_server_with, page_server_with, records, results, run_task, script,
-    start_brokerd, toml_string,
+    SECRET, call_tool, collecting_server, page_server_with, records, results, run_task,
+    stack_with_brokerd, start_brokerd, toml_string,
 };
 use bxcore::{DataClass, DenyReason, LogRecord, SessionId, ToolOutcome};
-use e2e::{Stack, StackOptions};
+use e2e::Stack;
 
 /// A fakellama step that hands `task` to a subagent.
 fn subagent(task: &str) -> String {
@@ -18,22 +18,12 @@ fn subagent(task: &str) -> String {
 }
 
 fn stack(dir: &std::path::Path, steps: &[(&str, &str, String)]) -> Stack {
-    Stack::start(StackOptions {
-        script: script(steps),
-        loopd_toml: format!(
-            "[broker]\nsocket = {:?}\n[subagent]\nenabled = true\n",
-            dir.join("brokerd.sock")
-        ),
-        ..Default::default()
-    })
-    .unwrap()
+    stack_with_brokerd(dir, steps, "[subagent]\nenabled = true\n")
 }
 
 #[test]
 fn a_parent_holding_private_data_cannot_send_it_out_through_a_child() {
-    let (port, seen) = http_server_with(|_, _| {
-        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok".to_string()
-    });
+    let (port, seen) = collecting_server();
     let dir = tempfile::tempdir().unwrap();
     let files = dir.path().join("files");
     std::fs::create_dir_all(&files).unwrap();

@@ -2,9 +2,10 @@
 //! description that tries to forge a turn reaches the prompt neutralised and labelled
 //! untrusted, so it unlocks no write.
 
-use crate::common::{call_tool, results, run_task, script, scripted_mcp, start_brokerd};
+use crate::common::{
+    call_tool, results, run_task, scripted_mcp, stack_with_brokerd, start_brokerd,
+};
 use bxcore::{DenyReason, ToolOutcome};
-use e2e::{Stack, StackOptions};
 
 #[test]
 fn a_tool_description_cannot_forge_a_turn_or_unlock_a_write() {
@@ -45,12 +46,7 @@ fn a_tool_description_cannot_forge_a_turn_or_unlock_a_write() {
             "reply = \"There is a notes tool.\"".to_string(),
         ),
     ];
-    let stack = Stack::start(StackOptions {
-        script: script(&steps),
-        loopd_toml: format!("[broker]\nsocket = {:?}\n", dir.path().join("brokerd.sock")),
-        ..Default::default()
-    })
-    .unwrap();
+    let stack = stack_with_brokerd(dir.path(), &steps, "");
     let records = run_task(&stack, "victim", "Which tool searches my notes?");
     let results = results(&records);
     let (outcome, labels, content) = &results[0];

@@ -4,10 +4,10 @@
 //! sent out.
 
 use crate::common::{
-    SECRET, call_tool, http_server_with, results, run_task, script, scripted_mcp, start_brokerd,
+    SECRET, call_tool, collecting_server, http_server_with, results, run_task, scripted_mcp,
+    stack_with_brokerd, start_brokerd,
 };
 use bxcore::{DataClass, DenyReason, Labels, ToolOutcome};
-use e2e::{Stack, StackOptions};
 
 /// A `Location` that is no URL at all (spaces), carrying a forged system turn.
 const FORGED_LOCATION: &str =
@@ -54,12 +54,7 @@ fn a_redirects_location_cannot_forge_a_turn_or_unlock_a_write() {
             "reply = \"The page could not be fetched.\"".to_string(),
         ),
     ];
-    let stack = Stack::start(StackOptions {
-        script: script(&steps),
-        loopd_toml: format!("[broker]\nsocket = {:?}\n", dir.path().join("brokerd.sock")),
-        ..Default::default()
-    })
-    .unwrap();
+    let stack = stack_with_brokerd(dir.path(), &steps, "");
     let records = run_task(&stack, "victim", "Fetch the page, please.");
     let results = results(&records);
     let (outcome, labels, content) = &results[0];
@@ -80,9 +75,7 @@ fn a_redirects_location_cannot_forge_a_turn_or_unlock_a_write() {
 
 #[test]
 fn an_mcp_servers_error_carrying_private_data_cannot_be_sent_out() {
-    let (port, seen) = http_server_with(|_, _| {
-        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok".to_string()
-    });
+    let (port, seen) = collecting_server();
     let dir = tempfile::tempdir().unwrap();
     let error = format!("lookup failed: the key is {SECRET}");
     let mcp = scripted_mcp(
@@ -116,12 +109,7 @@ fn an_mcp_servers_error_carrying_private_data_cannot_be_sent_out() {
             "reply = \"I could not look it up.\"".to_string(),
         ),
     ];
-    let stack = Stack::start(StackOptions {
-        script: script(&steps),
-        loopd_toml: format!("[broker]\nsocket = {:?}\n", dir.path().join("brokerd.sock")),
-        ..Default::default()
-    })
-    .unwrap();
+    let stack = stack_with_brokerd(dir.path(), &steps, "");
     let records = run_task(&stack, "victim", "Check the door key.");
     let results = results(&records);
     // The error is the MCP tool's text: private and untrusted, as its grant labels its results.

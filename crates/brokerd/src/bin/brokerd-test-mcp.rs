@@ -9,10 +9,18 @@
 //! appears; the orphan also writes `OUT/orphan-pid` (its pid and its new parent's pid, once it
 //! has been reparented) before it attacks, and exits after. The server answers `initialize`
 //! (with no capabilities) and nothing else, until its stdin closes.
+//!
+//! `brokerd-test-mcp tools SPEC` is an MCP server whose tools say what a test wants: SPEC is a
+//! JSON file `{"tools": [{"name": N, "description": D, "text": T, "is_error": B}]}`;
+//! `tools/list` lists each with its description and an input schema that takes any object, and
+//! every `tools/call` of a tool answers its `text`, as an error result when `is_error`. The
+//! end-to-end tests use it to play a hostile server: a description that carries instructions,
+//! an error that carries data.
 
 use anyhow::{Context, bail};
 use bxcore::{CallId, Labels, SessionId};
 use proto::ToolRequest;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::io::{BufRead, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -45,7 +53,9 @@ impl Target {
                 secret: secret.clone(),
                 out: out.into(),
             }),
-            _ => bail!("usage: brokerd-test-mcp serve|orphan-maker|orphan SOCKET SECRET OUT"),
+            _ => bail!(
+                "usage: brokerd-test-mcp serve|orphan-maker|orphan SOCKET SECRET OUT, or tools SPEC"
+            ),
         }
     }
 
@@ -70,6 +80,12 @@ impl Target {
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (role, rest) = args.split_first().context("a role is required")?;
+    if role == "tools" {
+        let [spec] = rest else {
+            bail!("usage: brokerd-test-mcp tools SPEC");
+        };
+        return serve_tools(spec);
+    }
     let target = Target::from_args(rest)?;
     match role.as_str() {
         "serve" => serve(target),
@@ -95,6 +111,18 @@ fn serve(target: Target) -> anyhow::Result<()> {
             eprintln!("brokerd-test-mcp: {e:#}");
         }
     });
+    answer_requests(|message| {
+        if message["method"] == "initialize" {
+            Ok(initialized(message, json!({})))
+        } else {
+            Err("method not found".to_string())
+        }
+    })
+}
+
+/// Answers each JSON-RPC request on stdin (one a line, as MCP's stdio transport) with
+/// `respond`'s result or error, until stdin closes; notifications get no answer.
+fn answer_requests(respond: impl Fn(&Value) -> Result<Value, String>) -> anyhow::Result<()> {
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
     for line in stdin.lock().lines() {
@@ -102,20 +130,76 @@ fn serve(target: Target) -> anyhow::Result<()> {
         let Some(id) = message.get("id") else {
             continue; // a notification
         };
-        let answer = if message["method"] == "initialize" {
-            json!({"jsonrpc": "2.0", "id": id, "result": {
-                "protocolVersion": message["params"]["protocolVersion"],
-                "capabilities": {},
-                "serverInfo": {"name": "brokerd-test-mcp", "version": "0"},
-            }})
-        } else {
-            json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32601, "message": "method not found"}})
+        let answer = match respond(&message) {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(why) => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": why}})
+            }
         };
         writeln!(stdout, "{answer}")?;
         stdout.flush()?;
     }
     Ok(())
+}
+
+/// The result of `initialize`: the client's protocol version and `capabilities`.
+fn initialized(message: &Value, capabilities: Value) -> Value {
+    json!({
+        "protocolVersion": message["params"]["protocolVersion"],
+        "capabilities": capabilities,
+        "serverInfo": {"name": "brokerd-test-mcp", "version": "0"},
+    })
+}
+
+/// One tool of `tools SPEC`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptedTool {
+    name: String,
+    description: String,
+    text: String,
+    #[serde(default)]
+    is_error: bool,
+}
+
+/// The SPEC file of `tools`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Spec {
+    tools: Vec<ScriptedTool>,
+}
+
+/// `tools SPEC`: serves the scripted tools until stdin closes.
+fn serve_tools(spec: &str) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(spec).with_context(|| format!("cannot read {spec}"))?;
+    let spec: Spec =
+        serde_json::from_str(&text).with_context(|| format!("{spec} is not a spec"))?;
+    answer_requests(
+        |message| match message["method"].as_str().unwrap_or_default() {
+            "initialize" => Ok(initialized(message, json!({"tools": {}}))),
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(json!({
+                "tools": spec.tools.iter().map(|t| json!({
+                    "name": t.name,
+                    "description": t.description,
+                    "inputSchema": {"type": "object"},
+                })).collect::<Vec<_>>()
+            })),
+            "tools/call" => {
+                let name = message["params"]["name"].as_str().unwrap_or_default();
+                let tool = spec
+                    .tools
+                    .iter()
+                    .find(|t| t.name == name)
+                    .ok_or_else(|| format!("no tool {name:?}"))?;
+                Ok(json!({
+                    "content": [{"type": "text", "text": tool.text}],
+                    "isError": tool.is_error,
+                }))
+            }
+            other => Err(format!("method not found: {other}")),
+        },
+    )
 }
 
 /// The orphan: waits until it has been reparented, says where it landed, attacks, and exits.
