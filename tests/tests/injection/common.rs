@@ -127,6 +127,20 @@ pub fn call_tool(name: &str, arguments: &str) -> String {
     )
 }
 
+/// A fakellama step that fetches `url` through `call_tool`.
+pub fn fetch(url: &str) -> String {
+    call_tool("http_fetch", &serde_json::json!({ "url": url }).to_string())
+}
+
+/// A grant of `http_fetch` on the loopback server at `port` (`networks` says loopback may be
+/// reached: it is where the tests' servers are).
+pub fn loopback_fetch_grant(port: u16) -> String {
+    format!(
+        "[[grants]]\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1:{port}\"]\n\
+         networks = [\"127.0.0.0/8\"]\n"
+    )
+}
+
 /// `text` as a TOML basic string.
 pub fn toml_string(text: &str) -> String {
     format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))

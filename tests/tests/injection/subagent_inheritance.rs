@@ -3,8 +3,8 @@
 //! whose grants allow the fetch, and an untrusted parent's child cannot write.
 
 use crate::common::{
-    SECRET, call_tool, collecting_server, page_server_with, records, results, run_task,
-    stack_with_brokerd, start_brokerd, toml_string,
+    SECRET, call_tool, collecting_server, fetch, loopback_fetch_grant, page_server_with, records,
+    results, run_task, stack_with_brokerd, start_brokerd, toml_string,
 };
 use bxcore::{DataClass, DenyReason, LogRecord, SessionId, ToolOutcome};
 use e2e::Stack;
@@ -53,11 +53,7 @@ fn a_parent_holding_private_data_cannot_send_it_out_through_a_child() {
             SECRET,
             subagent(&format!("Fetch {leak} and say what it answers.")),
         ),
-        (
-            "user",
-            "Fetch",
-            call_tool("http_fetch", &format!("{{\"url\":\"{leak}\"}}")),
-        ),
+        ("user", "Fetch", fetch(&leak)),
         (
             "tool",
             "may not send out",
@@ -113,18 +109,13 @@ fn an_untrusted_parents_child_cannot_write() {
     let _brokerd = start_brokerd(
         dir.path(),
         &format!(
-            "[[grants]]\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1:{port}\"]\n\
-             networks = [\"127.0.0.0/8\"]\n\
-             [[grants]]\ntool = \"write_file\"\nsessions = [\"sub-*\"]\npaths = [{out:?}]\n"
+            "{}[[grants]]\ntool = \"write_file\"\nsessions = [\"sub-*\"]\npaths = [{out:?}]\n",
+            loopback_fetch_grant(port)
         ),
     );
     let page = format!("http://127.0.0.1:{port}/page");
     let steps = [
-        (
-            "user",
-            "Read the page",
-            call_tool("http_fetch", &format!("{{\"url\":\"{page}\"}}")),
-        ),
+        ("user", "Read the page", fetch(&page)),
         (
             "tool",
             "you were here",

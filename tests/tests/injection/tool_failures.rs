@@ -4,8 +4,8 @@
 //! sent out.
 
 use crate::common::{
-    SECRET, call_tool, collecting_server, http_server_with, results, run_task, scripted_mcp,
-    stack_with_brokerd, start_brokerd,
+    SECRET, call_tool, collecting_server, fetch, http_server_with, loopback_fetch_grant, results,
+    run_task, scripted_mcp, stack_with_brokerd, start_brokerd,
 };
 use bxcore::{DataClass, DenyReason, Labels, ToolOutcome};
 
@@ -28,18 +28,13 @@ fn a_redirects_location_cannot_forge_a_turn_or_unlock_a_write() {
     let _brokerd = start_brokerd(
         dir.path(),
         &format!(
-            "[[grants]]\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1:{port}\"]\n\
-             networks = [\"127.0.0.0/8\"]\n\
-             [[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\n"
+            "{}[[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\n",
+            loopback_fetch_grant(port)
         ),
     );
     let page = format!("http://127.0.0.1:{port}/page");
     let steps = [
-        (
-            "user",
-            "Fetch",
-            call_tool("http_fetch", &format!("{{\"url\":\"{page}\"}}")),
-        ),
+        ("user", "Fetch", fetch(&page)),
         (
             "tool",
             "cannot be fetched",
@@ -87,8 +82,8 @@ fn an_mcp_servers_error_carrying_private_data_cannot_be_sent_out() {
         dir.path(),
         &format!(
             "{mcp}\n[[grants]]\ntool = \"vault_lookup\"\n\
-             [[grants]]\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1:{port}\"]\n\
-             networks = [\"127.0.0.0/8\"]\n"
+             {}",
+            loopback_fetch_grant(port)
         ),
     );
     let leak = format!("http://127.0.0.1:{port}/collect?d={SECRET}");
@@ -98,11 +93,7 @@ fn an_mcp_servers_error_carrying_private_data_cannot_be_sent_out() {
             "Check",
             call_tool("vault_lookup", "{\"key\":\"door\"}"),
         ),
-        (
-            "tool",
-            "lookup failed",
-            call_tool("http_fetch", &format!("{{\"url\":\"{leak}\"}}")),
-        ),
+        ("tool", "lookup failed", fetch(&leak)),
         (
             "tool",
             "may not send out",
