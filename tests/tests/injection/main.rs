@@ -2,6 +2,12 @@
 //! The prompt-injection suite: an adversarial model (fakellama obeying every injected
 //! instruction), the real brokerd and loopd, and servers under the attacker's control. Each
 //! module is one attack; each test fails if the attack gets through.
+//!
+//! The attacks of issue 11 that need no model live beside the code they attack: an MCP server
+//! calling brokerd's socket as session `main` (`crates/brokerd/tests/mcp_peer.rs`), a directory
+//! swapped for a symlink under a file tool (`crates/brokerd/tests/builtin_files/race.rs`),
+//! slow-loris clients (`tests/tests/slow_clients.rs`), and forged turns in every template
+//! family (`crates/bxcore/tests/sanitize.rs`).
 
 mod common;
 mod internal_address;
