@@ -1,6 +1,8 @@
 //! A tool call's round trip from loopd's broker port to the real brokerd and back: an `echo`
 //! that runs and a call that is denied (no grant), p50/p99; then brokerd's RSS, idle and after
-//! the calls.
+//! the calls. brokerd is started detached (through a shell that exits at once), so the bench is
+//! not its parent: its peer check reads the caller's `/proc` entry as it reads loopd's under
+//! boxd.
 //!
 //! `cargo build --release -p brokerd && cargo bench -p e2e --bench broker_round_trip`
 
@@ -12,7 +14,7 @@
 )]
 
 use bxcore::{CallId, Labels, SessionId};
-use e2e::{Running, bin_dir};
+use e2e::bin_dir;
 use loopd::broker::Broker;
 use proto::{ToolRequest, ToolResponse};
 use std::process::Command;
@@ -42,6 +44,21 @@ fn report(name: &str, mut samples: Vec<Duration>) {
     );
 }
 
+/// A process this bench started but is not the parent of; killed when dropped.
+struct Detached(u32);
+
+impl Detached {
+    fn id(&self) -> u32 {
+        self.0
+    }
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.to_string()).status();
+    }
+}
+
 fn main() {
     let brokerd = bin_dir().join("brokerd");
     assert!(
@@ -60,9 +77,19 @@ fn main() {
         ),
     )
     .unwrap();
-    let mut command = Command::new(&brokerd);
-    command.arg("--config").arg(&config).env("RUST_LOG", "warn");
-    let running = Running::start(command).unwrap();
+    let started = Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" --config \"$1\" >/dev/null 2>&1 </dev/null & echo $!")
+        .arg(&brokerd)
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let pid: u32 = String::from_utf8_lossy(&started.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    let running = Detached(pid);
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::os::unix::net::UnixStream::connect(&socket).is_err() {
         assert!(Instant::now() < deadline, "brokerd did not start");

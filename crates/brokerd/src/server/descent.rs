@@ -9,11 +9,14 @@
 //! as in the tests). Double-forking does not escape: brokerd is its descendants' child
 //! subreaper (`reaper`), so an orphan is reparented to brokerd, not to init.
 //!
-//! The walk stops, "not a descendant", at pid 1, or at one of brokerd's own ancestors (loopd's
-//! parent is boxd, which is brokerd's parent too), so it never needs to read processes that
-//! `ProtectProc=invisible` hides. Anything it cannot decide is refused (fail closed): a peer
-//! whose pid the kernel does not give, one outside brokerd's pid namespace (pid 0), a process
-//! in the chain that is gone or hidden, a chain longer than [`ANCESTRY_MAX_PROCESSES`].
+//! The walk stops, "not a descendant", at pid 1, at brokerd's parent (`getppid`, loopd's parent
+//! boxd is brokerd's parent too), or at a process that started before brokerd (it cannot descend
+//! from a process younger than itself), so it seldom reads more than the peer itself and never
+//! needs to read processes that `ProtectProc=invisible` hides. Anything it cannot decide is
+//! refused (fail closed): a peer whose pid the kernel does not give, one outside brokerd's pid
+//! namespace (pid 0), a process in the chain that is gone or hidden, a chain longer than
+//! [`ANCESTRY_MAX_PROCESSES`]. A step reads one `/proc/<pid>/stat` with a small parser of its
+//! own: this runs for every connection.
 //!
 //! The pid is a number, and numbers are reused: a descendant that connects, exits and is
 //! reaped before brokerd looks could leave its pid to an unrelated process. Where the kernel
@@ -32,6 +35,11 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// The most processes walked up from a peer towards init; a longer chain is refused.
 pub const ANCESTRY_MAX_PROCESSES: usize = 4_096;
+
+/// How many processes a check walks on the async worker before it hands the rest of the walk to
+/// the blocking pool: enough for every chain brokerd meets (loopd: one), few enough that a
+/// deep chain built to slow brokerd down costs the async workers next to nothing.
+pub const INLINE_WALK_PROCESSES: usize = 8;
 
 /// Why a process's place in the process tree could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,11 +60,20 @@ pub enum DescentError {
     TooDeep(u32),
 }
 
-/// Where parents are looked up: `/proc` ([`Procfs`]), or a fake one in tests.
+/// What the walk reads of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// Its parent: 0 for pid 1, or for a process whose parent lies outside brokerd's pid
+    /// namespace.
+    pub parent: u32,
+    /// When it started, in clock ticks since boot (`/proc/<pid>/stat`'s `starttime`).
+    pub start_ticks: u64,
+}
+
+/// Where processes are looked up: `/proc` ([`Procfs`]), or a fake one in tests.
 pub trait ProcessTable {
-    /// The parent of process `pid`: 0 for pid 1, or for a process whose parent lies outside
-    /// brokerd's pid namespace.
-    fn parent(&self, pid: u32) -> Result<u32, DescentError>;
+    /// Process `pid`'s parent and start time.
+    fn entry(&self, pid: u32) -> Result<Entry, DescentError>;
 }
 
 /// The real process table, read from `/proc`.
@@ -64,71 +81,106 @@ pub trait ProcessTable {
 pub struct Procfs;
 
 impl ProcessTable for Procfs {
-    fn parent(&self, pid: u32) -> Result<u32, DescentError> {
-        let unreadable = |e: procfs::ProcError| match e {
-            procfs::ProcError::NotFound(_) => DescentError::Gone(pid),
-            other => DescentError::Unreadable {
+    fn entry(&self, pid: u32) -> Result<Entry, DescentError> {
+        let path = format!("/proc/{pid}/stat");
+        let text = std::fs::read(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => DescentError::Gone(pid),
+            _ => DescentError::Unreadable {
                 pid,
-                detail: other.to_string(),
+                detail: e.to_string(),
             },
-        };
-        let raw = i32::try_from(pid).map_err(|_| DescentError::Gone(pid))?;
-        let stat = procfs::process::Process::new(raw)
-            .and_then(|p| p.stat())
-            .map_err(unreadable)?;
-        u32::try_from(stat.ppid).map_err(|_| DescentError::Unreadable {
+        })?;
+        parse_stat(&text).ok_or_else(|| DescentError::Unreadable {
             pid,
-            detail: format!("negative parent pid {}", stat.ppid),
+            detail: String::from("not the stat line the kernel writes"),
         })
     }
 }
 
-/// A process and its ancestors (parent first, as far as they can be read).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lineage {
-    /// The process.
-    pub pid: u32,
-    /// Its parent, grandparent, ...; stops before pid 0 or at the first it cannot read.
-    pub ancestors: Vec<u32>,
+/// The parent and start time in the text of a `/proc/<pid>/stat`: after the command (in
+/// parentheses, which may itself hold any bytes, so the last `)` ends it) come the state, the
+/// parent (field 4) and, as field 22, the start time.
+fn parse_stat(text: &[u8]) -> Option<Entry> {
+    /// `starttime`'s place among the fields after the command (field 22 of the line).
+    const START_AFTER_COMMAND: usize = 19;
+    let close = text.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(text.get(close + 1..)?).ok()?;
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    Some(Entry {
+        parent: fields.get(1)?.parse().ok()?,
+        start_ticks: fields.get(START_AFTER_COMMAND)?.parse().ok()?,
+    })
 }
 
-impl Lineage {
-    /// `pid`'s lineage as `table` tells it.
-    pub fn of(pid: u32, table: &impl ProcessTable) -> Lineage {
-        let mut ancestors = Vec::new();
-        let mut current = pid;
-        while current > 1 && ancestors.len() < ANCESTRY_MAX_PROCESSES {
-            match table.parent(current) {
-                Ok(parent) if parent > 0 => {
-                    ancestors.push(parent);
-                    current = parent;
-                }
-                // Init, or outside our view: what we have is all brokerd can use.
-                Ok(_) | Err(_) => break,
-            }
-        }
-        Lineage { pid, ancestors }
+/// brokerd as the walk needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Brokerd {
+    /// Its pid.
+    pub pid: u32,
+    /// Its parent now (`getppid`): a sibling's parent, never a descendant.
+    pub parent: u32,
+    /// When it started, in clock ticks since boot.
+    pub start_ticks: u64,
+}
+
+impl Brokerd {
+    /// This process, its start time read once from `/proc/self/stat`.
+    pub fn this_process() -> Result<Brokerd, DescentError> {
+        static START_TICKS: std::sync::OnceLock<Result<u64, DescentError>> =
+            std::sync::OnceLock::new();
+        let pid = std::process::id();
+        let start_ticks = START_TICKS
+            .get_or_init(|| Procfs.entry(pid).map(|e| e.start_ticks))
+            .clone()?;
+        Ok(Brokerd {
+            pid,
+            parent: nix::unistd::getppid().as_raw().unsigned_abs(),
+            start_ticks,
+        })
     }
 
-    /// Whether process `peer` descends from this one (a process is not its own descendant).
-    /// The walk up from `peer` stops, "no", at pid 1 or at any of this process's ancestors.
+    /// Whether `peer` is known not to descend from brokerd without reading anything: brokerd
+    /// itself or its parent (loopd, in the tests; a parent is alive, so its pid is its own).
+    pub fn plainly_not_a_descendant(&self, peer: i32) -> bool {
+        u32::try_from(peer).is_ok_and(|peer| peer == self.pid || peer == self.parent)
+    }
+
+    /// Whether process `peer` descends from brokerd (brokerd is not its own descendant). The
+    /// walk up from `peer` stops, "no", at pid 1, at brokerd's parent, or at a process that
+    /// started before brokerd; "yes" at a process whose parent is brokerd.
     pub fn is_ancestor_of(
         &self,
         peer: u32,
         table: &impl ProcessTable,
     ) -> Result<bool, DescentError> {
+        self.is_ancestor_within(peer, table, ANCESTRY_MAX_PROCESSES)?
+            .ok_or(DescentError::TooDeep(peer))
+    }
+
+    /// [`Brokerd::is_ancestor_of`] reading at most `max_processes` processes: `Ok(None)` when
+    /// that was not enough to tell.
+    pub fn is_ancestor_within(
+        &self,
+        peer: u32,
+        table: &impl ProcessTable,
+        max_processes: usize,
+    ) -> Result<Option<bool>, DescentError> {
         let mut current = peer;
-        for _ in 0..ANCESTRY_MAX_PROCESSES {
-            if current == self.pid || current <= 1 || self.ancestors.contains(&current) {
-                return Ok(false);
+        for _ in 0..max_processes {
+            if current == self.pid || current <= 1 || current == self.parent {
+                return Ok(Some(false));
             }
-            let parent = table.parent(current)?;
-            if parent == self.pid {
-                return Ok(true);
+            let entry = table.entry(current)?;
+            // Strictly before: a process started in brokerd's own clock tick is walked on.
+            if entry.start_ticks < self.start_ticks {
+                return Ok(Some(false));
             }
-            current = parent;
+            if entry.parent == self.pid {
+                return Ok(Some(true));
+            }
+            current = entry.parent;
         }
-        Err(DescentError::TooDeep(peer))
+        Ok(None)
     }
 }
 
@@ -152,31 +204,37 @@ pub fn pidfd_pid_in(fdinfo: &str) -> Option<i64> {
         .and_then(|value| value.trim().parse().ok())
 }
 
-/// Checks the peer process `pid` (with its `pidfd`, where the kernel gave one) for a brokerd
-/// of pid `own_pid`; the error says why it is refused. Reads `/proc`: call off the async
-/// workers.
-pub(super) fn check(pid: Option<i32>, own_pid: u32, pidfd: Option<OwnedFd>) -> Result<(), String> {
-    let pid = match pid.map(u32::try_from) {
-        Some(Ok(pid)) if pid > 0 => pid,
-        Some(_) => {
-            return Err(String::from(
-                "the peer is outside brokerd's pid namespace, so brokerd cannot tell whether \
-                 it is one of its own MCP servers",
-            ));
-        }
-        None => return Err(String::from("the kernel did not give the peer's pid")),
+/// Checks the peer process `pid` (with its `pidfd`, where the kernel gave one) for `brokerd`,
+/// reading at most `max_processes` processes of `/proc`: `None` when that was not enough to
+/// tell; else the verdict, the error saying why the peer is refused.
+pub(super) fn check(
+    pid: Option<i32>,
+    brokerd: Brokerd,
+    pidfd: Option<&OwnedFd>,
+    max_processes: usize,
+) -> Option<Result<(), String>> {
+    let pid = match peer_pid(pid) {
+        Ok(pid) => pid,
+        Err(why) => return Some(Err(why)),
     };
-    let me = Lineage::of(own_pid, &Procfs);
-    let verdict = me.is_ancestor_of(pid, &Procfs);
+    let verdict = match brokerd.is_ancestor_within(pid, &Procfs, max_processes) {
+        Ok(None) if max_processes < ANCESTRY_MAX_PROCESSES => return None,
+        Ok(None) => Err(DescentError::TooDeep(pid)),
+        Ok(Some(verdict)) => Ok(verdict),
+        Err(e) => Err(e),
+    };
     // Only now, after the walk: if the process that connected still holds `pid`, the walk read
     // that process, not a later one given the same number.
     if let Some(fd) = pidfd {
         let path = format!("/proc/self/fdinfo/{}", fd.as_raw_fd());
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {path} for the peer's pidfd: {e}"))?;
-        same_process(pid, pidfd_pid_in(&text))?;
+        let same = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {path} for the peer's pidfd: {e}"))
+            .and_then(|text| same_process(pid, pidfd_pid_in(&text)));
+        if let Err(why) = same {
+            return Some(Err(why));
+        }
     }
-    match verdict {
+    Some(match verdict {
         Ok(false) => Ok(()),
         Ok(true) => Err(format!(
             "process {pid} is brokerd's own descendant (an MCP server, or something one \
@@ -185,6 +243,18 @@ pub(super) fn check(pid: Option<i32>, own_pid: u32, pidfd: Option<OwnedFd>) -> R
         Err(e) => Err(format!(
             "cannot tell whether process {pid} is brokerd's own descendant: {e}"
         )),
+    })
+}
+
+/// The peer's pid as the kernel gave it, or why brokerd cannot use it.
+fn peer_pid(pid: Option<i32>) -> Result<u32, String> {
+    match pid.map(u32::try_from) {
+        Some(Ok(pid)) if pid > 0 => Ok(pid),
+        Some(_) => Err(String::from(
+            "the peer is outside brokerd's pid namespace, so brokerd cannot tell whether it is \
+             one of its own MCP servers",
+        )),
+        None => Err(String::from("the kernel did not give the peer's pid")),
     }
 }
 
@@ -213,25 +283,36 @@ mod tests {
     use std::cell::RefCell;
     use std::collections::BTreeMap;
 
-    /// A process table of `(pid, parent)` pairs; it remembers which pids were read.
+    /// A process table of `(pid, parent, start)`; it remembers which pids were read.
     struct Fake {
-        parents: BTreeMap<u32, u32>,
+        entries: BTreeMap<u32, Entry>,
         read: RefCell<Vec<u32>>,
     }
 
     impl Fake {
-        fn new(pairs: &[(u32, u32)]) -> Fake {
+        fn new(rows: &[(u32, u32, u64)]) -> Fake {
             Fake {
-                parents: pairs.iter().copied().collect(),
+                entries: rows
+                    .iter()
+                    .map(|&(pid, parent, start_ticks)| {
+                        (
+                            pid,
+                            Entry {
+                                parent,
+                                start_ticks,
+                            },
+                        )
+                    })
+                    .collect(),
                 read: RefCell::new(Vec::new()),
             }
         }
     }
 
     impl ProcessTable for Fake {
-        fn parent(&self, pid: u32) -> Result<u32, DescentError> {
+        fn entry(&self, pid: u32) -> Result<Entry, DescentError> {
             self.read.borrow_mut().push(pid);
-            self.parents
+            self.entries
                 .get(&pid)
                 .copied()
                 .ok_or(DescentError::Gone(pid))
@@ -245,98 +326,100 @@ mod tests {
     const MCP: u32 = 400;
     const SHELL: u32 = 500;
     const ORPHAN: u32 = 600;
+    /// When brokerd started, in ticks.
+    const BROKERD_START: u64 = 1_000;
+
+    const ME: Brokerd = Brokerd {
+        pid: BROKERD,
+        parent: BOXD,
+        start_ticks: BROKERD_START,
+    };
 
     /// init → boxd → {brokerd → mcp → shell, loopd}; brokerd also adopted an orphan.
     fn tree() -> Fake {
         Fake::new(&[
-            (BOXD, INIT),
-            (BROKERD, BOXD),
-            (LOOPD, BOXD),
-            (MCP, BROKERD),
-            (SHELL, MCP),
-            (ORPHAN, BROKERD),
-            (INIT, 0),
+            (INIT, 0, 0),
+            (BOXD, INIT, 900),
+            (BROKERD, BOXD, BROKERD_START),
+            (LOOPD, BOXD, 1_100),
+            (MCP, BROKERD, 1_050),
+            (SHELL, MCP, 1_200),
+            (ORPHAN, BROKERD, 1_300),
         ])
-    }
-
-    #[test]
-    fn lineage_lists_the_parents_up_to_init() {
-        let me = Lineage::of(BROKERD, &tree());
-        assert_eq!(me.ancestors, [BOXD, INIT]);
-    }
-
-    #[test]
-    fn lineage_stops_at_the_first_unreadable_parent() {
-        // boxd hidden (another user, ProtectProc=invisible): what could be read is kept.
-        let table = Fake::new(&[(BROKERD, BOXD)]);
-        assert_eq!(Lineage::of(BROKERD, &table).ancestors, [BOXD]);
     }
 
     #[test]
     fn descent_children_grandchildren_and_adopted_orphans_are_descendants() {
         let table = tree();
-        let me = Lineage::of(BROKERD, &table);
         for pid in [MCP, SHELL, ORPHAN] {
-            assert_eq!(me.is_ancestor_of(pid, &table), Ok(true), "pid {pid}");
+            assert_eq!(ME.is_ancestor_of(pid, &table), Ok(true), "pid {pid}");
         }
     }
 
     #[test]
     fn descent_brokerd_itself_its_siblings_and_ancestors_are_not() {
         let table = tree();
-        let me = Lineage::of(BROKERD, &table);
         for pid in [BROKERD, LOOPD, BOXD, INIT] {
-            assert_eq!(me.is_ancestor_of(pid, &table), Ok(false), "pid {pid}");
+            assert_eq!(ME.is_ancestor_of(pid, &table), Ok(false), "pid {pid}");
         }
     }
 
     #[test]
-    fn descent_stops_at_brokerds_ancestors_without_reading_them() {
-        // loopd → boxd: boxd is brokerd's parent, so its own parent (perhaps hidden) is never
-        // read.
-        let table = Fake::new(&[(LOOPD, BOXD)]);
-        let me = Lineage {
-            pid: BROKERD,
-            ancestors: vec![BOXD],
-        };
-        assert_eq!(me.is_ancestor_of(LOOPD, &table), Ok(false));
+    fn descent_stops_at_brokerds_parent_without_reading_it() {
+        // loopd → boxd: boxd is brokerd's parent, so boxd (perhaps hidden) is never read.
+        let table = Fake::new(&[(LOOPD, BOXD, 1_100)]);
+        assert_eq!(ME.is_ancestor_of(LOOPD, &table), Ok(false));
         assert_eq!(*table.read.borrow(), [LOOPD]);
     }
 
     #[test]
+    fn descent_stops_at_a_process_older_than_brokerd() {
+        // An unrelated tree: its root started before brokerd, so nothing above it is read.
+        let table = Fake::new(&[(800, 801, 1_500), (801, 802, 10), (802, INIT, 5)]);
+        assert_eq!(ME.is_ancestor_of(800, &table), Ok(false));
+        assert_eq!(*table.read.borrow(), [800, 801]);
+        // Started in brokerd's own tick: walked on, not trusted.
+        let table = Fake::new(&[(800, BROKERD, BROKERD_START)]);
+        assert_eq!(ME.is_ancestor_of(800, &table), Ok(true));
+    }
+
+    #[test]
     fn descent_a_gone_process_in_the_chain_is_an_error() {
-        let table = Fake::new(&[(SHELL, MCP)]);
-        let me = Lineage {
-            pid: BROKERD,
-            ancestors: vec![BOXD, INIT],
-        };
+        let table = Fake::new(&[(SHELL, MCP, 1_200)]);
         assert_eq!(
-            me.is_ancestor_of(SHELL, &table),
+            ME.is_ancestor_of(SHELL, &table),
             Err(DescentError::Gone(MCP))
         );
     }
 
     #[test]
+    fn descent_a_walk_cut_short_says_it_could_not_tell() {
+        let table = tree();
+        assert_eq!(ME.is_ancestor_within(SHELL, &table, 1), Ok(None));
+        assert_eq!(ME.is_ancestor_within(SHELL, &table, 2), Ok(Some(true)));
+    }
+
+    #[test]
     fn descent_a_cycle_of_reused_pids_ends_too_deep() {
-        let table = Fake::new(&[(700, 701), (701, 700)]);
-        let me = Lineage {
-            pid: BROKERD,
-            ancestors: vec![BOXD, INIT],
-        };
+        let table = Fake::new(&[(700, 701, 2_000), (701, 700, 2_000)]);
         assert_eq!(
-            me.is_ancestor_of(700, &table),
+            ME.is_ancestor_of(700, &table),
             Err(DescentError::TooDeep(700))
         );
     }
 
     #[test]
-    fn descent_an_unrelated_process_is_not_a_descendant() {
-        let table = Fake::new(&[(800, 801), (801, INIT)]);
-        let me = Lineage {
-            pid: BROKERD,
-            ancestors: vec![BOXD, INIT],
-        };
-        assert_eq!(me.is_ancestor_of(800, &table), Ok(false));
+    fn the_stat_line_is_read_after_the_last_parenthesis() {
+        let line = b"4242 (a) b (c) S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0                      123456 1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        assert_eq!(
+            parse_stat(line),
+            Some(Entry {
+                parent: 17,
+                start_ticks: 123_456
+            })
+        );
+        assert_eq!(parse_stat(b"4242 (no close"), None);
+        assert_eq!(parse_stat(b"4242 (x) S 17"), None);
     }
 
     #[test]
@@ -345,29 +428,40 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        let me = Lineage::of(std::process::id(), &Procfs);
-        assert_eq!(
-            me.ancestors.first(),
-            Some(&std::os::unix::process::parent_id())
-        );
+        let me = Brokerd::this_process().unwrap();
+        assert_eq!(me.parent, std::os::unix::process::parent_id());
         assert_eq!(me.is_ancestor_of(child.id(), &Procfs), Ok(true));
-        let parent = std::os::unix::process::parent_id();
-        assert_eq!(me.is_ancestor_of(parent, &Procfs), Ok(false));
-        let why = check(Some(child.id() as i32), std::process::id(), None).unwrap_err();
+        assert_eq!(me.is_ancestor_of(me.parent, &Procfs), Ok(false));
+        let why = check(Some(child.id() as i32), me, None, ANCESTRY_MAX_PROCESSES)
+            .unwrap()
+            .unwrap_err();
         assert!(why.contains("descendant"), "{why}");
         child.kill().unwrap();
         child.wait().unwrap();
-        let why = check(Some(child.id() as i32), std::process::id(), None).unwrap_err();
+        let why = check(Some(child.id() as i32), me, None, ANCESTRY_MAX_PROCESSES)
+            .unwrap()
+            .unwrap_err();
         assert!(why.contains("gone"), "{why}");
     }
 
     #[test]
     fn check_refuses_a_peer_without_a_pid_or_outside_the_namespace() {
-        let own = std::process::id();
-        assert!(check(None, own, None).unwrap_err().contains("pid"));
-        assert!(check(Some(0), own, None).unwrap_err().contains("namespace"));
+        let me = Brokerd::this_process().unwrap();
         assert!(
-            check(Some(-5), own, None)
+            check(None, me, None, 1)
+                .unwrap()
+                .unwrap_err()
+                .contains("pid")
+        );
+        assert!(
+            check(Some(0), me, None, 1)
+                .unwrap()
+                .unwrap_err()
+                .contains("namespace")
+        );
+        assert!(
+            check(Some(-5), me, None, 1)
+                .unwrap()
                 .unwrap_err()
                 .contains("namespace")
         );
@@ -396,13 +490,13 @@ mod tests {
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
         let _client = std::os::unix::net::UnixStream::connect(&path).unwrap();
         let (server, _) = listener.accept().unwrap();
-        let own = std::process::id();
+        let me = Brokerd::this_process().unwrap();
         // Kernels before 6.5 have no SO_PEERPIDFD: then there is nothing more to check.
         let Some(fd) = peer_pidfd(&server).unwrap() else {
             return;
         };
         let fdinfo = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()));
-        assert_eq!(pidfd_pid_in(&fdinfo.unwrap()), Some(i64::from(own)));
-        assert_eq!(check(Some(own as i32), own, Some(fd)), Ok(()));
+        assert_eq!(pidfd_pid_in(&fdinfo.unwrap()), Some(i64::from(me.pid)));
+        assert_eq!(check(Some(me.pid as i32), me, Some(&fd), 1), Some(Ok(())));
     }
 }

@@ -52,9 +52,6 @@ pub struct ServerOptions {
     pub allowed_gid: Option<u32>,
     /// brokerd's own uid: always allowed.
     pub own_uid: u32,
-    /// brokerd's own pid: a peer descending from it (an MCP server, or anything one started)
-    /// is refused, whatever its user; brokerd's own process is allowed.
-    pub own_pid: u32,
     /// The connection cap, the header-read and idle timeouts, and the drain at shutdown
     /// ([`SHUTDOWN_DRAIN_MS`]).
     pub connections: bxhttp::Limits,
@@ -62,14 +59,13 @@ pub struct ServerOptions {
 
 impl ServerOptions {
     /// The options of `cfg`: its limits, `socket_group` resolved to a gid (an unknown group
-    /// is an error), and this process's uid and pid as the owner.
+    /// is an error), and this process's uid as the owner.
     pub fn from_config(cfg: &Config) -> Result<ServerOptions, SocketError> {
         let allowed_gid = cfg.socket_group.as_deref().map(resolve_group).transpose()?;
         Ok(ServerOptions {
             max_body_bytes: cfg.limits.max_body_bytes,
             allowed_gid,
             own_uid: nix::unistd::getuid().as_raw(),
-            own_pid: std::process::id(),
             connections: bxhttp::Limits {
                 max_connections: cfg.limits.max_connections,
                 header_read_timeout_ms: cfg.limits.header_read_timeout_ms,

@@ -45,12 +45,31 @@ pub(super) async fn check_peer(stream: &UnixStream, options: &ServerOptions) -> 
         .peer_cred()
         .map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
     check_user(cred.uid(), cred.gid(), options.own_uid, options.allowed_gid).await?;
+    let brokerd = descent::Brokerd::this_process()
+        .map_err(|e| format!("brokerd cannot read its own process: {e}"))?;
+    let pid = cred.pid();
+    if pid.is_some_and(|pid| brokerd.plainly_not_a_descendant(pid)) {
+        return Ok(());
+    }
     // Taken now, while the connection is fresh: it pins the process that connected.
     let pidfd = descent::peer_pidfd(stream)?;
-    let (pid, own_pid) = (cred.pid(), options.own_pid);
-    tokio::task::spawn_blocking(move || descent::check(pid, own_pid, pidfd))
-        .await
-        .map_err(|e| format!("the peer check failed: {e}"))?
+    // /proc is memory: a short walk is cheaper here than a hop to the blocking pool.
+    if let Some(verdict) =
+        descent::check(pid, brokerd, pidfd.as_ref(), descent::INLINE_WALK_PROCESSES)
+    {
+        return verdict;
+    }
+    tokio::task::spawn_blocking(move || {
+        let deep = descent::check(
+            pid,
+            brokerd,
+            pidfd.as_ref(),
+            descent::ANCESTRY_MAX_PROCESSES,
+        );
+        deep.unwrap_or_else(|| Err(String::from("the peer's ancestry could not be walked")))
+    })
+    .await
+    .map_err(|e| format!("the peer check failed: {e}"))?
 }
 
 /// Whether user `uid` of group `gid` may connect; the error says why not.
