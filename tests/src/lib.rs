@@ -146,6 +146,30 @@ pub fn with_open_files_limit(program: &Path, max_open_files: u64) -> Command {
     command
 }
 
+/// `base` with `extra` laid over it, both TOML: a key of `extra` replaces the same key of
+/// `base`, and tables are merged key by key, so a test may add to a section the stack writes
+/// (`[llama] max_answer_tokens`) without redefining it.
+pub fn merged_toml(base: &str, extra: &str) -> std::io::Result<String> {
+    let parse = |text: &str| {
+        text.parse::<toml::Table>()
+            .map_err(|e| std::io::Error::other(format!("not valid TOML: {e}\n{text}")))
+    };
+    let mut merged = parse(base)?;
+    merge_into(&mut merged, parse(extra)?);
+    toml::to_string(&merged).map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+fn merge_into(base: &mut toml::Table, extra: toml::Table) {
+    for (key, value) in extra {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(into)), toml::Value::Table(from)) => merge_into(into, from),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
 /// Starts brokerd through `command` (the brokerd binary, or a wrapper that execs it) with the
 /// socket `dir/brokerd.sock`, the state dir `dir/brokerd-state` and `rest` (TOML: grants,
 /// limits, MCP servers) as the rest of its config in `dir/brokerd.toml`; waits (at most
@@ -240,8 +264,8 @@ impl Stack {
     pub fn start_loopd(&mut self, extra_toml: &str) -> std::io::Result<()> {
         let config = self.dir.path().join("loopd.toml");
         let system = workspace_root().join("config/system.md");
-        let text = format!(
-            "socket = {:?}\nstate_dir = {:?}\n{extra_toml}\n[llama]\nurl = {:?}\n\
+        let base = format!(
+            "socket = {:?}\nstate_dir = {:?}\n[llama]\nurl = {:?}\n\
              retry_initial_backoff_ms = 20\nretry_max_backoff_ms = 100\nhealth_wait_ms = 10000\n\
              [baseline]\nsystem = {:?}\n",
             self.socket,
@@ -249,7 +273,7 @@ impl Stack {
             self.llama_url,
             system,
         );
-        std::fs::write(&config, text)?;
+        std::fs::write(&config, merged_toml(&base, extra_toml)?)?;
         let mut command = match self.loopd_max_open_files {
             Some(max) => with_open_files_limit(&binary("loopd"), max),
             None => Command::new(binary("loopd")),
@@ -299,5 +323,25 @@ impl Stack {
                 .join("log.jsonl"),
         )
         .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    #[test]
+    fn extra_toml_adds_to_the_stacks_sections_and_replaces_its_keys() {
+        let merged = super::merged_toml(
+            "socket = \"a\"\n[llama]\nurl = \"u\"\nhealth_wait_ms = 1\n",
+            "[llama]\nmax_answer_tokens = 9\nhealth_wait_ms = 2\n[broker]\nsocket = \"b\"\n",
+        )
+        .unwrap();
+        let table: toml::Table = merged.parse().unwrap();
+        assert_eq!(table["socket"].as_str(), Some("a"));
+        assert_eq!(table["llama"]["url"].as_str(), Some("u"));
+        assert_eq!(table["llama"]["max_answer_tokens"].as_integer(), Some(9));
+        assert_eq!(table["llama"]["health_wait_ms"].as_integer(), Some(2));
+        assert_eq!(table["broker"]["socket"].as_str(), Some("b"));
     }
 }
