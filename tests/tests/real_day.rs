@@ -186,8 +186,8 @@ fn a_day_of_tasks_on_the_default_model_leaves_every_session_working() {
         server.url,
         &format!(
             "[broker]\nsocket = {:?}\ncore_tools = [\"read_file\", \"list_dir\"]\n\
-             [subagent]\nenabled = true\n[loop]\nmax_steps = 8\n\
-             [llama]\nmax_answer_tokens = 200\n",
+             [subagent]\nenabled = true\n[loop]\nmax_steps = 6\n\
+             [llama]\nmax_answer_tokens = 120\n",
             dir.path().join("brokerd.sock")
         ),
     )
