@@ -65,7 +65,9 @@ fi
 if [ -z "$bin" ]; then
     echo "==> building boxmaker (the first run compiles the workspace: a few minutes on 2 cores)"
     cargo build --locked -q --bins
-    bin="$PWD/target/debug"
+    # shellcheck source=lib/bin-dir.sh
+    . ./scripts/lib/bin-dir.sh
+    bin=$(cargo_bin_dir)
 fi
 bin=$(cd "$bin" && pwd)
 

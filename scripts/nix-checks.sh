@@ -37,13 +37,16 @@ fi
 echo "nix-checks: deadnix"
 "$bin/bin/deadnix" --fail "${files[@]}"
 
-for b in loopd brokerd boxd; do
-    [ -x "target/debug/$b" ] || { echo "nix-checks: target/debug/$b missing: cargo build --workspace --bins" >&2; exit 2; }
+# shellcheck source=lib/bin-dir.sh
+. ./scripts/lib/bin-dir.sh
+bins=$(cargo_bin_dir)
+for b in loopd brokerd boxd boxctl; do
+    [ -x "$bins/$b" ] || { echo "nix-checks: $bins/$b missing: cargo build --workspace --bins" >&2; exit 2; }
 done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/pkg/bin"
-for b in loopd brokerd boxd boxctl; do ln -s "$PWD/target/debug/$b" "$work/pkg/bin/$b"; done
+for b in loopd brokerd boxd boxctl; do ln -s "$bins/$b" "$work/pkg/bin/$b"; done
 
 echo "nix-checks: evaluate nixos-module with tests/nix/stand-in.nix"
 # --read-write-mode: the stand-in writes the rendered TOML into /nix/store (builtins.toFile).
