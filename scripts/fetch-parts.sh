@@ -73,6 +73,9 @@ read -r -a PIP_OPTS <<<"${BOXMAKER_PIP_OPTS:---timeout 30 --retries 2}"
 
 # ---- small helpers -------------------------------------------------------------------------
 
+# shellcheck source=lib/progress.sh
+. "$(dirname "$0")/lib/progress.sh"
+
 step() { printf '==> %s\n' "$*" >&2; }
 
 die() {
@@ -239,7 +242,8 @@ ensure_llama_server() {
     jobs=$(nproc 2>/dev/null || echo 2)
     started=$SECONDS
     step "compiling the llama-server target with $jobs jobs (log: $log)"
-    cmake --build "$tmp/build" --target llama-server -j "$jobs" >>"$log" 2>&1 ||
+    with_progress "$log" "compiling llama-server" \
+        cmake --build "$tmp/build" --target llama-server -j "$jobs" ||
         die_with_log "$log" "building llama-server failed"
     elapsed=$((SECONDS - started))
 

@@ -52,3 +52,37 @@ fn no_script_assumes_target_debug() {
         }
     }
 }
+
+/// Runs `with_progress` from `scripts/lib/progress.sh` on `build` (a shell command) with a
+/// progress line every tick, not on a terminal: its exit status and what it printed on stderr.
+fn with_progress(build: &str) -> (Option<i32>, String) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new("bash")
+        .current_dir(workspace_root())
+        .env("PROGRESS_TICK_S", "0.2")
+        .env("PROGRESS_EVERY_S", "0")
+        .args([
+            "-c",
+            ". scripts/lib/progress.sh && with_progress \"$0\" building bash -c \"$1\"",
+        ])
+        .arg(log.path())
+        .arg(build)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_long_build_shows_its_percentage_and_keeps_its_exit_status() {
+    // cmake's own progress lines, as the llama-server build writes them to its log.
+    let (code, shown) = with_progress(
+        "echo '[ 42%] Building CXX object x.o'; sleep 1; echo '[100%] Built target llama-server'",
+    );
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("==> building: 42%"), "{shown}");
+    let (code, _) = with_progress("echo '[  7%] Building'; exit 3");
+    assert_eq!(code, Some(3));
+}
