@@ -86,3 +86,31 @@ fn a_long_build_shows_its_percentage_and_keeps_its_exit_status() {
     let (code, _) = with_progress("echo '[  7%] Building'; exit 3");
     assert_eq!(code, Some(3));
 }
+
+#[test]
+fn the_readme_gives_its_two_commands_then_the_nixos_install() {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let blocks: Vec<&str> = readme
+        .split("```")
+        .skip(1)
+        .step_by(2)
+        .filter_map(|b| b.strip_prefix("sh\n"))
+        .collect();
+    assert_eq!(
+        &blocks[..2],
+        ["./scripts/demo.sh\n", "./scripts/test.sh\n"],
+        "the README's first two sh blocks are its two commands"
+    );
+    let after = &readme[readme.find("./scripts/test.sh\n```").unwrap()..];
+    let next_heading = after.lines().find(|l| l.starts_with("## ")).unwrap();
+    assert_eq!(next_heading, "## Install on NixOS");
+    let install = &after[after.find(next_heading).unwrap()..];
+    let install = &install[..install[3..].find("\n## ").map_or(install.len(), |i| i + 3)];
+    for needed in ["services.boxmaker", "nixosModules.default", "nixos-rebuild switch"] {
+        assert!(install.contains(needed), "{needed} missing from:\n{install}");
+    }
+    assert!(
+        !readme.contains("not built yet"),
+        "the README says the flake is not built"
+    );
+}
