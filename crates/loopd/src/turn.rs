@@ -16,8 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 mod call;
+mod repeats;
 
 pub use call::{CallOutcome, run_call};
+pub use repeats::{REFUSED_REPEATS_BEFORE_END, Repeats};
 
 /// llama-server's `finish_reason` for an answer cut at the token limit or the context ceiling.
 pub const FINISH_LENGTH: &str = "length";
@@ -151,6 +153,7 @@ fn steps(
     on_event: &mut dyn FnMut(&TurnEvent),
 ) -> Result<TurnEnd, TurnError> {
     baseline::ensure(session, rt.cfg, rt.system, rt.registry)?;
+    let mut repeats = Repeats::new(rt.cfg.r#loop.max_repeated_calls);
     for _ in 0..rt.cfg.r#loop.max_steps {
         if stop.is_set() {
             return Ok(stop.end());
@@ -195,13 +198,33 @@ fn steps(
             });
             let outcome = if cut {
                 CallOutcome::not_run(CUT_CALL)
+            } else if let Some(why) = repeats.check(tool_call) {
+                CallOutcome::not_run(&why)
             } else {
                 run_call(rt, session, call, tool_call, stop, on_event)
             };
             session.append(outcome.record(call, &tool_call.id))?;
             on_event(&outcome.event(call));
         }
+        if repeats.give_up() {
+            return end_for_repeats(session);
+        }
     }
+    Ok(TurnEnd::MaxSteps)
+}
+
+/// Ends a turn whose model kept repeating calls after it was told: as `max_steps`, the end of
+/// a turn that ran out of useful steps, with a note saying why for people reading the log.
+fn end_for_repeats(session: &mut Session) -> Result<TurnEnd, TurnError> {
+    let text = format!(
+        "the turn ended early as max_steps: {REFUSED_REPEATS_BEFORE_END} calls were refused \
+         as repeats (loop.max_repeated_calls) and the model kept repeating"
+    );
+    tracing::info!(session = %session.id(), "{text}");
+    session.append(LogRecord::Note {
+        time: Timestamp::now(),
+        text,
+    })?;
     Ok(TurnEnd::MaxSteps)
 }
 

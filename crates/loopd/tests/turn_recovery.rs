@@ -1,8 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Sessions that must survive what a weak model does (issue 12, point 2): a tool call cut at
-//! the token limit is kept in the log but never sent back as a call (llama-server refuses a
-//! history holding one whose arguments are not JSON), logs written before that rule are healed
-//! when read, and a model call the server refuses fails its turn, not the session.
+//! Sessions that must survive what a weak model does (issue 12, points 2 and 7): a tool call
+//! cut at the token limit is kept in the log but never sent back as a call (llama-server
+//! refuses a history holding one whose arguments are not JSON), logs written before that rule
+//! are healed when read, a model call the server refuses fails its turn, not the session, and
+//! a model that repeats a call is told so and its turn ends early.
 
 mod llama_support;
 
@@ -38,7 +39,20 @@ impl Bed {
     }
 
     /// Runs one task on `session` with a client tweaked by `max_tokens`; returns the end.
+    /// Nothing reaches the tool port.
     fn task(&self, session: &mut Session, text: &str, max_tokens: Option<u32>) -> TurnEnd {
+        let (end, calls) = self.task_with_port(session, text, max_tokens);
+        assert!(calls.is_empty(), "no call reached the port: {calls:?}");
+        end
+    }
+
+    /// [`Bed::task`], also giving what reached the tool port.
+    fn task_with_port(
+        &self,
+        session: &mut Session,
+        text: &str,
+        max_tokens: Option<u32>,
+    ) -> (TurnEnd, Vec<proto::ToolRequest>) {
         let client = self.fake.client_with(|o| o.max_tokens = max_tokens);
         let registry = Registry::m2b();
         let port = FakeTools::new();
@@ -52,8 +66,7 @@ impl Bed {
         };
         start_turn(session, text).unwrap();
         let end = run_turn(&rt, session, &Stop::default(), &mut |_| {}).unwrap();
-        assert!(port.calls().is_empty(), "no call reached the port");
-        end
+        (end, port.calls())
     }
 }
 
@@ -261,4 +274,42 @@ error = { status = 500, type = "server_error", message = "Failed to parse the me
         })
         .collect();
     assert_eq!(ends, [false, false, true]);
+}
+
+#[test]
+fn a_model_that_repeats_a_call_is_told_so_and_its_turn_ends_early_as_max_steps() {
+    let echo = r#"{\"name\":\"echo\",\"arguments\":{\"text\":\"x\"}}"#;
+    let bed = Bed::new(&format!(
+        "[[rule]]\ntool_calls = [{{ name = \"call_tool\", arguments = \"{echo}\" }}]\n"
+    ));
+    assert_eq!(bed.cfg.r#loop.max_steps, 32);
+    let mut session = bed.store.create(&SessionId::new("loop").unwrap()).unwrap();
+    let (end, calls) = bed.task_with_port(&mut session, "echo x", None);
+    assert_eq!(end, TurnEnd::MaxSteps);
+    assert_eq!(calls.len(), 2, "two calls ran: {calls:?}");
+    // Two refusals (the model was told, then did it again), and the turn ended.
+    assert_eq!(bed.fake.server.requests().len(), 4);
+    let results: Vec<(ToolOutcome, bool)> = session
+        .records()
+        .iter()
+        .filter_map(|r| match r {
+            LogRecord::ToolResult {
+                content, outcome, ..
+            } => Some((*outcome, content.starts_with("Not run: you already called echo"))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (ToolOutcome::Ok, false),
+            (ToolOutcome::Ok, false),
+            (ToolOutcome::Failed, true),
+            (ToolOutcome::Failed, true)
+        ]
+    );
+    let note = session.records().iter().any(|r| {
+        matches!(r, LogRecord::Note { text, .. } if text.contains("loop.max_repeated_calls"))
+    });
+    assert!(note, "the log says why the turn ended");
 }
