@@ -80,7 +80,8 @@ pub fn messages(session: &Session, baseline: &Baseline) -> Vec<ChatMessage> {
 }
 
 /// The messages for `records` (one epoch's) after `baseline` and the carry. Tool summaries,
-/// turn ends and notes are not replayed; reasoning is not sent back. A call that cannot be
+/// partial answers (a stopped turn's), turn ends and notes are not replayed; reasoning is not
+/// sent back. A call that cannot be
 /// sent back as a call ([`replayed_as_call`]) is left out of its answer, and its result
 /// reaches the model as a user message after the answer's other results.
 pub fn messages_with_carry(
@@ -125,9 +126,8 @@ pub fn messages_with_carry(
                 tool_calls,
                 ..
             } => {
-                let (calls, left_out): (Vec<&ToolCall>, Vec<&ToolCall>) = tool_calls
-                    .iter()
-                    .partition(|c| replayed_as_call(c, &cut));
+                let (calls, left_out): (Vec<&ToolCall>, Vec<&ToolCall>) =
+                    tool_calls.iter().partition(|c| replayed_as_call(c, &cut));
                 open_calls = calls.iter().map(|c| c.id.clone()).collect();
                 unsent = left_out
                     .iter()
@@ -156,6 +156,7 @@ pub fn messages_with_carry(
             LogRecord::Header { .. }
             | LogRecord::EpochStart { .. }
             | LogRecord::Inherited { .. }
+            | LogRecord::PartialAnswer { .. }
             | LogRecord::ToolSummary { .. }
             | LogRecord::TurnEnd { .. }
             | LogRecord::Note { .. } => {}

@@ -229,10 +229,11 @@ fn end_for_repeats(session: &mut Session) -> Result<TurnEnd, TurnError> {
 }
 
 /// One model call on the main slot, and how long the call itself took (µs).
-/// `Ok(Err(end))`: the turn ends without an answer.
+/// `Ok(Err(end))`: the turn ends without an answer. A call stopped after some of its answer
+/// had streamed leaves that part in the log ([`LogRecord::PartialAnswer`]).
 fn model_call(
     rt: &Runtime<'_>,
-    session: &Session,
+    session: &mut Session,
     stop: &Stop,
     on_event: &mut dyn FnMut(&TurnEvent),
 ) -> Result<Result<(Completion, u64), TurnEnd>, TurnError> {
@@ -245,7 +246,17 @@ fn model_call(
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
     };
-    let mut forward = |event: &ChatEvent| on_event(&turn_event(event));
+    // What has streamed, kept should the call be stopped: the client retries only tries
+    // that streamed nothing, so this is all one try's.
+    let (mut content, mut reasoning) = (String::new(), String::new());
+    let mut forward = |event: &ChatEvent| {
+        match event {
+            ChatEvent::Content(text) => content.push_str(text),
+            ChatEvent::Reasoning(text) => reasoning.push_str(text),
+            ChatEvent::Attempt { .. } => {}
+        }
+        on_event(&turn_event(event));
+    };
     let started = Instant::now();
     let answer = rt
         .client
@@ -253,7 +264,16 @@ fn model_call(
     let model_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     match answer {
         Ok(completion) => Ok(Ok((completion, model_us))),
-        Err(InferError::Cancelled) => Ok(Err(stop.end())),
+        Err(InferError::Cancelled) => {
+            if !content.is_empty() || !reasoning.is_empty() {
+                session.append(LogRecord::PartialAnswer {
+                    time: Timestamp::now(),
+                    content,
+                    reasoning: (!reasoning.is_empty()).then_some(reasoning),
+                })?;
+            }
+            Ok(Err(stop.end()))
+        }
         Err(InferError::SessionFull { message, .. }) => Err(TurnError::SessionFull(message)),
         Err(e) => Ok(Err(TurnEnd::Failed {
             reason: e.to_string(),

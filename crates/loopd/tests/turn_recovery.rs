@@ -99,7 +99,10 @@ reply = "ok"
     );
     let bed = Bed::new(&script);
     let mut session = bed.store.create(&SessionId::new("cut").unwrap()).unwrap();
-    assert_eq!(bed.task(&mut session, "echo a lot", Some(40)), TurnEnd::Done);
+    assert_eq!(
+        bed.task(&mut session, "echo a lot", Some(40)),
+        TurnEnd::Done
+    );
     // For the record: the cut call as the model wrote it, and the "not run" result.
     let cut_call = session.records().iter().find_map(|r| match r {
         LogRecord::Assistant { tool_calls, .. } => tool_calls.first().cloned(),
@@ -189,7 +192,12 @@ fn write_old_turns(session: &mut Session) {
             tool_calls: vec![call("bad-2", "clock", "{tz:"), call("ok-3", "clock", "{}")],
             usage: None,
         },
-        result(2, "bad-2", "The arguments of clock are not valid JSON.", ToolOutcome::Failed),
+        result(
+            2,
+            "bad-2",
+            "The arguments of clock are not valid JSON.",
+            ToolOutcome::Failed,
+        ),
         result(3, "ok-3", "2026-01-01T00:00:00Z", ToolOutcome::Ok),
         LogRecord::TurnEnd {
             time,
@@ -295,7 +303,10 @@ fn a_model_that_repeats_a_call_is_told_so_and_its_turn_ends_early_as_max_steps()
         .filter_map(|r| match r {
             LogRecord::ToolResult {
                 content, outcome, ..
-            } => Some((*outcome, content.starts_with("Not run: you already called echo"))),
+            } => Some((
+                *outcome,
+                content.starts_with("Not run: you already called echo"),
+            )),
             _ => None,
         })
         .collect();
@@ -308,8 +319,8 @@ fn a_model_that_repeats_a_call_is_told_so_and_its_turn_ends_early_as_max_steps()
             (ToolOutcome::Failed, true)
         ]
     );
-    let note = session.records().iter().any(|r| {
-        matches!(r, LogRecord::Note { text, .. } if text.contains("loop.max_repeated_calls"))
-    });
+    let note = session.records().iter().any(
+        |r| matches!(r, LogRecord::Note { text, .. } if text.contains("loop.max_repeated_calls")),
+    );
     assert!(note, "the log says why the turn ended");
 }

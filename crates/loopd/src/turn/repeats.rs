@@ -111,12 +111,17 @@ mod tests {
     #[test]
     fn the_third_same_call_is_refused_through_call_tool_too_and_the_second_refusal_gives_up() {
         let mut repeats = Repeats::new(2);
-        assert_eq!(repeats.check(&call("list_dir", r#"{"path":".","deep":true}"#)), None);
+        assert_eq!(
+            repeats.check(&call("list_dir", r#"{"path":".","deep":true}"#)),
+            None
+        );
         let through = r#"{"name":"list_dir","arguments":{"deep":true,"path":"."}}"#;
         assert_eq!(repeats.check(&call(CALL_TOOL, through)), None);
         let refused = repeats.check(&call("list_dir", r#"{ "deep": true, "path": "." }"#));
         assert!(
-            refused.as_deref().is_some_and(|t| t.contains("list_dir") && t.contains("2 time")),
+            refused
+                .as_deref()
+                .is_some_and(|t| t.contains("list_dir") && t.contains("2 time")),
             "{refused:?}"
         );
         assert!(!repeats.give_up());
