@@ -236,7 +236,7 @@ fn history_with_call(arguments: &str) -> Value {
 
 #[tokio::test]
 async fn a_history_holding_a_call_whose_arguments_are_not_json_is_refused() {
-    let (server, addr) = scripted("default_reply = \"ok\"\n").await;
+    let (fake, addr) = scripted("default_reply = \"ok\"\n").await;
     for (arguments, why) in [
         (r#"{"tz": "U"#, "EOF while parsing a string"),
         ("", "EOF while parsing a value"),
@@ -259,8 +259,8 @@ async fn a_history_holding_a_call_whose_arguments_are_not_json_is_refused() {
     }
     // JSON that is not an object passes, as it does in llama-server.
     assert_eq!(chat(addr, &history_with_call("[1]")).await.status, 200);
-    assert_eq!(server.requests()[0].status, 500);
-    server.shutdown().await;
+    assert_eq!(fake.requests()[0].status, 500);
+    fake.shutdown().await;
 
     // A template without tool support never parses the arguments.
     let (no_tools, addr) = server(Options {
