@@ -2,7 +2,6 @@
 //! text. Everything that came from the model or a tool is made safe for a terminal first.
 
 use bxcore::{DataClass, LogRecord, ToolCall, ToolOutcome, TurnEnd, TurnEvent};
-use proto::api::{CancelAnswer, SessionList, Status};
 use std::borrow::Cow;
 
 /// The most characters of a tool call's arguments shown on its line.
@@ -48,11 +47,12 @@ pub fn tool_call_line(call: &ToolCall) -> String {
     )
 }
 
-/// How a tool call ended, as words: `ok`, `failed`, `denied: no_grant`.
+/// How a tool call ended, as words: `ok`, `failed`, `denied: no_grant`, `redirected`.
 pub fn outcome_words(outcome: &ToolOutcome) -> String {
     match outcome {
         ToolOutcome::Ok => "ok".into(),
         ToolOutcome::Failed => "failed".into(),
+        ToolOutcome::Redirected => "redirected".into(),
         ToolOutcome::Denied { reason } => {
             let word = serde_json::to_value(reason)
                 .ok()
@@ -92,6 +92,17 @@ pub fn end_message(end: &TurnEnd) -> Option<String> {
         TurnEnd::Failed { reason } => Some(format!("the turn failed: {}", one_line(reason, None))),
         TurnEnd::MaxSteps => Some("the turn stopped at the step limit (loop.max_steps)".into()),
         TurnEnd::Interrupted => Some("the turn was interrupted: loopd stopped while it ran".into()),
+    }
+}
+
+/// Why a subagent's turn that did not finish ended; `None` for `done`. The child's step limit
+/// is `subagent.max_steps`, not the parent's.
+pub fn child_end_message(end: &TurnEnd) -> Option<String> {
+    match end {
+        TurnEnd::MaxSteps => {
+            Some("the subagent stopped at its step limit (subagent.max_steps)".into())
+        }
+        other => end_message(other),
     }
 }
 
@@ -298,6 +309,26 @@ pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
             );
             lines
         }
+        LogRecord::PartialAnswer {
+            time,
+            content,
+            reasoning,
+        } => {
+            // Marked: the turn was stopped mid-answer, the model never finished this.
+            let at = clock(time);
+            let mut lines = Vec::new();
+            if let Some(reasoning) = reasoning.as_deref().filter(|_| show_reasoning) {
+                lines.push(format!(
+                    "{at} thinking (stopped): {}",
+                    one_line(reasoning, None)
+                ));
+            }
+            lines.push(format!(
+                "{at} assistant (stopped mid-answer): {}",
+                one_line(content, None)
+            ));
+            lines
+        }
         LogRecord::ToolResult {
             time,
             call,
@@ -354,116 +385,6 @@ pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
     }
 }
 
-/// The sessions as a table with a header; a line saying so when there are none.
-pub fn sessions_table(list: &SessionList) -> String {
-    if list.sessions.is_empty() {
-        return "no sessions\n".into();
-    }
-    let rows: Vec<[String; 4]> = list
-        .sessions
-        .iter()
-        .map(|s| {
-            let mut state = String::from(if s.busy { "busy" } else { "idle" });
-            if s.queued > 0 {
-                state.push_str(&format!(", {} queued", s.queued));
-            }
-            [
-                s.id.to_string(),
-                s.last_turn.to_string(),
-                s.records.to_string(),
-                state,
-            ]
-        })
-        .collect();
-    let header = ["SESSION", "TURNS", "RECORDS", "STATE"].map(String::from);
-    let width = |i: usize| {
-        std::iter::once(&header)
-            .chain(&rows)
-            .map(|r| r[i].chars().count())
-            .max()
-            .unwrap_or(0)
-    };
-    let (w0, w1, w2) = (width(0), width(1), width(2));
-    std::iter::once(&header)
-        .chain(&rows)
-        .map(|r| format!("{:<w0$}  {:>w1$}  {:>w2$}  {}\n", r[0], r[1], r[2], r[3]))
-        .collect()
-}
-
-/// `seconds` as `1d 2h`, `3h 4m`, `5m 6s` or `7s`.
-pub fn duration_words(seconds: u64) -> String {
-    let (d, h, m, s) = (
-        seconds / 86_400,
-        seconds % 86_400 / 3_600,
-        seconds % 3_600 / 60,
-        seconds % 60,
-    );
-    match (d, h, m) {
-        (0, 0, 0) => format!("{s}s"),
-        (0, 0, _) => format!("{m}m {s}s"),
-        (0, _, _) => format!("{h}h {m}m"),
-        _ => format!("{d}d {h}h"),
-    }
-}
-
-/// The status as three lines: loopd, broker, llama.
-pub fn status_text(status: &Status) -> String {
-    let loopd = &status.loopd;
-    let broker = &status.broker;
-    let llama = &status.llama;
-    let mut text = format!(
-        "loopd   {}, up {}; {} running, {} queued\n",
-        loopd.version,
-        duration_words(loopd.uptime_s),
-        loopd.running,
-        loopd.queued
-    );
-    let at = broker
-        .socket
-        .as_deref()
-        .map(|s| format!(" at {s}"))
-        .unwrap_or_default();
-    let ok = if broker.ok { "ok" } else { "NOT ANSWERING" };
-    text.push_str(&format!("broker  {}{at}: {ok}", broker.kind));
-    if !broker.note.is_empty() {
-        text.push_str(&format!("; {}", one_line(&broker.note, None)));
-    }
-    text.push('\n');
-    let health = match (&llama.ok, &llama.error) {
-        (true, _) => "ok".to_string(),
-        (false, Some(e)) => format!("NOT OK: {}", one_line(e, None)),
-        (false, None) => "NOT OK".to_string(),
-    };
-    let slots = &llama.slots;
-    text.push_str(&format!(
-        "llama   {}: {health}; model {}, n_ctx {}, {} slots (main {}, background {}, subagent {})\n",
-        llama.url,
-        llama.model,
-        llama.n_ctx,
-        llama.total_slots,
-        slots.main,
-        slots.background,
-        slots.subagent
-    ));
-    text
-}
-
-/// What a cancel did, as a line.
-pub fn cancel_text(answer: &CancelAnswer) -> String {
-    let id = &answer.session;
-    let mut text = if answer.cancelled {
-        format!("cancelled the running turn of {id}")
-    } else {
-        format!("no turn was running in {id}")
-    };
-    if answer.dropped > 0 {
-        let s = if answer.dropped == 1 { "" } else { "s" };
-        text.push_str(&format!("; dropped {} queued task{s}", answer.dropped));
-    }
-    text.push('\n');
-    text
-}
-
 /// A subagent's event as one indented line (two spaces a level), naming the child session;
 /// only its tool calls, tool results and end are shown: its answer comes back as the parent's
 /// tool result.
@@ -487,7 +408,7 @@ fn nested_line(event: &TurnEvent, depth: usize) -> Option<String> {
             ..
         } => Some(tool_result_line(outcome, *bytes, *truncated, *untrusted)),
         TurnEvent::Ended { end, .. } => {
-            Some(end_message(end).unwrap_or_else(|| "the subagent is done".into()))
+            Some(child_end_message(end).unwrap_or_else(|| "the subagent is done".into()))
         }
         _ => None,
     }

@@ -1,10 +1,11 @@
 //! `boxctl`: how a person (or a script) drives boxmaker, through loopd's Unix socket.
 //!
 //! The library holds everything but `main`: the command line ([`cli`]), a client of loopd's
-//! API ([`client`], with an SSE reader in [`sse`]), how events and records read as text
-//! ([`mod@format`], [`listing`]), and the commands themselves ([`mod@run`]). See `boxctl --help` for the exit
-//! codes.
+//! API ([`client`], with an SSE reader in [`sse`]), how events, records and answers read as
+//! text ([`mod@format`], [`listing`], [`answers`]), and the commands themselves
+//! ([`mod@run`]). See `boxctl --help` for the exit codes.
 
+pub mod answers;
 pub mod cli;
 pub mod client;
 pub mod format;

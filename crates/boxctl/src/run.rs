@@ -1,12 +1,11 @@
 //! Carrying out a command: requests to loopd, what is printed, and the exit code.
 
+use crate::answers::{cancel_text, sessions_table, status_text};
 use crate::cli::{
     Cli, Command, EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN_SESSION, EXIT_UNREACHABLE,
 };
 use crate::client::{Client, ClientError, EventStream, StreamItem};
-use crate::format::{
-    EventPrinter, cancel_text, end_message, record_lines, sessions_table, status_text,
-};
+use crate::format::{EventPrinter, end_message, record_lines};
 use bxcore::{SessionId, TurnEnd, TurnEvent};
 use clap::CommandFactory;
 use proto::api::{SSE_PING_COMMENT, TaskRequest};
@@ -295,9 +294,11 @@ async fn notifications(client: &Client, json: bool) -> Result<u8, Failure> {
     Ok(EXIT_OK)
 }
 
-/// Every tool summary and epoch carry of session `id`, read page by page.
+/// Every tool summary and epoch carry of session `id`, read page by page; a line saying so
+/// when there are none (nothing with `--json`).
 async fn summaries(client: &Client, json: bool, id: &SessionId) -> Result<u8, Failure> {
     let mut from = 0;
+    let mut found = false;
     loop {
         let page = client.records(id, from, None).await?;
         for record in page
@@ -306,6 +307,7 @@ async fn summaries(client: &Client, json: bool, id: &SessionId) -> Result<u8, Fa
             .iter()
             .filter(|r| crate::listing::is_summary(r))
         {
+            found = true;
             if json {
                 let raw = serde_json::to_string(record)
                     .map_err(|e| ClientError::Protocol(format!("cannot serialise: {e}")))?;
@@ -315,7 +317,11 @@ async fn summaries(client: &Client, json: bool, id: &SessionId) -> Result<u8, Fa
             }
         }
         match page.value.next {
-            None => return Ok(EXIT_OK),
+            None if found || json => return Ok(EXIT_OK),
+            None => {
+                out_line(&format!("no summaries or carries in {id}"))?;
+                return Ok(EXIT_OK);
+            }
             Some(next) if next > from => from = next,
             Some(next) => {
                 let why = format!("the page from record {from} says the next starts at {next}");

@@ -463,8 +463,15 @@ async fn boxctl_memory_lists_notes_with_labels_and_summaries_reads_every_page() 
     let (_, json, _) = boxctl(&served, &["memory", "--json"]).await;
     let list: proto::api::MemoryList = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(list.notes.len(), 1);
-    // s1 has neither summaries nor carries; an unknown session exits 4.
+    // s1 has neither summaries nor carries, and says so (nothing as JSON); an unknown session
+    // exits 4.
     let (code, out, err) = boxctl(&served, &["summaries", "s1"]).await;
+    assert_eq!(
+        (code, out.as_str()),
+        (Some(0), "no summaries or carries in s1\n"),
+        "{err}"
+    );
+    let (code, out, err) = boxctl(&served, &["summaries", "--json", "s1"]).await;
     assert_eq!((code, out.as_str()), (Some(0), ""), "{err}");
     let (code, _, _) = boxctl(&served, &["summaries", "nope"]).await;
     assert_eq!(code, Some(4));

@@ -1,9 +1,10 @@
 //! How boxctl shows events, records and answers: pure functions, checked line by line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use boxctl::answers::{cancel_text, duration_words, sessions_table, status_text};
 use boxctl::format::{
-    EventPrinter, MAX_RESULT_PREVIEW_CHARS, Printed, cancel_text, duration_words, one_line,
-    record_lines, sessions_table, status_text, terminal_safe, tool_call_line, tool_result_line,
+    EventPrinter, MAX_RESULT_PREVIEW_CHARS, Printed, one_line, record_lines, terminal_safe,
+    tool_call_line, tool_result_line,
 };
 use bxcore::{
     CallId, DataClass, DenyReason, LogRecord, SessionId, Timestamp, ToolCall, ToolOutcome, TurnEnd,
@@ -410,4 +411,61 @@ fn show_marks_loopds_own_answers_and_says_what_a_child_inherited() {
         record_lines(&inherited, false),
         ["03:04:05 ── inherits [private, untrusted] from main; its calls count against main#4"]
     );
+}
+
+#[test]
+fn a_child_at_its_step_limit_names_subagent_max_steps_and_the_parent_loop_max_steps() {
+    let child = TurnEvent::Subagent {
+        session: SessionId::new("sub-s-1").unwrap(),
+        event: Box::new(ended(TurnEnd::MaxSteps)),
+    };
+    let printed = print_all(&mut EventPrinter::new(false, false), &[child]);
+    assert_eq!(
+        printed.out,
+        "  [sub-s-1] the subagent stopped at its step limit (subagent.max_steps)\n"
+    );
+    let printed = print_all(
+        &mut EventPrinter::new(false, false),
+        &[ended(TurnEnd::MaxSteps)],
+    );
+    assert!(printed.err.contains("(loop.max_steps)"), "{}", printed.err);
+}
+
+#[test]
+fn a_redirected_call_and_a_stopped_answer_say_so() {
+    let t = Timestamp::parse("2026-01-02T03:04:05Z").unwrap();
+    let redirected = LogRecord::ToolResult {
+        time: t,
+        call: CallId(2),
+        tool_call_id: "c1".into(),
+        content: "\"clock\" is a core tool: call it directly, not through call_tool.".into(),
+        class: DataClass::Public,
+        untrusted: false,
+        truncated: false,
+        outcome: ToolOutcome::Redirected,
+        by_loopd: true,
+    };
+    assert!(
+        record_lines(&redirected, false)[0].starts_with("03:04:05 ← redirected, 64 bytes (call 2"),
+        "{:?}",
+        record_lines(&redirected, false)
+    );
+    let printed = print_all(
+        &mut EventPrinter::new(false, false),
+        &[result(ToolOutcome::Redirected, 65)],
+    );
+    assert_eq!(printed.out, "← redirected, 65 bytes\n");
+    let partial = LogRecord::PartialAnswer {
+        time: t,
+        content: "Once upon".into(),
+        reasoning: Some("a story".into()),
+    };
+    assert_eq!(
+        record_lines(&partial, true),
+        [
+            "03:04:05 thinking (stopped): a story",
+            "03:04:05 assistant (stopped mid-answer): Once upon"
+        ]
+    );
+    assert_eq!(record_lines(&partial, false).len(), 1);
 }

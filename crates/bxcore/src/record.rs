@@ -48,6 +48,9 @@ pub enum ToolOutcome {
         /// Why it was refused.
         reason: DenyReason,
     },
+    /// Not run: loopd told the model to make the call another way (a core tool called through
+    /// `call_tool` is to be called directly); the content says how.
+    Redirected,
 }
 
 /// How a turn ended.
@@ -139,6 +142,19 @@ pub enum LogRecord {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
     },
+    /// The part of an answer that had streamed when its turn was stopped (cancelled, or
+    /// loopd shutting down). Kept for the record and never sent to the model: it is not an
+    /// answer the model finished, and replayed as an assistant message it would read as one.
+    /// The turn end that follows says how the turn stopped.
+    PartialAnswer {
+        /// When the turn was stopped.
+        time: Timestamp,
+        /// The visible text streamed so far.
+        content: String,
+        /// The reasoning streamed so far, when there was some.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+    },
     /// The result of one tool call, as it was given to the model.
     ToolResult {
         /// When it came back.
@@ -207,6 +223,7 @@ impl LogRecord {
             LogRecord::Inherited { .. } => "inherited",
             LogRecord::User { .. } => "user",
             LogRecord::Assistant { .. } => "assistant",
+            LogRecord::PartialAnswer { .. } => "partial_answer",
             LogRecord::ToolResult { .. } => "tool_result",
             LogRecord::ToolSummary { .. } => "tool_summary",
             LogRecord::TurnEnd { .. } => "turn_end",

@@ -52,6 +52,16 @@ fn every_record() -> Vec<LogRecord> {
             tool_calls: vec![],
             usage: None,
         },
+        LogRecord::PartialAnswer {
+            time: t(),
+            content: "It is".into(),
+            reasoning: Some("the clock said".into()),
+        },
+        LogRecord::PartialAnswer {
+            time: t(),
+            content: String::new(),
+            reasoning: None,
+        },
         LogRecord::ToolSummary {
             time: t(),
             call: CallId(3),
@@ -71,6 +81,7 @@ fn every_record() -> Vec<LogRecord> {
         ToolOutcome::Denied {
             reason: DenyReason::Egress,
         },
+        ToolOutcome::Redirected,
     ] {
         records.push(LogRecord::ToolResult {
             time: t(),
@@ -264,6 +275,17 @@ fn ends_and_outcomes_have_a_strict_shape() {
     })
     .unwrap();
     assert_eq!(outcome, r#"{"denied":{"reason":"no_grant"}}"#);
+    let redirected = serde_json::to_string(&ToolOutcome::Redirected).unwrap();
+    assert_eq!(redirected, r#""redirected""#);
+    // A partial answer without reasoning leaves the key out, and reads back without it.
+    let partial = r#"{"type":"partial_answer","time":"2026-11-29T22:51:03Z","content":"It"}"#;
+    assert!(matches!(
+        serde_json::from_str::<LogRecord>(partial),
+        Ok(LogRecord::PartialAnswer {
+            reasoning: None,
+            ..
+        })
+    ));
 }
 
 #[test]

@@ -84,6 +84,13 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
         &[]
     };
     let parse_tool_calls = state.tool_template && request.tool_calls_parsed;
+    // Rendering the history through a tool-capable template parses every earlier call's
+    // arguments; llama-server refuses the whole request when one is not JSON.
+    if state.tool_template
+        && let Some(error) = request.call_arguments_error()
+    {
+        return error.into();
+    }
     let prompt = render_prompt(&request.messages, tools);
     let tokens = tokenize(&prompt);
     record.prompt = prompt;

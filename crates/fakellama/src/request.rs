@@ -33,6 +33,9 @@ pub struct ChatRequest {
     pub enable_thinking: bool,
     /// `max_tokens` (or `max_completion_tokens`, `n_predict`); `None` when absent or negative.
     pub max_tokens: Option<u64>,
+    /// Why the first earlier tool call whose `arguments` string is not JSON cannot be parsed
+    /// (an empty string included): a template with tool support refuses such a request.
+    pub bad_call_arguments: Option<String>,
 }
 
 fn field_type_error(name: &str, expected: &str) -> ApiError {
@@ -83,6 +86,16 @@ fn content_text(value: Option<&Value>, index: usize) -> Result<String, ApiError>
             "messages[{index}].content must be a string, an array of parts or null"
         ))),
     }
+}
+
+/// The parse error of the first call in `calls` whose `arguments` is a string that is not JSON.
+fn bad_call_arguments(calls: &[Value]) -> Option<String> {
+    calls.iter().find_map(|call| {
+        let arguments = call.get("function")?.get("arguments")?.as_str()?;
+        serde_json::from_str::<Value>(arguments)
+            .err()
+            .map(|e| e.to_string())
+    })
 }
 
 fn tool_calls(value: Option<&Value>, index: usize) -> Result<Vec<ToolCallText>, ApiError> {
@@ -196,8 +209,16 @@ impl ChatRequest {
                 None => optional_count(body, "n_predict")?,
             },
         };
+        let bad_call_arguments = body
+            .get("messages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
+            .find_map(|calls| bad_call_arguments(calls));
         Ok(Self {
             messages,
+            bad_call_arguments,
             tool_calls_parsed: !tools.is_empty() && tool_choice != "none",
             tools,
             stream: optional_bool(body, "stream", false)?,
@@ -206,6 +227,19 @@ impl ChatRequest {
             cache_prompt: optional_bool(body, "cache_prompt", true)?,
             enable_thinking,
             max_tokens,
+        })
+    }
+
+    /// llama-server's refusal of a request that holds a tool call whose arguments are not
+    /// JSON, when its template supports tools (`500 server_error`, before anything is
+    /// generated, streamed or not).
+    pub fn call_arguments_error(&self) -> Option<ApiError> {
+        self.bad_call_arguments.as_ref().map(|why| {
+            ApiError::new(
+                http::StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                format!("Failed to parse tool call arguments as JSON: {why}"),
+            )
         })
     }
 

@@ -1,6 +1,6 @@
 //! Behaviours checked against the real llama-server (b1-0c1e570, see `docs/real-model.md`):
 //! tool calls cut by the token budget, per-chunk `created`, templates without tool support,
-//! errors in the middle of a stream.
+//! errors in the middle of a stream, a history holding a call whose arguments are not JSON.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -222,4 +222,53 @@ async fn an_error_mid_stream_without_content_follows_the_role_chunk() {
             "message":"The model produced output that does not match the expected peg-native format"}})
     );
     server.shutdown().await;
+}
+
+/// A history whose earlier `clock` call has `arguments`, answered by a tool message.
+fn history_with_call(arguments: &str) -> Value {
+    json!({"messages":[
+        {"role":"user","content":"time?"},
+        {"role":"assistant","content":"","tool_calls":[{"id":"a","type":"function",
+            "function":{"name":"clock","arguments":arguments}}]},
+        {"role":"tool","tool_call_id":"a","content":"Not run"}
+    ]})
+}
+
+#[tokio::test]
+async fn a_history_holding_a_call_whose_arguments_are_not_json_is_refused() {
+    let (fake, addr) = scripted("default_reply = \"ok\"\n").await;
+    for (arguments, why) in [
+        (r#"{"tz": "U"#, "EOF while parsing a string"),
+        ("", "EOF while parsing a value"),
+    ] {
+        for body in [
+            history_with_call(arguments),
+            streamed(with_tools(history_with_call(arguments))),
+        ] {
+            let reply = chat(addr, &body).await;
+            assert_eq!(reply.status, 500, "{}", reply.text());
+            let error = &reply.json()["error"];
+            assert_eq!(error["type"], "server_error");
+            let message = error["message"].as_str().unwrap();
+            assert!(
+                message.starts_with("Failed to parse tool call arguments as JSON: ")
+                    && message.contains(why),
+                "{message}"
+            );
+        }
+    }
+    // JSON that is not an object passes, as it does in llama-server.
+    assert_eq!(chat(addr, &history_with_call("[1]")).await.status, 200);
+    assert_eq!(fake.requests()[0].status, 500);
+    fake.shutdown().await;
+
+    // A template without tool support never parses the arguments.
+    let (no_tools, addr) = server(Options {
+        tool_template: false,
+        ..Options::default()
+    })
+    .await;
+    let reply = chat(addr, &history_with_call(r#"{"tz": "U"#)).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    no_tools.shutdown().await;
 }

@@ -8,8 +8,9 @@ use crate::config::Config;
 use crate::llama::ChatMessage;
 use crate::session::{BASELINE_FORMAT_VERSION, Baseline, Session, StoreError};
 use crate::tools::Registry;
-use bxcore::{Labels, LogRecord, Timestamp};
-use std::collections::HashSet;
+use crate::turn::CUT_CALL;
+use bxcore::{Labels, LogRecord, Timestamp, ToolCall};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 /// What the model sees in place of a result that never came (the turn was interrupted
@@ -79,7 +80,10 @@ pub fn messages(session: &Session, baseline: &Baseline) -> Vec<ChatMessage> {
 }
 
 /// The messages for `records` (one epoch's) after `baseline` and the carry. Tool summaries,
-/// turn ends and notes are not replayed; reasoning is not sent back.
+/// partial answers (a stopped turn's), turn ends and notes are not replayed; reasoning is not
+/// sent back. A call that cannot be
+/// sent back as a call ([`replayed_as_call`]) is left out of its answer, and its result
+/// reaches the model as a user message after the answer's other results.
 pub fn messages_with_carry(
     baseline: &Baseline,
     records: &[LogRecord],
@@ -96,8 +100,13 @@ pub fn messages_with_carry(
             content: format!("Summary of the conversation so far:\n{carry}"),
         });
     }
+    let cut = cut_call_ids(records);
     // Calls asked for and not yet answered, in order.
     let mut open_calls: Vec<String> = Vec::new();
+    // The calls of the last answer that were not sent back as calls, by id: their names.
+    let mut unsent: HashMap<&str, &str> = HashMap::new();
+    // Their results, held back until the answer's other results are in.
+    let mut held: Vec<String> = Vec::new();
     for record in records {
         let answers_a_call = matches!(record, LogRecord::ToolResult { .. });
         let replayed = matches!(
@@ -106,6 +115,7 @@ pub fn messages_with_carry(
         );
         if !answers_a_call && replayed {
             close_open_calls(&mut open_calls, &mut out);
+            flush_held(&mut held, &mut out);
         }
         match record {
             LogRecord::User { content, .. } => out.push(ChatMessage::User {
@@ -116,10 +126,16 @@ pub fn messages_with_carry(
                 tool_calls,
                 ..
             } => {
-                open_calls = tool_calls.iter().map(|c| c.id.clone()).collect();
+                let (calls, left_out): (Vec<&ToolCall>, Vec<&ToolCall>) =
+                    tool_calls.iter().partition(|c| replayed_as_call(c, &cut));
+                open_calls = calls.iter().map(|c| c.id.clone()).collect();
+                unsent = left_out
+                    .iter()
+                    .map(|c| (c.id.as_str(), c.name.as_str()))
+                    .collect();
                 out.push(ChatMessage::Assistant {
                     content: content.clone(),
-                    tool_calls: tool_calls.clone(),
+                    tool_calls: calls.into_iter().cloned().collect(),
                 });
             }
             LogRecord::ToolResult {
@@ -127,6 +143,10 @@ pub fn messages_with_carry(
                 content,
                 ..
             } => {
+                if let Some(name) = unsent.remove(tool_call_id.as_str()) {
+                    held.push(format!("Result of your call to {name}: {content}"));
+                    continue;
+                }
                 open_calls.retain(|id| id != tool_call_id);
                 out.push(ChatMessage::Tool {
                     tool_call_id: tool_call_id.clone(),
@@ -136,12 +156,51 @@ pub fn messages_with_carry(
             LogRecord::Header { .. }
             | LogRecord::EpochStart { .. }
             | LogRecord::Inherited { .. }
+            | LogRecord::PartialAnswer { .. }
             | LogRecord::ToolSummary { .. }
             | LogRecord::TurnEnd { .. }
             | LogRecord::Note { .. } => {}
         }
     }
+    flush_held(&mut held, &mut out);
     out
+}
+
+/// Whether `call` goes back to the model as a tool call. Not when its arguments are not JSON:
+/// a template with tool support parses every earlier call's arguments, and llama-server
+/// refuses the whole request when one does not parse (500 "Failed to parse tool call
+/// arguments as JSON"), so one such call would fail every later request of the epoch. Nor
+/// when it was in an answer cut at the token limit (its id in `cut`): it was never run, and
+/// it must not read as a finished call. Both hold for logs written before this rule, which
+/// are healed when read.
+fn replayed_as_call(call: &ToolCall, cut: &HashSet<&str>) -> bool {
+    !cut.contains(call.id.as_str())
+        && serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).is_ok()
+}
+
+/// The ids of the calls answered with [`CUT_CALL`]: those of an answer cut at the token limit.
+fn cut_call_ids(records: &[LogRecord]) -> HashSet<&str> {
+    records
+        .iter()
+        .filter_map(|record| match record {
+            LogRecord::ToolResult {
+                tool_call_id,
+                content,
+                ..
+            } if content == CUT_CALL => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The held-back results of calls that were not sent back as calls, as one user message.
+fn flush_held(held: &mut Vec<String>, out: &mut Vec<ChatMessage>) {
+    if !held.is_empty() {
+        out.push(ChatMessage::User {
+            content: held.join("\n\n"),
+        });
+        held.clear();
+    }
 }
 
 /// Answers every call still open with [`MISSING_RESULT`].
@@ -193,7 +252,7 @@ pub fn tool_names(baseline: &Baseline) -> HashSet<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bxcore::{CallId, DataClass, ToolCall, ToolOutcome, TurnEnd};
+    use bxcore::{CallId, DataClass, ToolOutcome, TurnEnd};
 
     fn baseline() -> Baseline {
         Baseline {

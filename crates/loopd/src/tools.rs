@@ -241,6 +241,8 @@ fn call_tool_schema() -> ToolSchema {
 /// What to do with one tool call.
 ///
 /// - `Local(text)`: loopd answers it itself; `text` is the tool result.
+/// - `Redirect(text)`: loopd does not run it and `text` tells the model how to make the call
+///   instead (a core tool reached through `call_tool`); logged as `redirected`.
 /// - `Port { tool, arguments }`: send `tool` with `arguments` (JSON text) through the
 ///   [`ToolPort`].
 /// - `Subagent { task }`: loopd runs `task` in a child session (`crate::subagent`).
@@ -250,14 +252,16 @@ fn call_tool_schema() -> ToolSchema {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dispatch {
     Local(String),
+    Redirect(String),
     Port { tool: String, arguments: String },
     Subagent { task: String },
 }
 
 /// Decides what becomes of a tool call named `name` with `arguments` (JSON text).
 ///
-/// `find_tool`, `call_tool` mistakes and `clock` are answered locally; `call_tool` of a known
-/// non-core tool goes to the port as that tool. Any other name goes to the port unchanged, even
+/// `find_tool`, `call_tool` mistakes and `clock` are answered locally, `call_tool` of a core
+/// tool is redirected (call it directly); `call_tool` of a known non-core tool goes to the port
+/// as that tool. Any other name goes to the port unchanged, even
 /// one the registry does not know: the port (brokerd) decides what runs, not loopd.
 pub fn dispatch(registry: &Registry, name: &str, arguments: &str) -> Dispatch {
     if name == FIND_TOOL {
@@ -337,7 +341,7 @@ fn dispatch_call_tool(registry: &Registry, arguments: &str) -> Dispatch {
     };
     let name = call.get("name").and_then(Value::as_str).unwrap_or("");
     if name == FIND_TOOL || name == CALL_TOOL {
-        return Dispatch::Local(core_tool(name));
+        return Dispatch::Redirect(core_tool(name));
     }
     // A tool without parameters is often called without `arguments`; that means no arguments,
     // not a mistake worth a step.
@@ -346,7 +350,7 @@ fn dispatch_call_tool(registry: &Registry, arguments: &str) -> Dispatch {
         None => Dispatch::Local(format!(
             "No tool named \"{name}\". call_tool needs the name of a tool that find_tool returned."
         )),
-        Some(entry) if entry.core => Dispatch::Local(core_tool(name)),
+        Some(entry) if entry.core => Dispatch::Redirect(core_tool(name)),
         Some(_) => {
             let args_value = match call.get("arguments") {
                 None => &empty,

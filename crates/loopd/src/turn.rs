@@ -16,8 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 mod call;
+mod repeats;
 
 pub use call::{CallOutcome, run_call};
+pub use repeats::{REFUSED_REPEATS_BEFORE_END, Repeats};
 
 /// llama-server's `finish_reason` for an answer cut at the token limit or the context ceiling.
 pub const FINISH_LENGTH: &str = "length";
@@ -151,6 +153,7 @@ fn steps(
     on_event: &mut dyn FnMut(&TurnEvent),
 ) -> Result<TurnEnd, TurnError> {
     baseline::ensure(session, rt.cfg, rt.system, rt.registry)?;
+    let mut repeats = Repeats::new(rt.cfg.r#loop.max_repeated_calls);
     for _ in 0..rt.cfg.r#loop.max_steps {
         if stop.is_set() {
             return Ok(stop.end());
@@ -195,21 +198,42 @@ fn steps(
             });
             let outcome = if cut {
                 CallOutcome::not_run(CUT_CALL)
+            } else if let Some(why) = repeats.check(tool_call) {
+                CallOutcome::not_run(&why)
             } else {
                 run_call(rt, session, call, tool_call, stop, on_event)
             };
             session.append(outcome.record(call, &tool_call.id))?;
             on_event(&outcome.event(call));
         }
+        if repeats.give_up() {
+            return end_for_repeats(session);
+        }
     }
     Ok(TurnEnd::MaxSteps)
 }
 
+/// Ends a turn whose model kept repeating calls after it was told: as `max_steps`, the end of
+/// a turn that ran out of useful steps, with a note saying why for people reading the log.
+fn end_for_repeats(session: &mut Session) -> Result<TurnEnd, TurnError> {
+    let text = format!(
+        "the turn ended early as max_steps: {REFUSED_REPEATS_BEFORE_END} calls were refused \
+         as repeats (loop.max_repeated_calls) and the model kept repeating"
+    );
+    tracing::info!(session = %session.id(), "{text}");
+    session.append(LogRecord::Note {
+        time: Timestamp::now(),
+        text,
+    })?;
+    Ok(TurnEnd::MaxSteps)
+}
+
 /// One model call on the main slot, and how long the call itself took (µs).
-/// `Ok(Err(end))`: the turn ends without an answer.
+/// `Ok(Err(end))`: the turn ends without an answer. A call stopped after some of its answer
+/// had streamed leaves that part in the log ([`LogRecord::PartialAnswer`]).
 fn model_call(
     rt: &Runtime<'_>,
-    session: &Session,
+    session: &mut Session,
     stop: &Stop,
     on_event: &mut dyn FnMut(&TurnEvent),
 ) -> Result<Result<(Completion, u64), TurnEnd>, TurnError> {
@@ -222,7 +246,17 @@ fn model_call(
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
     };
-    let mut forward = |event: &ChatEvent| on_event(&turn_event(event));
+    // What has streamed, kept should the call be stopped: the client retries only tries
+    // that streamed nothing, so this is all one try's.
+    let (mut content, mut reasoning) = (String::new(), String::new());
+    let mut forward = |event: &ChatEvent| {
+        match event {
+            ChatEvent::Content(text) => content.push_str(text),
+            ChatEvent::Reasoning(text) => reasoning.push_str(text),
+            ChatEvent::Attempt { .. } => {}
+        }
+        on_event(&turn_event(event));
+    };
     let started = Instant::now();
     let answer = rt
         .client
@@ -230,7 +264,16 @@ fn model_call(
     let model_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     match answer {
         Ok(completion) => Ok(Ok((completion, model_us))),
-        Err(InferError::Cancelled) => Ok(Err(stop.end())),
+        Err(InferError::Cancelled) => {
+            if !content.is_empty() || !reasoning.is_empty() {
+                session.append(LogRecord::PartialAnswer {
+                    time: Timestamp::now(),
+                    content,
+                    reasoning: (!reasoning.is_empty()).then_some(reasoning),
+                })?;
+            }
+            Ok(Err(stop.end()))
+        }
         Err(InferError::SessionFull { message, .. }) => Err(TurnError::SessionFull(message)),
         Err(e) => Ok(Err(TurnEnd::Failed {
             reason: e.to_string(),

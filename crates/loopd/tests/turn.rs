@@ -368,42 +368,92 @@ fn the_prompt_prefix_is_byte_stable_across_turns() {
 }
 
 #[test]
-fn calls_in_an_answer_cut_at_the_token_limit_are_not_run() {
-    let long_text = "word ".repeat(80);
-    let script = format!(
-        r#"
+fn a_core_tool_called_through_call_tool_is_logged_and_shown_as_redirected() {
+    let script = r#"
 [[rule]]
 when_role = "user"
 times = 1
-tool_calls = [{{ name = "call_tool", arguments = "{{\"name\":\"echo\",\"arguments\":{{\"text\":\"{long_text}\"}}}}" }}]
+tool_calls = [{ name = "call_tool", arguments = "{\"name\":\"clock\",\"arguments\":{}}" }]
 [[rule]]
 when_role = "tool"
-when_contains = "cut off"
 reply = "ok"
-"#
-    );
-    let bed = Bed::new(&script);
-    let client = bed.fake.client_with(|o| o.max_tokens = Some(40));
-    let registry = Registry::m2b();
+"#;
+    let bed = Bed::new(script);
     let port = FakeTools::new();
+    let (end, events, session) = bed.task("redirect", "time?", &port);
+    assert_eq!(end.unwrap(), TurnEnd::Done);
+    let (content, _, _, _, outcome) = results(&session).pop().unwrap();
+    assert_eq!(outcome, ToolOutcome::Redirected, "{content}");
+    assert!(content.contains("call it directly"), "{content}");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        TurnEvent::ToolResult {
+            outcome: ToolOutcome::Redirected,
+            ..
+        }
+    )));
+    assert!(port.calls().is_empty(), "nothing ran");
+}
+
+/// A word of a long answer.
+const STORY: &str = "once ";
+
+#[test]
+fn a_cancelled_turn_keeps_what_had_streamed_and_never_replays_it() {
+    let bed = Bed {
+        fake: Fake::start(fakellama::Options {
+            // Slow chunks (two a word, ~4 s in all): the cancel, set at the first piece, lands
+            // long before the end.
+            delay_ms: 20,
+            script: fakellama::Script::parse(&format!(
+                "[[rule]]\nwhen_contains = \"story\"\nreply = \"{}\"\n",
+                STORY.repeat(100)
+            ))
+            .unwrap(),
+            ..Default::default()
+        }),
+        ..Bed::new("")
+    };
+    let client = bed.fake.client();
+    let registry = Registry::m2b();
     let rt = Runtime {
         cfg: &bed.cfg,
         client: &client,
-        port: &port,
+        port: &FakeTools::new(),
         registry: &registry,
         system: SYSTEM,
         n_ctx: fakellama::DEFAULT_N_CTX,
     };
-    let mut session = bed.store.create(&SessionId::new("cut").unwrap()).unwrap();
-    start_turn(&mut session, "echo a lot").unwrap();
+    let mut session = bed.store.create(&SessionId::new("part").unwrap()).unwrap();
+    start_turn(&mut session, "tell a story").unwrap();
+    let stop = Stop::default();
+    let mut shown = String::new();
+    let end = run_turn(&rt, &mut session, &stop, &mut |e| {
+        if let TurnEvent::Content { text } = e {
+            shown.push_str(text);
+            stop.cancelled.store(true, Ordering::SeqCst);
+        }
+    })
+    .unwrap();
+    assert_eq!(end, TurnEnd::Cancelled);
+    let kinds: Vec<&str> = session.records().iter().map(LogRecord::kind).collect();
+    assert_eq!(kinds, ["header", "user", "partial_answer", "turn_end"]);
+    let Some(LogRecord::PartialAnswer { content, .. }) = session.records().get(2) else {
+        panic!("{:?}", session.records());
+    };
+    assert!(
+        !content.is_empty() && content.len() < STORY.len() * 100,
+        "{content}"
+    );
+    assert_eq!(*content, shown, "what was shown is what is kept");
+
+    start_turn(&mut session, "again").unwrap();
     let end = run_turn(&rt, &mut session, &Stop::default(), &mut |_| {}).unwrap();
     assert_eq!(end, TurnEnd::Done);
-    let found = results(&session);
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!(found[0].0, loopd::turn::CUT_CALL);
-    assert_eq!(found[0].4, ToolOutcome::Failed);
+    let last = bed.fake.server.requests().pop().unwrap();
+    let messages = last.body["messages"].as_array().unwrap();
     assert!(
-        port.calls().is_empty(),
-        "the cut call never reached the port"
+        messages.iter().all(|m| m["role"] != "assistant"),
+        "the partial answer is not sent back: {messages:?}"
     );
 }

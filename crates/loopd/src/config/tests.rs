@@ -190,3 +190,10 @@ fn config_resolved_toml_reads_back_the_same() {
     assert_eq!(back.expect.n_ctx, Some(4096));
     assert_eq!(back.broker.socket.as_deref(), Some(Path::new("/b.sock")));
 }
+
+#[test]
+fn config_max_repeated_calls_is_two_by_default_and_at_least_one() {
+    assert_eq!(Config::default().r#loop.max_repeated_calls, 2);
+    let found = invalid("[loop]\nmax_repeated_calls = 0\n");
+    assert_eq!(keys(&found), ["loop.max_repeated_calls"]);
+}

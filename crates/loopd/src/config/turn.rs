@@ -16,6 +16,10 @@ pub struct Loop {
     /// Whether the model may reason before answering (`chat_template_kwargs.enable_thinking`).
     /// Reasoning is streamed and logged but never replayed to the model.
     pub thinking: bool,
+    /// The most times one tool may be called with the same arguments in one turn (through
+    /// `call_tool` too); a further one is not run, and the model is told so instead
+    /// (`turn::Repeats`).
+    pub max_repeated_calls: u32,
 }
 
 impl Default for Loop {
@@ -24,6 +28,7 @@ impl Default for Loop {
             max_steps: 32,
             tool_result_cap_bytes: 16_384,
             thinking: false,
+            max_repeated_calls: 2,
         }
     }
 }
@@ -32,6 +37,7 @@ impl Loop {
     pub(super) fn check(&self, p: &mut Problems) {
         p.at_least("loop.max_steps", self.max_steps, 1);
         p.at_least("loop.tool_result_cap_bytes", self.tool_result_cap_bytes, 1);
+        p.at_least("loop.max_repeated_calls", self.max_repeated_calls, 1);
     }
 }
 

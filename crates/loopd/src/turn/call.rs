@@ -120,6 +120,7 @@ pub fn run_call(
             find_tool_labels(rt.registry, &tool_call.arguments),
         ),
         Dispatch::Local(text) => CallOutcome::local(text, ToolOutcome::Ok),
+        Dispatch::Redirect(text) => CallOutcome::local(text, ToolOutcome::Redirected),
         Dispatch::Subagent { task } => {
             crate::subagent::run(rt, session, &task, call, stop, on_event)
         }

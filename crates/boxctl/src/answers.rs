@@ -1,0 +1,114 @@
+//! How loopd's answers read for people: the session list, the status, what a cancel did.
+
+use crate::format::one_line;
+use proto::api::{CancelAnswer, SessionList, Status};
+
+/// The sessions as a table with a header; a line saying so when there are none.
+pub fn sessions_table(list: &SessionList) -> String {
+    if list.sessions.is_empty() {
+        return "no sessions\n".into();
+    }
+    let rows: Vec<[String; 4]> = list
+        .sessions
+        .iter()
+        .map(|s| {
+            let mut state = String::from(if s.busy { "busy" } else { "idle" });
+            if s.queued > 0 {
+                state.push_str(&format!(", {} queued", s.queued));
+            }
+            [
+                s.id.to_string(),
+                s.last_turn.to_string(),
+                s.records.to_string(),
+                state,
+            ]
+        })
+        .collect();
+    let header = ["SESSION", "TURNS", "RECORDS", "STATE"].map(String::from);
+    let width = |i: usize| {
+        std::iter::once(&header)
+            .chain(&rows)
+            .map(|r| r[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    std::iter::once(&header)
+        .chain(&rows)
+        .map(|r| format!("{:<w0$}  {:>w1$}  {:>w2$}  {}\n", r[0], r[1], r[2], r[3]))
+        .collect()
+}
+
+/// `seconds` as `1d 2h`, `3h 4m`, `5m 6s` or `7s`.
+pub fn duration_words(seconds: u64) -> String {
+    let (d, h, m, s) = (
+        seconds / 86_400,
+        seconds % 86_400 / 3_600,
+        seconds % 3_600 / 60,
+        seconds % 60,
+    );
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
+}
+
+/// The status as three lines: loopd, broker, llama.
+pub fn status_text(status: &Status) -> String {
+    let loopd = &status.loopd;
+    let broker = &status.broker;
+    let llama = &status.llama;
+    let mut text = format!(
+        "loopd   {}, up {}; {} running, {} queued\n",
+        loopd.version,
+        duration_words(loopd.uptime_s),
+        loopd.running,
+        loopd.queued
+    );
+    let at = broker
+        .socket
+        .as_deref()
+        .map(|s| format!(" at {s}"))
+        .unwrap_or_default();
+    let ok = if broker.ok { "ok" } else { "NOT ANSWERING" };
+    text.push_str(&format!("broker  {}{at}: {ok}", broker.kind));
+    if !broker.note.is_empty() {
+        text.push_str(&format!("; {}", one_line(&broker.note, None)));
+    }
+    text.push('\n');
+    let health = match (&llama.ok, &llama.error) {
+        (true, _) => "ok".to_string(),
+        (false, Some(e)) => format!("NOT OK: {}", one_line(e, None)),
+        (false, None) => "NOT OK".to_string(),
+    };
+    let slots = &llama.slots;
+    text.push_str(&format!(
+        "llama   {}: {health}; model {}, n_ctx {}, {} slots (main {}, background {}, subagent {})\n",
+        llama.url,
+        llama.model,
+        llama.n_ctx,
+        llama.total_slots,
+        slots.main,
+        slots.background,
+        slots.subagent
+    ));
+    text
+}
+
+/// What a cancel did, as a line.
+pub fn cancel_text(answer: &CancelAnswer) -> String {
+    let id = &answer.session;
+    let mut text = if answer.cancelled {
+        format!("cancelled the running turn of {id}")
+    } else {
+        format!("no turn was running in {id}")
+    };
+    if answer.dropped > 0 {
+        let s = if answer.dropped == 1 { "" } else { "s" };
+        text.push_str(&format!("; dropped {} queued task{s}", answer.dropped));
+    }
+    text.push('\n');
+    text
+}
