@@ -1,11 +1,11 @@
-# Evaluates nixos-module/default.nix with tests/nix/stand-in.nix and asserts on the result.
-# Run: nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-module.nix \
-#        --argstr binDir DIR      (DIR/bin holds loopd, brokerd, boxd)
+# Evaluates nixos-module/default.nix with nixpkgs' real lib (tests/nix/eval.nix) and asserts on
+# the result. Run: nix-instantiate --eval --strict --json --read-write-mode \
+#   tests/nix/eval-module.nix --argstr binDir DIR      (DIR/bin holds loopd, brokerd, boxd)
 # Prints the rendered unit and configs as JSON (scripts/nix-checks.sh checks them further).
+# The evaluations that must fail are in tests/nix/must-fail.nix.
 { binDir }:
 let
-  s = import ./stand-in.nix { inherit binDir; };
-  module = import ../../nixos-module/default.nix;
+  inherit (import ./eval.nix { inherit binDir; }) evalBox;
 
   user = {
     enable = true;
@@ -24,21 +24,15 @@ let
     ];
   };
 
-  evaluated = module { inherit config; inherit (s) lib pkgs; };
-  # Spelled out (not `//`), so that the mkIf on cfg.enable is not forced too early.
-  rest = s.unwrap evaluated.config;
-  config = {
-    services.boxmaker = s.resolve evaluated.options.services.boxmaker user false;
-    inherit (rest) systemd users environment;
-  };
-
+  inherit (evalBox { inherit user; }) config;
   cfg = config.services.boxmaker;
-  unit = config.systemd.services.boxmaker;
-  sc = unit.serviceConfig;
+  sc = config.systemd.services.boxmaker.serviceConfig;
   configs = cfg.configDir;
 
   check = what: ok: if ok then true else throw "eval-module: ${what}";
   has = k: v: check "serviceConfig.${k} = ${builtins.toJSON v}" ((sc.${k} or null) == v);
+
+  disabled = (evalBox { user = user // { enable = false; }; }).config;
 
   checks = [
     (has "Type" "notify")
@@ -52,7 +46,8 @@ let
     (has "RestrictAddressFamilies" [ "AF_INET" "AF_INET6" "AF_UNIX" ])
     (has "RuntimeDirectory" "boxmaker")
     (check "SystemCallFilter has @system-service" (builtins.elem "@system-service" sc.SystemCallFilter))
-    (check "StateDirectory" (sc ? StateDirectory))
+    (has "StateDirectory" "boxmaker boxmaker/loopd boxmaker/brokerd")
+    (has "WorkingDirectory" "/var/lib/boxmaker")
     (check "TimeoutStopSec" (sc ? TimeoutStopSec))
     (check "ExecStart runs boxd with the checked config"
       (sc.ExecStart == "${binDir}/bin/boxd --config ${configs.outPath}/boxd.toml"))
@@ -68,7 +63,8 @@ let
     (check "brokerd socket" (cfg.brokerd.settings.socket == "/run/boxmaker/brokerd.sock"))
     (check "connection caps rendered" (cfg.loopd.settings.api.max_connections == 256 && cfg.brokerd.settings.limits.max_connections == 128))
     (has "LimitNOFILE" (256 + 128 + 4096))
-    (check "disabled: no unit" ((s.unwrap (module { config = { services.boxmaker = cfg // { enable = false; }; }; inherit (s) lib pkgs; }).config) == { }))
+    (check "disabled: no unit, user or package"
+      (disabled.systemd.services == { } && disabled.users.users == { } && disabled.environment.systemPackages == [ ]))
   ];
 in
 builtins.seq (builtins.all (x: x) checks) {
