@@ -74,6 +74,11 @@ done <<'CASES'
 relative-model|fail|services.boxmaker.model' is not of type `absolute path'
 port-out-of-range|fail|services.boxmaker.llama.port' is not of type `16 bit unsigned integer
 null-in-settings|fail|services.boxmaker.loopd.settings.loop.max_steps' is not of type `TOML value'
+no-overlay|fail|services.boxmaker.package is not set: pkgs has no boxmaker
+state-dir-outside-var-lib|fail|services.boxmaker.stateDir must be a directory under /var/lib/, got "/srv/boxmaker"
+state-dir-dot-dot|fail|services.boxmaker.stateDir must be a directory under /var/lib/, got "/var/lib/../etc/boxmaker"
+state-dir-var-lib-itself|fail|services.boxmaker.stateDir must be a directory under /var/lib/, got "/var/lib"
+gpu-layers-without-gpu|warn|services.boxmaker.llama.extraFlags asks for GPU layers (-ngl 99) but llama.gpu is false
 CASES
 
 echo "nix-checks: run the module's config build (--check-config of loopd, brokerd, boxd; pins)"

@@ -13,6 +13,14 @@ let
     relative-model = { user = base // { model = "models/test.gguf"; }; };
     port-out-of-range = { user = base // { llama.port = 70000; }; };
     null-in-settings = { user = base // { loopd.settings.loop.max_steps = null; }; };
+    # Without the flake's overlay nothing sets the package: an assertion says how to.
+    no-overlay = { user = base; withBoxmaker = false; };
+    # systemd makes only StateDirectory (under /var/lib) writable under ProtectSystem=strict.
+    state-dir-outside-var-lib = { user = base // { stateDir = "/srv/boxmaker"; }; };
+    state-dir-dot-dot = { user = base // { stateDir = "/var/lib/../etc/boxmaker"; }; };
+    state-dir-var-lib-itself = { user = base // { stateDir = "/var/lib"; }; };
+    # -ngl asks for GPU layers, which the unit cannot reach without llama.gpu.
+    gpu-layers-without-gpu = { user = base // { llama.extraFlags = [ "--flash-attn" "on" "-ngl" "99" ]; }; };
   };
 
   picked = cases.${case} or (throw "eval-case: no case ${case}");
