@@ -89,11 +89,12 @@
           # Builds the checked configs (the three --check-config runs and the pins).
           config = evalSystem.config.services.boxmaker.configDir;
 
+          # Parse and deadnix, as scripts/nix-checks.sh does; the script gives nix-instantiate a
+          # writable NIX_STATE_DIR under $TMPDIR, which the build sandbox needs.
           offline = pkgs.runCommand "boxmaker-offline-nix-checks"
             { nativeBuildInputs = [ pkgs.nix pkgs.deadnix ]; } ''
             cd ${./.}
-            for f in $(find . -name '*.nix'); do nix-instantiate --parse "$f" >/dev/null; done
-            deadnix --fail $(find . -name '*.nix')
+            bash tests/nix/offline-check.sh $(find . -name '*.nix')
             touch $out
           '';
 

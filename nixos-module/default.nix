@@ -24,6 +24,36 @@ let
   # MCP servers' pipes, boxd's children (docs/operations.md, "Open files").
   fileHeadroom = 4096;
 
+  # stateDir relative to /var/lib, for StateDirectory: systemd creates it owned by the unit's
+  # user, and it is the one place ProtectSystem=strict leaves writable. So stateDir must be a
+  # plain path below /var/lib (the assertion below); no part may start with "." (no "..").
+  stateDirOk = builtins.match "/var/lib(/[A-Za-z0-9_][A-Za-z0-9_.-]*)+" cfg.stateDir != null;
+  stateDirName = lib.removePrefix "/var/lib/" cfg.stateDir;
+
+  # The device nodes of llama.cpp's GPU backends (the list of nixpkgs' ollama module): NVIDIA
+  # (CUDA), AMD (ROCm: /dev/kfd and /dev/dri), WSL's /dev/dxg.
+  gpuDevices = [
+    "char-nvidiactl"
+    "char-nvidia-caps"
+    "char-nvidia-frontend"
+    "char-nvidia-uvm"
+    "char-drm"
+    "char-fb"
+    "char-kfd"
+    "/dev/dxg"
+  ];
+
+  # The value given to llama-server's GPU-layers flag in extraFlags, or null.
+  gpuLayers =
+    let
+      flags = cfg.llama.extraFlags;
+      at = lib.lists.findFirstIndex (f: builtins.elem f [ "-ngl" "--gpu-layers" "--n-gpu-layers" ]) null flags;
+    in
+    if at == null || at + 1 >= builtins.length flags then null else builtins.elemAt flags (at + 1);
+
+  # brokerd's [[mcp]] servers as far as the module can see them (not in brokerd.configFile).
+  mcpServers = if cfg.brokerd.configFile != null then [ ] else cfg.brokerd.settings.mcp or [ ];
+
   # A freeform TOML table with a few typed keys.
   section = options: mkOption {
     type = types.submodule {
@@ -124,9 +154,16 @@ in
     enable = mkEnableOption "boxmaker, a private AI-agent appliance";
 
     package = mkOption {
-      type = types.package;
-      default = pkgs.boxmaker;
-      description = "The boxmaker workspace (boxd, loopd, brokerd, boxctl).";
+      type = types.nullOr types.package;
+      # `or null`: without the flake's overlay an assertion says what to do (not "attribute
+      # 'boxmaker' missing"), and the options' documentation renders from defaultText.
+      default = pkgs.boxmaker or null;
+      defaultText = lib.literalExpression "pkgs.boxmaker";
+      description = ''
+        The boxmaker workspace (boxd, loopd, brokerd, boxctl). The flake's nixosModules.default
+        sets it; with nixos-module/ alone, add the flake's overlays.default to nixpkgs.overlays
+        or set this.
+      '';
     };
 
     model = mkOption {
@@ -158,7 +195,20 @@ in
         type = types.listOf types.str;
         default = [ ];
         example = [ "--flash-attn" "on" "-ngl" "99" ];
-        description = "More arguments for llama-server.";
+        description = "More arguments for llama-server. GPU layers (-ngl) need llama.gpu.";
+      };
+      gpu = mkOption {
+        type = types.bool;
+        default = false;
+        description = ''
+          Let llama-server use the GPU (a GPU build of llama.package, and "-ngl" in extraFlags):
+          the unit sees the GPU's device nodes (PrivateDevices off; DeviceAllow of NVIDIA's,
+          AMD's and WSL's nodes, DevicePolicy=closed), joins the render group (ROCm opens
+          /dev/dri/renderD*) and sees /proc/driver (ProcSubset=all; CUDA reads it). This applies
+          to the whole unit, boxd, brokerd and loopd too: systemd cannot open a device to one
+          process of a unit. Off: no device nodes beyond /dev/null and the like, so llama-server
+          runs on the CPU whatever extraFlags say.
+        '';
       };
     };
 
@@ -177,7 +227,11 @@ in
     stateDir = mkOption {
       type = types.str;
       default = "/var/lib/boxmaker";
-      description = "State of loopd (sessions) and brokerd (audit log). Must be under /var/lib (StateDirectory).";
+      description = ''
+        State of loopd (sessions) and brokerd (audit log): a directory under /var/lib, which
+        systemd creates as the unit's StateDirectory (the only place ProtectSystem=strict leaves
+        writable). Anything else fails the evaluation with a message.
+      '';
     };
 
     loopd = {
@@ -251,6 +305,20 @@ in
       description = "brokerd's [[grants]] (docs/config.md). Empty: every tool call is denied.";
     };
 
+    memoryDenyWriteExecute = mkOption {
+      type = types.bool;
+      default = mcpServers == [ ];
+      defaultText = lib.literalMD "`true`, unless `brokerd.settings.mcp` has `[[mcp]]` servers";
+      description = ''
+        The unit's MemoryDenyWriteExecute (no memory both writable and executable), for every
+        process in it: boxd, llama-server, brokerd, loopd and brokerd's MCP servers. Off by
+        default when brokerd.settings has [[mcp]] servers, because they run inside the unit and
+        a JIT (Node.js, so every `npx` server) needs such memory and dies without it. With
+        brokerd.configFile the module cannot see its servers: set this to false when that file
+        runs one on a JIT. Set it to true to keep it with MCP servers that need no JIT.
+      '';
+    };
+
     maxOpenFiles = mkOption {
       type = types.ints.positive;
       default = cfg.loopd.settings.api.max_connections
@@ -272,6 +340,20 @@ in
   };
 
   config = mkIf cfg.enable {
+    assertions = [
+      {
+        assertion = cfg.package != null;
+        message = "services.boxmaker.package is not set: pkgs has no boxmaker. Import the flake's nixosModules.default (it sets the package), add its overlays.default to nixpkgs.overlays, or set services.boxmaker.package.";
+      }
+      {
+        assertion = stateDirOk;
+        message = "services.boxmaker.stateDir must be a directory under /var/lib/, got \"${cfg.stateDir}\": systemd creates it as the unit's StateDirectory, the only place ProtectSystem=strict leaves writable (no trailing \"/\", and no part starting with \".\").";
+      }
+    ];
+
+    warnings = lib.optional (gpuLayers != null && gpuLayers != "0" && !cfg.llama.gpu)
+      "services.boxmaker.llama.extraFlags asks for GPU layers (-ngl ${gpuLayers}) but llama.gpu is false: the unit hides the GPU's device nodes, so llama-server runs on the CPU. Set services.boxmaker.llama.gpu = true.";
+
     users.groups.boxmaker = { };
     users.users.boxmaker = {
       isSystemUser = true;
@@ -280,7 +362,7 @@ in
       description = "boxmaker appliance";
     };
 
-    environment.systemPackages = [ cfg.package ];
+    environment.systemPackages = lib.optional (cfg.package != null) cfg.package;
 
     systemd.services.boxmaker = {
       description = "boxmaker appliance (boxd: llama-server, brokerd, loopd)";
@@ -299,7 +381,7 @@ in
         TimeoutStopSec = "90s";
         Restart = "on-failure";
         RestartSec = "10s";
-        StateDirectory = "boxmaker boxmaker/loopd boxmaker/brokerd";
+        StateDirectory = "${stateDirName} ${stateDirName}/loopd ${stateDirName}/brokerd";
         StateDirectoryMode = "0750";
         RuntimeDirectory = "boxmaker";
         RuntimeDirectoryMode = "0750";
@@ -312,7 +394,8 @@ in
         CapabilityBoundingSet = "";
         RestrictAddressFamilies = [ "AF_INET" "AF_INET6" "AF_UNIX" ];
         NoNewPrivileges = true;
-        PrivateDevices = true;
+        # llama.gpu opens the GPU's nodes (DeviceAllow below); nothing else needs a device.
+        PrivateDevices = !cfg.llama.gpu;
         PrivateMounts = true;
         PrivateTmp = true;
         PrivateUsers = true;
@@ -323,7 +406,7 @@ in
         ProtectKernelModules = true;
         ProtectKernelTunables = true;
         ProtectSystem = "strict";
-        MemoryDenyWriteExecute = true;
+        MemoryDenyWriteExecute = cfg.memoryDenyWriteExecute;
         LockPersonality = true;
         RemoveIPC = true;
         RestrictNamespaces = true;
@@ -334,7 +417,14 @@ in
         SystemCallErrorNumber = "EPERM";
         ProtectProc = "invisible";
         ProtectHostname = true;
-        ProcSubset = "pid";
+        # CUDA reads /proc/driver/nvidia, which ProcSubset=pid hides.
+        ProcSubset = if cfg.llama.gpu then "all" else "pid";
+      } // lib.optionalAttrs cfg.llama.gpu {
+        # Only the GPU's nodes (and /dev/null and the like, which "closed" keeps); ROCm opens
+        # /dev/dri/renderD*, owned by the render group.
+        DeviceAllow = gpuDevices;
+        DevicePolicy = "closed";
+        SupplementaryGroups = [ "render" ];
       };
     };
   };

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Offline Nix checks (no nixpkgs needed): parses every .nix file, lints them with deadnix,
-# evaluates nixos-module/ with the stand-in lib of tests/nix/ (asserting on the unit and the
-# rendered settings), then runs the module's own config build script (the three
-# --check-config calls and the sha256 pins) against the debug build.
+# Offline Nix checks (no nixpkgs needed): parses every .nix file and lints them with deadnix
+# (tests/nix/offline-check.sh, also the flake's checks.offline), evaluates nixos-module/ with
+# nixpkgs' real lib, vendored in tests/nix/nixpkgs-lib (asserting on the unit and the rendered
+# settings, and that bad settings fail with their message), then runs the module's own config
+# build script (the three --check-config calls and the sha256 pins) against the debug build.
 # Needs: nix-instantiate (Debian's nix-bin, installed here when missing and run as root),
 # cargo (for deadnix, cached), and `cargo build --workspace --bins` done before.
 # What needs a real Nix with nixpkgs (nix flake check, the VM test): docs/operations.md.
@@ -20,22 +21,28 @@ if ! command -v nix-instantiate >/dev/null 2>&1; then
     fi
 fi
 
-mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.nix')
-[ "${#files[@]}" -gt 0 ] || { echo "nix-checks: no .nix files" >&2; exit 1; }
-
-echo "nix-checks: parse ${#files[@]} files"
-for f in "${files[@]}"; do
-    nix-instantiate --parse "$f" >/dev/null
-done
-
 bin="${XDG_CACHE_HOME:-$HOME/.cache}/boxmaker/cargo-deadnix"
 if [ ! -x "$bin/bin/deadnix" ]; then
     echo "nix-checks: building deadnix from crates.io (once, cached in $bin)" >&2
     CARGO_TARGET_DIR="$bin/target" cargo install --quiet --locked deadnix --root "$bin"
     rm -rf "$bin/target"
 fi
-echo "nix-checks: deadnix"
-"$bin/bin/deadnix" --fail "${files[@]}"
+
+echo "nix-checks: the vendored nixpkgs lib is the pinned one"
+(cd tests/nix/nixpkgs-lib && sha256sum --quiet -c SHA256SUMS) \
+    || { echo "nix-checks: tests/nix/nixpkgs-lib differs from its SHA256SUMS (see its README)" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.nix')
+# The flake's checks.offline runs the same script in the build sandbox, where the default state
+# directory is not writable: an unusable NIX_STATE_DIR here shows the script brings its own.
+mkdir -p "$work/tmp"
+PATH="$bin/bin:$PATH" TMPDIR="$work/tmp" NIX_STATE_DIR=/proc/boxmaker-no-nix-state \
+    bash tests/nix/offline-check.sh "${files[@]}"
+grep -qF 'bash tests/nix/offline-check.sh' flake.nix \
+    || { echo "nix-checks: flake.nix's checks.offline does not run tests/nix/offline-check.sh" >&2; exit 1; }
 
 # shellcheck source=lib/bin-dir.sh
 . ./scripts/lib/bin-dir.sh
@@ -43,15 +50,36 @@ bins=$(cargo_bin_dir)
 for b in loopd brokerd boxd boxctl; do
     [ -x "$bins/$b" ] || { echo "nix-checks: $bins/$b missing: cargo build --workspace --bins" >&2; exit 2; }
 done
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/pkg/bin"
 for b in loopd brokerd boxd boxctl; do ln -s "$bins/$b" "$work/pkg/bin/$b"; done
 
-echo "nix-checks: evaluate nixos-module with tests/nix/stand-in.nix"
+echo "nix-checks: evaluate nixos-module with nixpkgs' lib (tests/nix/eval-module.nix)"
 # --read-write-mode: the stand-in writes the rendered TOML into /nix/store (builtins.toFile).
 nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-module.nix \
     --argstr binDir "$work/pkg" >"$work/eval.json"
+
+echo "nix-checks: evaluations that must fail or warn, with their messages (tests/nix/eval-case.nix)"
+# Each line: case|fail or warn|a piece of the message it must print on stderr.
+while IFS='|' read -r name expect message; do
+    rc=0
+    nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-case.nix \
+        --argstr binDir "$work/pkg" --argstr case "$name" >/dev/null 2>"$work/case.err" || rc=$?
+    if { [ "$expect" = fail ] && [ "$rc" = 0 ]; } || { [ "$expect" = warn ] && [ "$rc" != 0 ]; } \
+        || ! grep -qF -- "$message" "$work/case.err"; then
+        echo "nix-checks: case $name: wanted to $expect with \"$message\", got exit $rc and:" >&2
+        cat "$work/case.err" >&2
+        exit 1
+    fi
+done <<'CASES'
+relative-model|fail|services.boxmaker.model' is not of type `absolute path'
+port-out-of-range|fail|services.boxmaker.llama.port' is not of type `16 bit unsigned integer
+null-in-settings|fail|services.boxmaker.loopd.settings.loop.max_steps' is not of type `TOML value'
+no-overlay|fail|services.boxmaker.package is not set: pkgs has no boxmaker
+state-dir-outside-var-lib|fail|services.boxmaker.stateDir must be a directory under /var/lib/, got "/srv/boxmaker"
+state-dir-dot-dot|fail|services.boxmaker.stateDir must be a directory under /var/lib/, got "/var/lib/../etc/boxmaker"
+state-dir-var-lib-itself|fail|services.boxmaker.stateDir must be a directory under /var/lib/, got "/var/lib"
+gpu-layers-without-gpu|warn|services.boxmaker.llama.extraFlags asks for GPU layers (-ngl 99) but llama.gpu is false
+CASES
 
 echo "nix-checks: run the module's config build (--check-config of loopd, brokerd, boxd; pins)"
 python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["configScript"])' "$work/eval.json" >"$work/build.sh"

@@ -1,11 +1,11 @@
-# Evaluates nixos-module/default.nix with tests/nix/stand-in.nix and asserts on the result.
-# Run: nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-module.nix \
-#        --argstr binDir DIR      (DIR/bin holds loopd, brokerd, boxd)
+# Evaluates nixos-module/default.nix with nixpkgs' real lib (tests/nix/eval.nix) and asserts on
+# the result. Run: nix-instantiate --eval --strict --json --read-write-mode \
+#   tests/nix/eval-module.nix --argstr binDir DIR      (DIR/bin holds loopd, brokerd, boxd)
 # Prints the rendered unit and configs as JSON (scripts/nix-checks.sh checks them further).
+# The evaluations that must fail, or warn, are in tests/nix/eval-case.nix.
 { binDir }:
 let
-  s = import ./stand-in.nix { inherit binDir; };
-  module = import ../../nixos-module/default.nix;
+  inherit (import ./eval.nix { inherit binDir; }) lib evalBox;
 
   user = {
     enable = true;
@@ -24,21 +24,27 @@ let
     ];
   };
 
-  evaluated = module { inherit config; inherit (s) lib pkgs; };
-  # Spelled out (not `//`), so that the mkIf on cfg.enable is not forced too early.
-  rest = s.unwrap evaluated.config;
-  config = {
-    services.boxmaker = s.resolve evaluated.options.services.boxmaker user false;
-    inherit (rest) systemd users environment;
-  };
-
+  inherit (evalBox { inherit user; }) config;
   cfg = config.services.boxmaker;
-  unit = config.systemd.services.boxmaker;
-  sc = unit.serviceConfig;
+  sc = config.systemd.services.boxmaker.serviceConfig;
   configs = cfg.configDir;
 
   check = what: ok: if ok then true else throw "eval-module: ${what}";
   has = k: v: check "serviceConfig.${k} = ${builtins.toJSON v}" ((sc.${k} or null) == v);
+
+  disabled = (evalBox { user = user // { enable = false; }; }).config;
+  unitOf = u: (evalBox { user = user // u; }).config.systemd.services.boxmaker.serviceConfig;
+
+  # Without the flake's overlay: the options' documentation still renders (NixOS's manual
+  # evaluates it with whatever pkgs the system has).
+  docs = lib.optionAttrSetToDocList (evalBox { inherit user; withBoxmaker = false; }).options.services.boxmaker;
+  docOf = name: builtins.head (builtins.filter (o: o.name == "services.boxmaker.${name}") docs);
+
+  gpu = unitOf { llama.gpu = true; };
+  mcp = [{ name = "fs"; prefix = "fs"; command = "npx"; args = [ "-y" "@modelcontextprotocol/server-filesystem" "/var/lib/boxmaker/files" ]; }];
+  withMcp = unitOf { brokerd.settings.mcp = mcp; };
+  withMcpForced = unitOf { brokerd.settings.mcp = mcp; memoryDenyWriteExecute = true; };
+  otherState = (evalBox { user = user // { stateDir = "/var/lib/box/main"; }; }).config;
 
   checks = [
     (has "Type" "notify")
@@ -52,7 +58,8 @@ let
     (has "RestrictAddressFamilies" [ "AF_INET" "AF_INET6" "AF_UNIX" ])
     (has "RuntimeDirectory" "boxmaker")
     (check "SystemCallFilter has @system-service" (builtins.elem "@system-service" sc.SystemCallFilter))
-    (check "StateDirectory" (sc ? StateDirectory))
+    (has "StateDirectory" "boxmaker boxmaker/loopd boxmaker/brokerd")
+    (has "WorkingDirectory" "/var/lib/boxmaker")
     (check "TimeoutStopSec" (sc ? TimeoutStopSec))
     (check "ExecStart runs boxd with the checked config"
       (sc.ExecStart == "${binDir}/bin/boxd --config ${configs.outPath}/boxd.toml"))
@@ -68,7 +75,24 @@ let
     (check "brokerd socket" (cfg.brokerd.settings.socket == "/run/boxmaker/brokerd.sock"))
     (check "connection caps rendered" (cfg.loopd.settings.api.max_connections == 256 && cfg.brokerd.settings.limits.max_connections == 128))
     (has "LimitNOFILE" (256 + 128 + 4096))
-    (check "disabled: no unit" ((s.unwrap (module { config = { services.boxmaker = cfg // { enable = false; }; }; inherit (s) lib pkgs; }).config) == { }))
+    (check "docs render without the overlay" (builtins.deepSeq docs true))
+    (check "package's documented default is pkgs.boxmaker" ((docOf "package").default.text == "pkgs.boxmaker"))
+    (check "no GPU by default: PrivateDevices, no DeviceAllow, ProcSubset=pid"
+      (sc.PrivateDevices && !(sc ? DeviceAllow) && sc.ProcSubset == "pid"))
+    (check "llama.gpu opens the GPU nodes and only those"
+      (!gpu.PrivateDevices && gpu.DevicePolicy == "closed"
+        && builtins.all (d: builtins.elem d gpu.DeviceAllow) [ "char-nvidiactl" "char-nvidia-uvm" "char-drm" "char-kfd" ]
+        && gpu.ProcSubset == "all" && builtins.elem "render" gpu.SupplementaryGroups))
+    (check "llama.gpu keeps the rest of the hardening"
+      (gpu.MemoryDenyWriteExecute && gpu.ProtectSystem == "strict" && gpu.PrivateUsers))
+    (check "[[mcp]] servers (a JIT, Node.js) turn MemoryDenyWriteExecute off" (!withMcp.MemoryDenyWriteExecute))
+    (check "memoryDenyWriteExecute = true wins over [[mcp]]" withMcpForced.MemoryDenyWriteExecute)
+    (check "stateDir under /var/lib derives StateDirectory"
+      (otherState.systemd.services.boxmaker.serviceConfig.StateDirectory == "box/main box/main/loopd box/main/brokerd"
+        && otherState.systemd.services.boxmaker.serviceConfig.WorkingDirectory == "/var/lib/box/main"
+        && otherState.services.boxmaker.loopd.settings.state_dir == "/var/lib/box/main/loopd"))
+    (check "disabled: no unit, user or package"
+      (disabled.systemd.services == { } && disabled.users.users == { } && disabled.environment.systemPackages == [ ]))
   ];
 in
 builtins.seq (builtins.all (x: x) checks) {

@@ -1,61 +1,70 @@
-# A small stand-in for the parts of nixpkgs (lib, pkgs, the module system) that
-# nixos-module/default.nix uses, so the module can be evaluated offline with a bare
-# nix-instantiate. Not a faithful copy: types do not check values, and merging is "user
-# definitions over option defaults", which is all the module needs.
-{ binDir }:
+# What a NixOS system gives nixos-module/default.nix beyond nixpkgs' lib, so the module can be
+# evaluated offline with the real lib (tests/nix/nixpkgs-lib): the few NixOS option
+# declarations it sets (systemd services, users, environment, assertions, warnings), declared
+# with the real lib.types, and a small `pkgs`. The module system, option types and merging are
+# lib's own; only these declarations and packages stand in for nixpkgs.
+{ lib, binDir, withBoxmaker ? true }:
 let
-  inherit (builtins) attrNames concatStringsSep isAttrs isList isString isBool
-    isInt isFloat listToAttrs map filter match toJSON all;
+  inherit (lib) mkOption types;
+  inherit (builtins) attrNames concatStringsSep isAttrs isList isString isBool isInt isFloat
+    filter match toJSON all;
 
-  mkType = name: extra: { _type = "type"; inherit name; } // extra;
+  # What systemd can be given: NixOS's own unitOption takes anything and fails when the unit is
+  # rendered, so this is stricter than NixOS (a null here is a bug in the module either way).
+  unitAtom = types.oneOf [ types.bool types.int types.str types.path types.package ];
 
-  types = {
-    str = mkType "str" { };
-    path = mkType "path" { };
-    package = mkType "package" { };
-    port = mkType "port" { };
-    bool = mkType "bool" { };
-    ints = { positive = mkType "positive" { }; };
-    listOf = t: mkType "listOf" { elem = t; };
-    nullOr = t: mkType "nullOr" { elem = t; };
-    submodule = m: mkType "submodule" { options = m.options or { }; freeform = m ? freeformType; };
+  nixosModule = {
+    options = {
+      assertions = mkOption {
+        type = types.listOf types.unspecified;
+        default = [ ];
+        description = "As NixOS's: checked before the system is built (see eval.nix).";
+      };
+      warnings = mkOption {
+        type = types.listOf types.str;
+        default = [ ];
+        description = "As NixOS's: printed when the system is built.";
+      };
+      environment.systemPackages = mkOption {
+        type = types.listOf types.package;
+        default = [ ];
+        description = "Packages on the system path.";
+      };
+      users.groups = mkOption {
+        type = types.attrsOf (types.submodule { });
+        default = { };
+        description = "Groups (no option of NixOS's is set by the module).";
+      };
+      users.users = mkOption {
+        type = types.attrsOf (types.submodule {
+          options = {
+            isSystemUser = mkOption { type = types.bool; default = false; description = "A system user."; };
+            group = mkOption { type = types.str; default = ""; description = "Primary group."; };
+            home = mkOption { type = types.passwdEntry types.path; default = "/var/empty"; description = "Home directory."; };
+            description = mkOption { type = types.passwdEntry types.str; default = ""; description = "GECOS."; };
+          };
+        });
+        default = { };
+        description = "Users.";
+      };
+      systemd.services = mkOption {
+        type = types.attrsOf (types.submodule {
+          options = {
+            description = mkOption { type = types.str; default = ""; description = "Description=."; };
+            wantedBy = mkOption { type = types.listOf types.str; default = [ ]; description = "WantedBy=."; };
+            after = mkOption { type = types.listOf types.str; default = [ ]; description = "After=."; };
+            serviceConfig = mkOption {
+              type = types.attrsOf (types.either unitAtom (types.listOf unitAtom));
+              default = { };
+              description = "The [Service] section.";
+            };
+          };
+        });
+        default = { };
+        description = "systemd services.";
+      };
+    };
   };
-
-  lib = {
-    inherit types;
-    mkOption = o: o // { _type = "option"; };
-    mkEnableOption = what: { _type = "option"; type = types.bool; default = false; description = "Whether to enable ${what}."; };
-    mkIf = condition: content: { _type = "if"; inherit condition content; };
-    mkDefault = content: { _type = "override"; priority = 1000; inherit content; };
-    optionals = c: l: if c then l else [ ];
-  };
-
-  # Strips mkIf/mkDefault wrappers from a config tree.
-  unwrap = v:
-    if isAttrs v && (v._type or null) == "if" then (if v.condition then unwrap v.content else { })
-    else if isAttrs v && (v._type or null) == "override" then unwrap v.content
-    else if isAttrs v && !(v ? outPath) then builtins.mapAttrs (_: unwrap) v
-    else if isList v then map unwrap v
-    else v;
-
-  # Resolves an option tree against user definitions.
-  resolve = opts: defs: freeform:
-    let
-      declared = listToAttrs (map (n: { name = n; value = resolveOne opts.${n} (defs ? ${n}) (defs.${n} or null); }) (attrNames opts));
-      extra = if freeform then removeAttrs defs (attrNames opts) else
-        (if removeAttrs defs (attrNames opts) == { } then { }
-         else throw "stand-in: undeclared options ${toJSON (attrNames (removeAttrs defs (attrNames opts)))}");
-    in extra // declared;
-
-  resolveOne = opt: has: def:
-    if (opt._type or null) == "option" then
-      let
-        value = if has then def else if opt ? default then opt.default
-          else throw "stand-in: option without a value or default";
-      in
-      if opt.type.name == "submodule" then resolve opt.type.options (unwrap value) opt.type.freeform
-      else unwrap value
-    else resolve opt (if has then def else { }) false;
 
   # A small TOML writer: scalars, arrays, tables, arrays of tables (inline tables inside).
   bare = k: match "[A-Za-z0-9_-]+" k != null;
@@ -68,7 +77,6 @@ let
     else if isList v then "[" + concatStringsSep ", " (map value v) + "]"
     else if isAttrs v && v ? outPath then toJSON "${v}"
     else if isAttrs v then "{ " + concatStringsSep ", " (map (k: "${key k} = ${value v.${k}}") (attrNames v)) + " }"
-    else if v == null then throw "stand-in toTOML: null has no TOML form"
     else throw "stand-in toTOML: unsupported value";
   isTable = v: isAttrs v && !(v ? outPath);
   table = path: attrs:
@@ -83,21 +91,36 @@ let
     + concatStringsSep "" (map (k: "\n[${p k}]\n" + table (p k) attrs.${k}) tables)
     + concatStringsSep "" (map (k: concatStringsSep "" (map (e:
         "\n[[${p k}]]\n" + concatStringsSep "" (map (n: "${key n} = ${value e.${n}}\n") (attrNames e))) attrs.${k})) tableLists);
-  toTOML = table "";
 
-  fake = name: { outPath = "/nix/store/00000000000000000000000000000000-${name}"; inherit name; };
+  # Derivation-shaped, so types.package takes them; nothing is built.
+  fake = name: { type = "derivation"; outPath = "/nix/store/00000000000000000000000000000000-${name}"; inherit name; };
 
   pkgs = {
-    boxmaker = { outPath = binDir; name = "boxmaker"; };
     llama-cpp = fake "llama-cpp";
     formats.toml = _: {
-      type = mkType "toml" { };
-      generate = name: v: builtins.toFile name (toTOML v);
+      # nixpkgs' pkgs.formats.toml type (pkgs/pkgs-lib/formats.nix): no null, unlike JSON's.
+      type =
+        let
+          valueType = types.oneOf [
+            types.bool
+            types.int
+            types.float
+            types.str
+            types.path
+            (types.attrsOf valueType)
+            (types.listOf valueType)
+          ] // { description = "TOML value"; };
+        in
+        valueType;
+      generate = name: v: builtins.toFile name (table "" v);
     };
     # Keeps the script, so the checks can run it (with $out set) against the debug build.
     runCommand = name: env: script: fake name // { inherit env script; };
+  } // lib.optionalAttrs withBoxmaker {
+    # What the flake's overlay adds; left out to evaluate the module without it.
+    boxmaker = { type = "derivation"; outPath = binDir; name = "boxmaker"; };
   };
 in
 {
-  inherit lib pkgs unwrap resolve toTOML;
+  inherit nixosModule pkgs;
 }
