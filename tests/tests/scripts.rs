@@ -106,8 +106,15 @@ fn the_readme_gives_its_two_commands_then_the_nixos_install() {
     assert_eq!(next_heading, "## Install on NixOS");
     let install = &after[after.find(next_heading).unwrap()..];
     let install = &install[..install[3..].find("\n## ").map_or(install.len(), |i| i + 3)];
-    for needed in ["services.boxmaker", "nixosModules.default", "nixos-rebuild switch"] {
-        assert!(install.contains(needed), "{needed} missing from:\n{install}");
+    for needed in [
+        "services.boxmaker",
+        "nixosModules.default",
+        "nixos-rebuild switch",
+    ] {
+        assert!(
+            install.contains(needed),
+            "{needed} missing from:\n{install}"
+        );
     }
     assert!(
         !readme.contains("not built yet"),

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Value, json};
 
@@ -27,7 +26,7 @@ pub enum ChatReply {
     /// A JSON document with this status.
     Json(StatusCode, Value),
     /// An event stream fed by a spawned task.
-    Stream(http_body_util::channel::Channel<Bytes>),
+    Stream(crate::stream_body::FrameBody),
 }
 
 impl From<ApiError> for ChatReply {
@@ -163,7 +162,7 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
             .map(|e| json!({"error":{"code":500,"message":e.message,"type":e.kind}})),
     };
     let events = stream_events(&meta, &answer, &usage, &options);
-    let (mut sender, body) = http_body_util::channel::Channel::new(STREAM_BUFFER_EVENTS);
+    let (sender, body) = crate::stream_body::stream_body(STREAM_BUFFER_EVENTS);
     let delay = state.delay;
     tokio::spawn(async move {
         let _lease = lease;
@@ -172,7 +171,7 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
                 sleep_ms(delay).await;
             }
             event.stamp(unix_now());
-            if sender.send_data(event.to_bytes()).await.is_err() {
+            if sender.send(event.to_bytes()).await.is_err() {
                 tracing::debug!("client went away mid-stream");
                 break;
             }

@@ -30,6 +30,7 @@ mod server;
 mod slots;
 mod sse;
 mod state;
+mod stream_body;
 pub mod template;
 pub mod tokenize;
 mod usage;
