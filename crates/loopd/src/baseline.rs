@@ -79,7 +79,8 @@ pub fn messages(session: &Session, baseline: &Baseline) -> Vec<ChatMessage> {
 }
 
 /// The messages for `records` (one epoch's) after `baseline` and the carry. Tool summaries,
-/// turn ends and notes are not replayed; reasoning is not sent back.
+/// turn ends and notes are not replayed; reasoning is not sent back; an untrusted result is
+/// sent after its mark ([`crate::untrusted::mark`]).
 pub fn messages_with_carry(
     baseline: &Baseline,
     records: &[LogRecord],
@@ -98,6 +99,8 @@ pub fn messages_with_carry(
     }
     // Calls asked for and not yet answered, in order.
     let mut open_calls: Vec<String> = Vec::new();
+    // Untrusted results are sent marked, naming their tool (`untrusted`).
+    let tools = crate::untrusted::tools_of_calls(records);
     for record in records {
         let answers_a_call = matches!(record, LogRecord::ToolResult { .. });
         let replayed = matches!(
@@ -125,12 +128,14 @@ pub fn messages_with_carry(
             LogRecord::ToolResult {
                 tool_call_id,
                 content,
+                untrusted,
                 ..
             } => {
                 open_calls.retain(|id| id != tool_call_id);
+                let tool = tools.get(tool_call_id.as_str()).map(String::as_str);
                 out.push(ChatMessage::Tool {
                     tool_call_id: tool_call_id.clone(),
-                    content: content.clone(),
+                    content: crate::untrusted::shown(content, *untrusted, tool),
                 });
             }
             LogRecord::Header { .. }
@@ -280,5 +285,58 @@ mod tests {
             .collect();
         assert_eq!(tool_answers, [("a", "A"), ("b", MISSING_RESULT)]);
         assert_eq!(messages.len(), 6);
+    }
+
+    #[test]
+    fn an_untrusted_result_is_sent_marked_with_its_tool_and_a_trusted_one_as_it_came() {
+        let time = Timestamp::now();
+        let result = |id: &str, untrusted: bool| LogRecord::ToolResult {
+            time,
+            call: CallId(1),
+            tool_call_id: id.into(),
+            content: "RESULT".into(),
+            class: DataClass::Public,
+            untrusted,
+            truncated: false,
+            outcome: ToolOutcome::Ok,
+            by_loopd: false,
+        };
+        let records = vec![
+            LogRecord::Assistant {
+                time,
+                content: String::new(),
+                reasoning: None,
+                tool_calls: vec![
+                    ToolCall {
+                        id: "page".into(),
+                        name: "call_tool".into(),
+                        arguments: r#"{"name":"http_fetch","arguments":{"url":"x"}}"#.into(),
+                    },
+                    ToolCall {
+                        id: "file".into(),
+                        name: "read_file".into(),
+                        arguments: "{}".into(),
+                    },
+                ],
+                usage: None,
+            },
+            result("page", true),
+            result("file", false),
+        ];
+        let tool_answers: Vec<String> = messages_with_carry(&baseline(), &records, None)
+            .into_iter()
+            .filter_map(|m| match m {
+                ChatMessage::Tool { content, .. } => Some(content),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            tool_answers,
+            [
+                format!("{}RESULT", crate::untrusted::mark(Some("http_fetch"))),
+                "RESULT".to_string()
+            ]
+        );
+        assert!(tool_answers[0].starts_with("[untrusted http_fetch result:"));
     }
 }
