@@ -261,7 +261,7 @@ pub fn finish_turn(rt: &Runtime<'_>, session: &mut Session, result: &Result<Turn
     match result {
         Ok(end) => {
             tracing::debug!(session = %session.id(), ?end, "turn finished");
-            if let Err(e) = crate::summarise::missing(rt.cfg, rt.client, session) {
+            if let Err(e) = crate::summarise::missing(rt, session) {
                 tracing::warn!(session = %session.id(), error = %e, "loopd: tool summary");
             }
             if let Some(usage) = session.last_usage()
