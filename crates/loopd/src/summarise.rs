@@ -43,7 +43,7 @@ pub fn missing(rt: &Runtime<'_>, session: &mut Session) -> Result<(), String> {
     }
     let path = cfg.baseline.system.with_file_name(SUMMARISE_PROMPT_FILE);
     let prompt = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let cap_bytes = cfg.r#loop.tool_result_cap_bytes;
+    let cap_bytes = cfg.r#loop.result_cap_bytes(rt.n_ctx);
     let mut full: Option<String> = None;
     for (call, tool_call_id, tool, content, class, untrusted) in pending {
         if let Some(why) = &full {
