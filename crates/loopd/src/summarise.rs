@@ -30,7 +30,8 @@ pub const FAILED_NOTE: &str = "tool summary failed for call";
 type Pending = (CallId, String, String, String, DataClass, bool);
 
 /// Append a `ToolSummary` for each opted-in result in this epoch that ran and succeeded
-/// (`ToolOutcome::Ok`) and was not tried yet. Inference uses the background slot and no tools.
+/// (`ToolOutcome::Ok`) and was not tried yet. Inference uses the background slot and no tools;
+/// an untrusted result is shown after its mark, as in the turn's own messages.
 /// A failed model call is a `Note` ([`FAILED_NOTE`]) and that result is not tried again; when
 /// the epoch no longer fits the slot, the results after it are noted the same way without a
 /// call (each would fail alike). A missing prompt file (when something is to be summarised) or
