@@ -246,6 +246,11 @@ in
             };
             broker = section {
               socket = mkOption { type = types.str; default = brokerdSocket; description = "brokerd's socket."; };
+              core_tools = mkOption {
+                type = types.listOf types.str;
+                default = [ "read_file" "list_dir" ];
+                description = "brokerd's tools in the tools array: small models fail through call_tool (docs/config.md). A tool no grant allows is left out.";
+              };
             };
             api = section {
               socket_group = mkOption { type = types.str; default = "boxmaker"; description = "Who may use boxctl."; };

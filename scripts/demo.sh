@@ -93,6 +93,8 @@ state_dir = "$dev/state"
 url = "unix:$run/llama.sock"
 [broker]
 socket = "$run/brokerd.sock"
+# The demo's model fails through call_tool: the granted file tools go in the tools array.
+core_tools = ["read_file", "list_dir"]
 [baseline]
 system = "$PWD/config/system.md"
 TOML

@@ -70,6 +70,7 @@ let
     (check "system user" (config.users.users.boxmaker.isSystemUser && config.users.users.boxmaker.group == "boxmaker"))
     (check "loopd socket" (cfg.loopd.settings.socket == "/run/boxmaker/loopd.sock"))
     (check "loopd broker socket" (cfg.loopd.settings.broker.socket == "/run/boxmaker/brokerd.sock"))
+    (check "loopd file tools are core" (cfg.loopd.settings.broker.core_tools == [ "read_file" "list_dir" ]))
     (check "loopd freeform keys kept" (cfg.loopd.settings.loop.max_steps == 16 && cfg.loopd.settings.llama.retry_max_attempts == 3))
     (check "loopd llama url default" (cfg.loopd.settings.llama.url == "http://127.0.0.1:8080"))
     (check "brokerd socket" (cfg.brokerd.settings.socket == "/run/boxmaker/brokerd.sock"))

@@ -9,40 +9,75 @@ use std::process::ExitCode;
 /// What `--check-config` found, before anything is printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckOutcome {
-    /// The config is valid: the resolved config as TOML, for stdout.
+    /// The config is valid: the resolved config as TOML, for stdout. Its warnings, if any, head
+    /// it as comment lines (`# warning: ...`).
     Valid(String),
     /// The config is not valid: one line per problem (file or variable or flag, key, why), for
     /// stderr.
     Invalid(Vec<String>),
 }
 
+/// What a warning line starts with, on stderr and as a comment atop the resolved config.
+pub const WARNING_PREFIX: &str = "warning: ";
+
 /// Loads and validates the config `loader` describes and says what `--check-config` prints.
 pub fn check_config<T>(loader: &Loader) -> CheckOutcome
 where
     T: DeserializeOwned + Serialize + Validate,
 {
-    match loader.resolve_to_toml::<T>() {
-        Ok(toml) => CheckOutcome::Valid(format!(
-            "# resolved from {} plus any environment overrides and flags\n{toml}",
-            loader.file().display()
-        )),
-        Err(e) => CheckOutcome::Invalid(e.lines()),
+    match check::<T>(loader) {
+        Ok((toml, _)) => CheckOutcome::Valid(toml),
+        Err(lines) => CheckOutcome::Invalid(lines),
     }
 }
 
-/// The whole `--check-config` behaviour: prints the resolved config as TOML to stdout and
-/// returns exit code 0, or prints every problem to stderr and returns 1.
+/// The text for stdout (a header, the warnings as comments, the resolved config as TOML) and
+/// the warning lines, or the problem lines.
+fn check<T>(loader: &Loader) -> Result<(String, Vec<String>), Vec<String>>
+where
+    T: DeserializeOwned + Serialize + Validate,
+{
+    let config: T = loader.load_valid().map_err(|e| e.lines())?;
+    let toml = loader.render_toml(&config).map_err(|e| e.lines())?;
+    let warnings: Vec<String> = match config.warnings() {
+        found if found.is_empty() => Vec::new(),
+        found => loader
+            .keys_error(found)
+            .lines()
+            .into_iter()
+            .map(|line| format!("{WARNING_PREFIX}{line}"))
+            .collect(),
+    };
+    let mut text = format!(
+        "# resolved from {} plus any environment overrides and flags\n",
+        loader.file().display()
+    );
+    for warning in &warnings {
+        text.push_str("# ");
+        text.push_str(warning);
+        text.push('\n');
+    }
+    text.push_str(&toml);
+    Ok((text, warnings))
+}
+
+/// The whole `--check-config` behaviour: prints the resolved config as TOML to stdout (its
+/// warnings to stderr too) and returns exit code 0, or prints every problem to stderr and
+/// returns 1.
 #[allow(clippy::print_stdout)]
 pub fn run_check_config<T>(loader: &Loader) -> ExitCode
 where
     T: DeserializeOwned + Serialize + Validate,
 {
-    match check_config::<T>(loader) {
-        CheckOutcome::Valid(toml) => {
+    match check::<T>(loader) {
+        Ok((toml, warnings)) => {
+            for warning in warnings {
+                eprintln!("{warning}");
+            }
             print!("{toml}");
             ExitCode::SUCCESS
         }
-        CheckOutcome::Invalid(lines) => {
+        Err(lines) => {
             for line in lines {
                 eprintln!("{line}");
             }

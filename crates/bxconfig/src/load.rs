@@ -148,7 +148,12 @@ impl Loader {
         T: DeserializeOwned + Serialize + Validate,
     {
         let config: T = self.load_valid()?;
-        toml::to_string(&config).map_err(|e| ConfigError::Keys {
+        self.render_toml(&config)
+    }
+
+    /// Renders a loaded config as TOML.
+    pub fn render_toml<T: Serialize>(&self, config: &T) -> Result<String, ConfigError> {
+        toml::to_string(config).map_err(|e| ConfigError::Keys {
             problems: vec![KeyProblem {
                 origin: Origin::File(self.file.clone()),
                 key: String::new(),

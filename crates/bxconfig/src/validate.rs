@@ -26,6 +26,13 @@ impl Problem {
 pub trait Validate {
     /// Every problem found (not just the first), each naming its key; `Ok` when there is none.
     fn validate(&self) -> Result<(), Vec<Problem>>;
+
+    /// What is worth saying about a valid config but cannot be decided from it alone (a limit
+    /// the daemon checks against what it finds at start): `--check-config` prints these as
+    /// warnings and still exits 0. None by default.
+    fn warnings(&self) -> Vec<Problem> {
+        Vec::new()
+    }
 }
 
 /// The longest path a Unix socket address can hold (`sun_path` is 108 bytes with its NUL).

@@ -73,7 +73,21 @@ impl Validate for Demo {
         p.fraction("llama.threshold", self.llama.threshold);
         p.finish()
     }
+
+    fn warnings(&self) -> Vec<Problem> {
+        if self.llama.timeout_ms > WARN_TIMEOUT_MS {
+            vec![Problem::new(
+                "llama.timeout_ms",
+                "is checked against the server only at start",
+            )]
+        } else {
+            Vec::new()
+        }
+    }
 }
+
+/// Above this, `Demo` warns about `llama.timeout_ms`.
+const WARN_TIMEOUT_MS: u64 = 60_000;
 
 fn file(text: &str) -> tempfile::NamedTempFile {
     let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
@@ -289,6 +303,27 @@ fn check_config_prints_the_resolved_toml() {
     let back: Demo = toml::from_str(&text).unwrap();
     assert_eq!(back.llama.timeout_ms, 5);
     assert_eq!(back.socket, Path::new("/flag.sock"));
+}
+
+#[test]
+fn check_config_heads_a_valid_config_with_its_warnings_naming_origin_and_key() {
+    let f = file("[llama]\ntimeout_ms = 90000\n");
+    let CheckOutcome::Valid(text) = check_config::<Demo>(&Loader::new(f.path(), "DEMO")) else {
+        panic!("a warning does not make it invalid");
+    };
+    let name = f.path().display().to_string();
+    let warning = format!(
+        "# {}{name}: key \"llama.timeout_ms\": is checked against the server only at start",
+        bxconfig::WARNING_PREFIX
+    );
+    assert!(text.lines().any(|l| l == warning), "{text}");
+    let back: Demo = toml::from_str(&text).unwrap();
+    assert_eq!(back.llama.timeout_ms, 90_000);
+    let f = file("[llama]\ntimeout_ms = 5\n");
+    let CheckOutcome::Valid(text) = check_config::<Demo>(&Loader::new(f.path(), "DEMO")) else {
+        panic!("should be valid");
+    };
+    assert!(!text.contains(bxconfig::WARNING_PREFIX), "{text}");
 }
 
 #[test]

@@ -42,4 +42,5 @@ pub use record::{MAX_RECORDED_REQUESTS, RecordedRequest};
 pub use reply::END_OF_TURN;
 pub use script::{FIXED_REPLY, Rule, Script, ScriptHttpError, ScriptStreamError, ScriptToolCall};
 pub use server::{Handle, start};
+pub use slots::SlotInfo;
 pub use sse::BUILD_INFO;

@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::http::handle;
 use crate::options::{Listen, Options};
 use crate::record::RecordedRequest;
+use crate::slots::SlotInfo;
 use crate::state::State;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors), in milliseconds.
@@ -160,6 +161,12 @@ impl Handle {
     /// The chat requests answered so far, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.records.all()
+    }
+
+    /// Each slot's state now (what `/slots` reports): a test can wait until a request holds
+    /// a slot.
+    pub fn slots(&self) -> Vec<SlotInfo> {
+        self.state.slots.snapshot()
     }
 
     /// Forgets the recorded requests.

@@ -81,9 +81,9 @@ pub fn messages(session: &Session, baseline: &Baseline) -> Vec<ChatMessage> {
 
 /// The messages for `records` (one epoch's) after `baseline` and the carry. Tool summaries,
 /// partial answers (a stopped turn's), turn ends and notes are not replayed; reasoning is not
-/// sent back. A call that cannot be
-/// sent back as a call ([`replayed_as_call`]) is left out of its answer, and its result
-/// reaches the model as a user message after the answer's other results.
+/// sent back; an untrusted result is sent after its mark ([`crate::untrusted::mark`]). A call
+/// that cannot be sent back as a call ([`replayed_as_call`]) is left out of its answer, and its
+/// result reaches the model as a user message after the answer's other results.
 pub fn messages_with_carry(
     baseline: &Baseline,
     records: &[LogRecord],
@@ -107,6 +107,8 @@ pub fn messages_with_carry(
     let mut unsent: HashMap<&str, &str> = HashMap::new();
     // Their results, held back until the answer's other results are in.
     let mut held: Vec<String> = Vec::new();
+    // Untrusted results are sent marked, naming their tool (`untrusted`).
+    let tools = crate::untrusted::tools_of_calls(records);
     for record in records {
         let answers_a_call = matches!(record, LogRecord::ToolResult { .. });
         let replayed = matches!(
@@ -141,16 +143,19 @@ pub fn messages_with_carry(
             LogRecord::ToolResult {
                 tool_call_id,
                 content,
+                untrusted,
                 ..
             } => {
                 if let Some(name) = unsent.remove(tool_call_id.as_str()) {
-                    held.push(format!("Result of your call to {name}: {content}"));
+                    let shown = crate::untrusted::shown(content, *untrusted, Some(name));
+                    held.push(format!("Result of your call to {name}: {shown}"));
                     continue;
                 }
                 open_calls.retain(|id| id != tool_call_id);
+                let tool = tools.get(tool_call_id.as_str()).map(String::as_str);
                 out.push(ChatMessage::Tool {
                     tool_call_id: tool_call_id.clone(),
-                    content: content.clone(),
+                    content: crate::untrusted::shown(content, *untrusted, tool),
                 });
             }
             LogRecord::Header { .. }
@@ -339,5 +344,58 @@ mod tests {
             .collect();
         assert_eq!(tool_answers, [("a", "A"), ("b", MISSING_RESULT)]);
         assert_eq!(messages.len(), 6);
+    }
+
+    #[test]
+    fn an_untrusted_result_is_sent_marked_with_its_tool_and_a_trusted_one_as_it_came() {
+        let time = Timestamp::now();
+        let result = |id: &str, untrusted: bool| LogRecord::ToolResult {
+            time,
+            call: CallId(1),
+            tool_call_id: id.into(),
+            content: "RESULT".into(),
+            class: DataClass::Public,
+            untrusted,
+            truncated: false,
+            outcome: ToolOutcome::Ok,
+            by_loopd: false,
+        };
+        let records = vec![
+            LogRecord::Assistant {
+                time,
+                content: String::new(),
+                reasoning: None,
+                tool_calls: vec![
+                    ToolCall {
+                        id: "page".into(),
+                        name: "call_tool".into(),
+                        arguments: r#"{"name":"http_fetch","arguments":{"url":"x"}}"#.into(),
+                    },
+                    ToolCall {
+                        id: "file".into(),
+                        name: "read_file".into(),
+                        arguments: "{}".into(),
+                    },
+                ],
+                usage: None,
+            },
+            result("page", true),
+            result("file", false),
+        ];
+        let tool_answers: Vec<String> = messages_with_carry(&baseline(), &records, None)
+            .into_iter()
+            .filter_map(|m| match m {
+                ChatMessage::Tool { content, .. } => Some(content),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            tool_answers,
+            [
+                format!("{}RESULT", crate::untrusted::mark(Some("http_fetch"))),
+                "RESULT".to_string()
+            ]
+        );
+        assert!(tool_answers[0].starts_with("[untrusted http_fetch result:"));
     }
 }

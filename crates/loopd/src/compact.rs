@@ -245,7 +245,7 @@ pub fn log_failure(session: &mut Session, e: &CompactError) {
 /// Summaries, then compaction: what a context-full turn needs before it runs again. Returns
 /// whether a new epoch began.
 pub fn make_room(rt: &Runtime<'_>, session: &mut Session) -> bool {
-    if let Err(e) = crate::summarise::missing(rt.cfg, rt.client, session) {
+    if let Err(e) = crate::summarise::missing(rt, session) {
         tracing::warn!(session = %session.id(), error = %e, "tool summary");
     }
     match compact_session(session, rt) {

@@ -43,7 +43,17 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
             problems.join("; ")
         );
     }
-    tracing::info!(n_ctx = server.n_ctx, slots = server.total_slots, model = %server.model, "llama-server is ready");
+    // Only now is the slot size known: a configured result cap that would crowd it out is refused.
+    if let Err(why) = cfg.r#loop.check_result_cap(server.n_ctx) {
+        bail!("loop.tool_result_cap_bytes: {why}");
+    }
+    tracing::info!(
+        n_ctx = server.n_ctx,
+        slots = server.total_slots,
+        model = %server.model,
+        result_cap_bytes = cfg.r#loop.result_cap_bytes(server.n_ctx),
+        "llama-server is ready"
+    );
     let store = Store::new(&cfg.state_dir)
         .with_context(|| format!("cannot use the state dir {}", cfg.state_dir.display()))?;
     let (port, tools) = tool_port(&cfg, runtime.handle());

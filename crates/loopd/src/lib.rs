@@ -21,3 +21,4 @@ pub mod subagent;
 pub mod summarise;
 pub mod tools;
 pub mod turn;
+pub mod untrusted;

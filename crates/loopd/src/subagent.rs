@@ -8,7 +8,7 @@ use crate::baseline;
 use crate::config::Config;
 use crate::session::Session;
 use crate::tools::{Dispatch, Entry, Registry, denial_message};
-use crate::turn::{CallOutcome, Runtime, Stop, TurnError, run_turn, start_turn};
+use crate::turn::{CallOutcome, Runtime, Stop, TurnError, run_foreground, start_turn};
 use bxcore::{
     CallId, DenyReason, Labels, LogRecord, SessionId, Timestamp, ToolOutcome, TurnEnd, TurnEvent,
 };
@@ -249,7 +249,9 @@ fn run_watched(
                 }
             }
         });
-        let result = run_turn(rt, child, child_stop, on_event);
+        // A child never gets a second task, so the background work after a turn (summaries
+        // and compaction, for the session's later turns) would only keep its parent waiting.
+        let result = run_foreground(rt, child, child_stop, on_event);
         drop(done);
         result
     });

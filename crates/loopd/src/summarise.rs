@@ -1,47 +1,66 @@
 //! Opted-in tool-output summaries (seed M5d2-08, SPEC 4.3): after a turn, each result of a tool
-//! named in `[compact] summarise` gets a short `ToolSummary` made on the background slot,
-//! labelled as derived from the result in the session's context (`Labels::derived`: the model
-//! that wrote it read the whole context). Summaries are never replayed within their epoch; compaction uses them
-//! in place of the results.
+//! named in `[compact] summarise` that ran and succeeded gets a short `ToolSummary` made on the
+//! background slot, labelled as derived from the result in the session's context
+//! (`Labels::derived`: the model that wrote it read the whole context). Summaries are never
+//! replayed within their epoch; compaction uses them in place of the results.
+//!
+//! Denials, failures and calls that were not run are not summarised: there is nothing in them
+//! worth a model call. Each result is tried once: a failed summary is a `Note` in the session
+//! log naming the call ([`FAILED_NOTE`]) and that result is kept whole, never tried again, so a
+//! summary that cannot be made does not cost a model call after every turn.
 
 use crate::baseline::messages_with_carry;
 use crate::compact::cap_chars;
 use crate::config::Config;
-use crate::llama::{ChatMessage, ChatRequest, Client};
+use crate::llama::{ChatMessage, ChatRequest, InferError};
 use crate::session::Session;
-use crate::tools::CALL_TOOL;
+use crate::tools::target_tool;
+use crate::turn::Runtime;
 use bxcore::sanitize::neutralise;
-use bxcore::{CallId, DataClass, Labels, LogRecord, Timestamp, ToolCall};
-use serde_json::Value;
+use bxcore::{CallId, DataClass, Labels, LogRecord, Timestamp, ToolCall, ToolOutcome};
 use std::collections::{HashMap, HashSet};
 
 /// The prompt file of a summary, beside the system prompt.
 pub const SUMMARISE_PROMPT_FILE: &str = "summarise.md";
 
-/// A result waiting for its summary: call, tool call id, content, class, untrusted.
-type Pending = (CallId, String, String, DataClass, bool);
+/// How the `Note` of a failed summary starts, followed by the call's number, `: ` and why.
+pub const FAILED_NOTE: &str = "tool summary failed for call";
 
-/// Append a `ToolSummary` for each opted-in `ToolResult` in this epoch that does not yet have
-/// one. Inference uses the background slot and no tools. A failed model call skips that result
-/// (logged); a missing prompt file (when something is to be summarised) or a refused append is
-/// the error.
-pub fn missing(cfg: &Config, client: &Client, session: &mut Session) -> Result<(), String> {
+/// A result waiting for its summary: call, tool call id, tool, content, class, untrusted.
+type Pending = (CallId, String, String, String, DataClass, bool);
+
+/// Append a `ToolSummary` for each opted-in result in this epoch that ran and succeeded
+/// (`ToolOutcome::Ok`) and was not tried yet. Inference uses the background slot and no tools;
+/// an untrusted result is shown after its mark, as in the turn's own messages.
+/// A failed model call is a `Note` ([`FAILED_NOTE`]) and that result is not tried again; when
+/// the epoch no longer fits the slot, the results after it are noted the same way without a
+/// call (each would fail alike). A missing prompt file (when something is to be summarised) or
+/// a refused append is the error.
+pub fn missing(rt: &Runtime<'_>, session: &mut Session) -> Result<(), String> {
+    let cfg = rt.cfg;
     let pending = queue(cfg, session);
     if pending.is_empty() {
         return Ok(());
     }
     let path = cfg.baseline.system.with_file_name(SUMMARISE_PROMPT_FILE);
     let prompt = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    for (call, tool_call_id, content, class, untrusted) in pending {
+    let cap_bytes = cfg.r#loop.result_cap_bytes(rt.n_ctx);
+    let mut full: Option<String> = None;
+    for (call, tool_call_id, tool, content, class, untrusted) in pending {
+        if let Some(why) = &full {
+            note_failure(session, call, why)?;
+            continue;
+        }
         let Some(baseline) = session.current_baseline() else {
             return Err("the epoch has no baseline yet".to_string());
         };
         let mut messages = messages_with_carry(baseline, session.epoch_records(), session.carry());
+        let content = cap_chars(&content, cap_bytes);
         messages.push(ChatMessage::User {
             content: format!(
                 "{}\n\n{}",
                 prompt.trim_end(),
-                cap_chars(&content, cfg.r#loop.tool_result_cap_bytes)
+                crate::untrusted::shown(&content, untrusted, Some(&tool))
             ),
         });
         let request = ChatRequest {
@@ -50,10 +69,16 @@ pub fn missing(cfg: &Config, client: &Client, session: &mut Session) -> Result<(
             tools: Vec::new(),
             thinking: true,
         };
-        let text = match client.chat_with_retry(&request, &mut |_| {}) {
+        let text = match rt.client.chat_with_retry(&request, &mut |_| {}) {
             Ok(completion) => completion.content.unwrap_or_default(),
             Err(e) => {
-                tracing::warn!(session = %session.id(), error = %e, "loopd: tool summary");
+                tracing::warn!(session = %session.id(), %call, error = %e, "loopd: tool summary");
+                if matches!(e, InferError::SessionFull { .. }) {
+                    full = Some(format!(
+                        "not tried: the epoch no longer fits the slot ({e})"
+                    ));
+                }
+                note_failure(session, call, &e.to_string())?;
                 continue;
             }
         };
@@ -77,6 +102,26 @@ pub fn missing(cfg: &Config, client: &Client, session: &mut Session) -> Result<(
     Ok(())
 }
 
+/// Records in the session log that the summary of `call` failed, and why; the result is kept
+/// whole and not tried again.
+fn note_failure(session: &mut Session, call: CallId, why: &str) -> Result<(), String> {
+    session
+        .append(LogRecord::Note {
+            time: Timestamp::now(),
+            text: format!(
+                "{FAILED_NOTE} {call}: {why}; the result is kept whole and not summarised"
+            ),
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// The call a `Note` says the summary of failed, if it is such a note.
+fn failed_call(text: &str) -> Option<u64> {
+    let rest = text.strip_prefix(FAILED_NOTE)?.strip_prefix(' ')?;
+    rest.split(':').next()?.parse().ok()
+}
+
 /// The opted-in results of the current epoch without a summary, in log order.
 fn queue(cfg: &Config, session: &Session) -> Vec<Pending> {
     let mut names: HashMap<&str, String> = HashMap::new();
@@ -90,11 +135,16 @@ fn queue(cfg: &Config, session: &Session) -> Vec<Pending> {
                     arguments,
                 } in tool_calls
                 {
-                    names.insert(id, tool_name(name, arguments));
+                    names.insert(id, target_tool(name, arguments));
                 }
             }
             LogRecord::ToolSummary { call, .. } => {
                 done.insert(call.0);
+            }
+            LogRecord::Note { text, .. } => {
+                if let Some(call) = failed_call(text) {
+                    done.insert(call);
+                }
             }
             _ => {}
         }
@@ -107,10 +157,12 @@ fn queue(cfg: &Config, session: &Session) -> Vec<Pending> {
             content,
             class,
             untrusted,
+            outcome,
             ..
         } = record
         {
-            if done.contains(&call.0) {
+            // Only what ran and succeeded: a denial, a failure or "Not run" says it all.
+            if *outcome != ToolOutcome::Ok || done.contains(&call.0) {
                 continue;
             }
             let Some(name) = names.get(tool_call_id.as_str()) else {
@@ -122,6 +174,7 @@ fn queue(cfg: &Config, session: &Session) -> Vec<Pending> {
             pending.push((
                 *call,
                 tool_call_id.clone(),
+                name.clone(),
                 content.clone(),
                 *class,
                 *untrusted,
@@ -129,16 +182,4 @@ fn queue(cfg: &Config, session: &Session) -> Vec<Pending> {
         }
     }
     pending
-}
-
-/// The tool a call runs: the name itself, or for `call_tool` the `name` in its arguments (so a
-/// non-core tool such as `http_fetch` is matched by its own name).
-fn tool_name(name: &str, arguments: &str) -> String {
-    if name == CALL_TOOL
-        && let Ok(Value::Object(args)) = serde_json::from_str::<Value>(arguments)
-        && let Some(Value::String(inner)) = args.get("name")
-    {
-        return inner.clone();
-    }
-    name.to_string()
 }

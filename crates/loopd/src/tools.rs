@@ -257,6 +257,18 @@ pub enum Dispatch {
     Subagent { task: String },
 }
 
+/// The tool a call runs: `name` itself, or for `call_tool` the `name` in its arguments (so a
+/// non-core tool such as `http_fetch` is known by its own name).
+pub fn target_tool(name: &str, arguments: &str) -> String {
+    if name == CALL_TOOL
+        && let Ok(Value::Object(args)) = serde_json::from_str::<Value>(arguments)
+        && let Some(Value::String(inner)) = args.get("name")
+    {
+        return inner.clone();
+    }
+    name.to_string()
+}
+
 /// Decides what becomes of a tool call named `name` with `arguments` (JSON text).
 ///
 /// `find_tool`, `call_tool` mistakes and `clock` are answered locally, `call_tool` of a core

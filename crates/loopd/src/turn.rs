@@ -94,8 +94,23 @@ pub fn start_turn(session: &mut Session, text: &str) -> Result<u64, StoreError> 
 }
 
 /// Runs the open turn of `session` to its end, appends the turn end, and reports every step
-/// through `on_event`. Returns how it ended.
+/// through `on_event`; then does the background work after it ([`finish_turn`]). Returns how
+/// the turn ended.
 pub fn run_turn(
+    rt: &Runtime<'_>,
+    session: &mut Session,
+    stop: &Stop,
+    on_event: &mut dyn FnMut(&TurnEvent),
+) -> Result<TurnEnd, TurnError> {
+    let result = run_foreground(rt, session, stop, on_event);
+    finish_turn(rt, session, &result);
+    result
+}
+
+/// [`run_turn`] without the background work after the turn: the engine runs that
+/// ([`finish_turn`]) once it has given back the main slot, so that one session's summaries
+/// and compaction never keep another session's task waiting.
+pub fn run_foreground(
     rt: &Runtime<'_>,
     session: &mut Session,
     stop: &Stop,
@@ -141,7 +156,6 @@ pub fn run_turn(
         end: end.clone(),
         context: baseline::context_labels(session),
     });
-    finish_turn(rt, session, &result);
     result
 }
 
@@ -298,13 +312,14 @@ fn turn_event(event: &ChatEvent) -> TurnEvent {
     }
 }
 
-/// After a turn: summaries of opted-in results, then compaction when it is due. A context-full
+/// After a turn: summaries of opted-in results, then compaction when it is due, both on the
+/// background slot (the engine runs this after giving back the main slot). A context-full
 /// turn was already summarised and compacted (`compact::make_room`) before its one retry.
 pub fn finish_turn(rt: &Runtime<'_>, session: &mut Session, result: &Result<TurnEnd, TurnError>) {
     match result {
         Ok(end) => {
             tracing::debug!(session = %session.id(), ?end, "turn finished");
-            if let Err(e) = crate::summarise::missing(rt.cfg, rt.client, session) {
+            if let Err(e) = crate::summarise::missing(rt, session) {
                 tracing::warn!(session = %session.id(), error = %e, "loopd: tool summary");
             }
             if let Some(usage) = session.last_usage()

@@ -1,9 +1,16 @@
-//! The `loopd` binary's command line: `--check-config`, override flags, and the daemon mode
-//! that does not exist yet.
+//! The `loopd` binary's command line: `--check-config`, override flags, and what the daemon
+//! refuses at start.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "llama_support/mod.rs"]
+mod llama_support;
+
 use std::io::Write;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The longest a test waits for loopd to give up starting, in milliseconds.
+const WAIT_MS: u64 = 20_000;
 
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/loopd.toml");
 
@@ -32,6 +39,53 @@ fn cli_check_config_on_the_shipped_file_prints_toml_and_exits_0() {
         "{stdout}"
     );
     assert!(stdout.contains("max_steps = 32"), "{stdout}");
+    // The file tools the shipped grants allow are core; the result cap follows the slot.
+    assert!(
+        stdout.contains("core_tools = [\"read_file\", \"list_dir\"]"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("tool_result_cap_bytes"), "{stdout}");
+    assert!(out.stderr.is_empty(), "no warning: {}", text(&out.stderr));
+}
+
+/// A config file with `body`, kept while the returned handle lives.
+fn config_file(body: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(body.as_bytes()).unwrap();
+    f
+}
+
+#[test]
+fn cli_check_config_warns_that_a_result_cap_is_checked_against_the_slot_at_start() {
+    let f = config_file("[loop]\ntool_result_cap_bytes = 16384\n");
+    let out = loopd(&["--check-config", f.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("warning: ") && stderr.contains("key \"loop.tool_result_cap_bytes\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("4096-token slot"), "{stderr}");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("# warning: "), "{stdout}");
+    assert!(stdout.contains("tool_result_cap_bytes = 16384"), "{stdout}");
+}
+
+#[test]
+fn cli_check_config_refuses_a_result_cap_too_large_for_the_expected_slot() {
+    let f = config_file("[expect]\nn_ctx = 4096\n[loop]\ntool_result_cap_bytes = 16384\n");
+    let out = loopd(&["--check-config", f.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("key \"loop.tool_result_cap_bytes\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("4096-token slot"), "{stderr}");
+    let fits = config_file("[expect]\nn_ctx = 4096\n[loop]\ntool_result_cap_bytes = 4096\n");
+    let out = loopd(&["--check-config", fits.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
 }
 
 #[test]
@@ -144,5 +198,52 @@ fn cli_daemon_refuses_to_start_when_llama_server_is_not_there() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
     assert!(stderr.contains("not ready"), "{stderr}");
+    assert!(!dir.path().join("loopd.sock").exists());
+}
+
+#[test]
+fn loopd_refuses_to_start_with_a_cap_larger_than_the_slot_allows() {
+    let fake = llama_support::Fake::start(fakellama::Options {
+        n_ctx: 4096,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let system = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/system.md");
+    let config = dir.path().join("loopd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "socket = {:?}\nstate_dir = {:?}\n[llama]\nurl = {:?}\n[baseline]\nsystem = {system:?}\n\
+             [loop]\ntool_result_cap_bytes = 16384\n",
+            dir.path().join("loopd.sock"),
+            dir.path().join("state"),
+            fake.server.url(),
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopd"))
+        .env_clear()
+        .args(["--config", config.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("loopd still runs after {WAIT_MS} ms with a cap the slot cannot hold");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("loop.tool_result_cap_bytes"), "{stderr}");
+    assert!(stderr.contains("4096-token slot"), "{stderr}");
     assert!(!dir.path().join("loopd.sock").exists());
 }

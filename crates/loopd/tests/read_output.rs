@@ -48,7 +48,7 @@ impl Bed {
     fn new() -> Bed {
         let state = tempfile::tempdir().unwrap();
         let mut cfg = Config::default();
-        cfg.r#loop.tool_result_cap_bytes = CAP;
+        cfg.r#loop.tool_result_cap_bytes = Some(CAP);
         Bed {
             store: Store::new(state.path()).unwrap(),
             _state: state,

@@ -76,7 +76,7 @@ fn a_second_pass_makes_no_request_and_no_second_summary() {
     assert_eq!(summaries(&session).len(), 1);
     bed.fake.server.clear_requests();
     bed.with_rt(ROOMY_N_CTX, |rt| {
-        loopd::summarise::missing(rt.cfg, rt.client, &mut session).unwrap();
+        loopd::summarise::missing(rt, &mut session).unwrap();
     });
     assert!(bed.fake.server.requests().is_empty());
     assert_eq!(summaries(&session).len(), 1);
@@ -92,7 +92,7 @@ fn messages_never_replay_a_summary() {
     let before = loopd::baseline::messages(&session, session.current_baseline().unwrap());
     bed.cfg.compact.summarise = vec!["echo".into()];
     bed.with_rt(ROOMY_N_CTX, |rt| {
-        loopd::summarise::missing(rt.cfg, rt.client, &mut session).unwrap();
+        loopd::summarise::missing(rt, &mut session).unwrap();
     });
     assert_eq!(summaries(&session).len(), 1);
     let after = loopd::baseline::messages(&session, session.current_baseline().unwrap());

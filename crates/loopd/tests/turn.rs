@@ -280,7 +280,7 @@ when_role = "tool"
 reply = "ok"
 "#;
     let mut bed = Bed::new(script);
-    bed.cfg.r#loop.tool_result_cap_bytes = 11;
+    bed.cfg.r#loop.tool_result_cap_bytes = Some(11);
     let (_, events, session) = bed.task("big", "go", &Big);
     let (content, _, _, truncated, _) = results(&session).pop().unwrap();
     // The cut is marked with where the rest is kept (see tests/read_output.rs).

@@ -21,7 +21,11 @@ pub use llama::{Expect, Llama};
 pub use memory::Memory;
 pub use slots::Slots;
 pub use subagent::Subagent;
-pub use turn::{Baseline, Compact, Loop};
+pub use turn::{
+    Baseline, CONFIGURED_RESULT_CAP_SLOT_DIVISOR, Compact, DERIVED_RESULT_CAP_MAX_BYTES,
+    DERIVED_RESULT_CAP_SLOT_DIVISOR, Loop, RESULT_BYTES_PER_TOKEN, derived_result_cap_bytes,
+    max_result_cap_bytes,
+};
 
 use bxconfig::{LogConfig, Problem, Problems, Validate};
 use serde::{Deserialize, Serialize};
@@ -94,7 +98,7 @@ impl Validate for Config {
         self.llama.check(&mut p);
         self.expect.check(&mut p);
         self.slots.check(self.expect.slots, &mut p);
-        self.r#loop.check(&mut p);
+        self.r#loop.check(self.expect.n_ctx, &mut p);
         self.api.check(&mut p);
         self.broker.check(&mut p);
         self.baseline.check(&mut p);
@@ -103,5 +107,9 @@ impl Validate for Config {
         self.heartbeat.check(&mut p);
         self.subagent.check(&mut p);
         p.finish()
+    }
+
+    fn warnings(&self) -> Vec<Problem> {
+        self.r#loop.warnings(self.expect.n_ctx)
     }
 }

@@ -41,7 +41,35 @@ fn keys(found: &[KeyProblem]) -> Vec<&str> {
 #[test]
 fn shipped_config_parses_validates_and_lists_the_defaults() {
     let cfg: Config = Loader::new(SHIPPED, ENV_PREFIX).load_valid().unwrap();
-    assert_eq!(cfg, Config::default());
+    // The one key set away from its default: the file tools the shipped grants allow are core,
+    // for small models (docs/config.md, "Core tools for a small model").
+    assert_eq!(cfg.broker.core_tools, ["read_file", "list_dir"]);
+    let mut defaults = Config::default();
+    defaults.broker.core_tools = cfg.broker.core_tools.clone();
+    assert_eq!(cfg, defaults);
+}
+
+#[test]
+fn an_unset_result_cap_follows_the_slot_and_a_set_one_must_fit_it() {
+    let unset = Loop::default();
+    assert_eq!(unset.tool_result_cap_bytes, None);
+    assert_eq!(unset.result_cap_bytes(1536), 768);
+    assert_eq!(unset.result_cap_bytes(4096), 2048);
+    assert_eq!(unset.result_cap_bytes(32_768), DERIVED_RESULT_CAP_MAX_BYTES);
+    assert_eq!(unset.result_cap_bytes(0), 1);
+    assert_eq!(unset.check_result_cap(512), Ok(()));
+    let set = Loop {
+        tool_result_cap_bytes: Some(16_384),
+        ..Loop::default()
+    };
+    assert_eq!(set.result_cap_bytes(4096), 16_384);
+    assert_eq!(max_result_cap_bytes(4096), 4096);
+    let why = set.check_result_cap(4096).unwrap_err();
+    assert!(
+        why.contains("16384 bytes") && why.contains("4096-token slot"),
+        "{why}"
+    );
+    assert_eq!(set.check_result_cap(16_384), Ok(()));
 }
 
 #[test]

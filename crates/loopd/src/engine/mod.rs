@@ -3,7 +3,9 @@
 //!
 //! Each session with work has a lane: a bounded queue of waiting tasks and, while a turn runs,
 //! its `Stop`. A worker thread per busy lane opens the session (taking its hold), writes the
-//! task's user record (then acknowledges it), runs the turn, and takes the next task.
+//! task's user record (then acknowledges it), runs the turn on a main slot, gives the main slot
+//! back, does the turn's background work (summaries, compaction) on the background slot, and
+//! takes the next task. The lane stays busy through the background work: one writer per log.
 
 mod lane;
 mod status;
@@ -92,6 +94,9 @@ struct Inner {
     lanes: Mutex<HashMap<SessionId, Lane>>,
     /// One permit per main slot: turns beyond that wait for a slot.
     slots: Arc<Semaphore>,
+    /// One permit for the background slot: sessions' work after their turns (summaries,
+    /// compaction) waits here, not in llama-server's queue where its request timeout would run.
+    background: Arc<Semaphore>,
     started: Instant,
     shutting_down: AtomicBool,
     /// Counter for the ids of new sessions.
@@ -109,6 +114,7 @@ impl Engine {
                 parts,
                 lanes: Mutex::new(HashMap::new()),
                 slots: Arc::new(Semaphore::new(1)),
+                background: Arc::new(Semaphore::new(1)),
                 started: Instant::now(),
                 shutting_down: AtomicBool::new(false),
                 new_ids: AtomicU64::new(0),

@@ -1,10 +1,12 @@
 //! The thread that runs one session's tasks, one after another.
 
 use super::lane::Pending;
-use super::{Inner, store_failure};
+use super::{EngineParts, Inner, store_failure};
 use crate::api::{ApiFailure, Submitted};
-use crate::turn::{Runtime, Stop, run_turn, start_turn};
-use bxcore::{SessionId, TurnEvent};
+use crate::session::Session;
+use crate::tools::Registry;
+use crate::turn::{Runtime, Stop, TurnError, finish_turn, run_foreground, start_turn};
+use bxcore::{SessionId, TurnEnd, TurnEvent};
 use proto::api::TaskAccepted;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -36,8 +38,38 @@ fn work(inner: &Arc<Inner>, id: &SessionId, first: Pending, stop: Arc<Stop>) {
     inner.worker_done.notify_waiters();
 }
 
-/// Runs one task: waits for a main slot, writes its user record, acknowledges, runs the turn.
+/// Runs one task: the turn on a main slot, then the background work after it (summaries,
+/// compaction) with the main slot given back. The lane stays busy until both are done, so the
+/// session's log never has two writers.
 fn run_one(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) {
+    if let Some(ran) = foreground(inner, id, pending, stop) {
+        background(inner, id, ran);
+    }
+}
+
+/// A turn that ran: its session (still held), its tools and how it ended.
+struct Ran {
+    session: Session,
+    registry: Registry,
+    result: Result<TurnEnd, TurnError>,
+}
+
+/// The runtime of a task of this engine with `registry`.
+fn runtime<'a>(parts: &'a EngineParts, registry: &'a Registry) -> Runtime<'a> {
+    Runtime {
+        cfg: &parts.cfg,
+        client: &parts.client,
+        port: parts.port.as_ref(),
+        registry,
+        system: &parts.system,
+        n_ctx: parts.server.n_ctx,
+    }
+}
+
+/// Waits for a main slot, writes the task's user record, acknowledges it and runs the turn.
+/// The main-slot permit is given back on return, and the submitter's event stream ends (its
+/// sender is dropped here, after the turn's `ended` event). `None`: the task did not run.
+fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> Option<Ran> {
     let permit = inner
         .parts
         .handle
@@ -46,20 +78,20 @@ fn run_one(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) {
         let _ = pending.reply.send(Err(ApiFailure::Unavailable(
             "loopd is shutting down".into(),
         )));
-        return;
+        return None;
     };
     if stop.cancelled.load(Ordering::SeqCst) || inner.shutting_down.load(Ordering::SeqCst) {
         let _ = pending.reply.send(Err(ApiFailure::Unavailable(
             "cancelled before it started".into(),
         )));
-        return;
+        return None;
     }
     let mut session = match inner.parts.store.open_or_create(id) {
         Ok(session) => session,
         Err(e) => {
             tracing::error!(session = %id, error = %e, "cannot open the session");
             let _ = pending.reply.send(Err(store_failure(e)));
-            return;
+            return None;
         }
     };
     let turn = match start_turn(&mut session, &pending.text) {
@@ -67,7 +99,7 @@ fn run_one(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) {
         Err(e) => {
             tracing::error!(session = %id, error = %e, "cannot record the task");
             let _ = pending.reply.send(Err(store_failure(e)));
-            return;
+            return None;
         }
     };
     let (events, receiver) = mpsc::unbounded_channel();
@@ -83,21 +115,45 @@ fn run_one(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) {
     let feed = inner.lock_lanes().get(id).map(|lane| lane.feed());
     let parts = &inner.parts;
     let registry = crate::subagent::registry_for(&parts.tools.registry(id), id, &parts.cfg);
-    let rt = Runtime {
-        cfg: &parts.cfg,
-        client: &parts.client,
-        port: parts.port.as_ref(),
-        registry: &registry,
-        system: &parts.system,
-        n_ctx: parts.server.n_ctx,
-    };
     let mut on_event = |event: &TurnEvent| {
         let _ = events.send(event.clone());
         if let Some(feed) = &feed {
             let _ = feed.send(event.clone());
         }
     };
-    if let Err(e) = run_turn(&rt, &mut session, stop, &mut on_event) {
+    let result = run_foreground(
+        &runtime(parts, &registry),
+        &mut session,
+        stop,
+        &mut on_event,
+    );
+    if let Err(e) = &result {
         tracing::warn!(session = %id, turn, error = %e, "turn failed");
     }
+    Some(Ran {
+        session,
+        registry,
+        result,
+    })
+}
+
+/// The background work after a turn (`finish_turn`), one session at a time on the background
+/// slot, holding no main slot: a task of another session starts meanwhile. Skipped at shutdown.
+fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
+    if inner.shutting_down.load(Ordering::SeqCst) {
+        return;
+    }
+    let permit = inner
+        .parts
+        .handle
+        .block_on(inner.background.clone().acquire_owned());
+    let Ok(_permit) = permit else {
+        return;
+    };
+    if inner.shutting_down.load(Ordering::SeqCst) {
+        return;
+    }
+    tracing::debug!(session = %id, "background work after the turn");
+    let rt = runtime(&inner.parts, &ran.registry);
+    finish_turn(&rt, &mut ran.session, &ran.result);
 }

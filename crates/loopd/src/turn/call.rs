@@ -107,7 +107,7 @@ pub fn run_call(
     if let Some(problem) = check_call(rt, session, tool_call) {
         return CallOutcome::local(problem, ToolOutcome::Failed);
     }
-    let cap_bytes = rt.cfg.r#loop.tool_result_cap_bytes;
+    let cap_bytes = rt.cfg.r#loop.result_cap_bytes(rt.n_ctx);
     let direct = read_output_is_direct(session);
     if let Some(arguments) = outputs::read_output_call(&tool_call.name, &tool_call.arguments) {
         return read_output(session, &arguments, cap_bytes, direct);
