@@ -20,9 +20,9 @@ const FNV_PRIME: u32 = 0x0100_0193;
 /// A token's id: a stable number made from its text (fakellama has no vocabulary), below
 /// 2^31 like a real model's.
 pub fn token_id(token: &str) -> u32 {
-    let hash = token
-        .bytes()
-        .fold(FNV_OFFSET, |h, b| (h ^ u32::from(b)).wrapping_mul(FNV_PRIME));
+    let hash = token.bytes().fold(FNV_OFFSET, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(FNV_PRIME)
+    });
     hash & 0x7fff_ffff
 }
 

@@ -72,7 +72,11 @@ pub fn split_answer(answer: &str) -> (String, Vec<String>) {
 /// Whether `line` (trimmed) is the heading of the notes section.
 fn is_notes_heading(line: &str) -> bool {
     let text = line.trim_start_matches('#').trim().trim_matches('*').trim();
-    let text = text.strip_suffix(':').unwrap_or(text).trim_end_matches('*').trim();
+    let text = text
+        .strip_suffix(':')
+        .unwrap_or(text)
+        .trim_end_matches('*')
+        .trim();
     let wanted = NOTES_HEADING.trim_start_matches('#').trim();
     text.eq_ignore_ascii_case(wanted)
 }

@@ -111,6 +111,13 @@ impl Client {
             .block_on(super::measure::prompt_tokens(&self.options, request))
     }
 
+    /// The tokens of `text` alone, as llama-server's tokeniser counts them (`/tokenize`).
+    /// Blocks; panics inside an async task.
+    pub fn text_tokens(&self, text: &str) -> Result<u32, InferError> {
+        self.runtime
+            .block_on(super::measure::text_tokens(&self.options, text))
+    }
+
     /// The same client with answers of at most `max_tokens` tokens (a compaction's answer is
     /// bounded apart from a turn's).
     pub fn with_max_tokens(&self, max_tokens: u32) -> Client {

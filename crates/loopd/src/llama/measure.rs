@@ -39,11 +39,20 @@ pub(super) async fn prompt_tokens(
     options: &ClientOptions,
     request: &ChatRequest,
 ) -> Result<u32, InferError> {
-    let chat = wire::chat_body(request, None).map_err(|message| InferError::BadConfig { message })?;
+    let chat =
+        wire::chat_body(request, None).map_err(|message| InferError::BadConfig { message })?;
     let rendered: Rendered = post(options, APPLY_TEMPLATE_PATH, chat).await?;
     // `add_special` as the chat request tokenises its prompt (a BOS token where the model
     // wants one).
     let body = serde_json::json!({ "content": rendered.prompt, "add_special": true });
+    let tokens: Tokens = post(options, TOKENIZE_PATH, body.to_string().into_bytes()).await?;
+    Ok(u32::try_from(tokens.tokens.len()).unwrap_or(u32::MAX))
+}
+
+/// The tokens of `text` alone, as the server's tokeniser counts them (no special tokens
+/// added).
+pub(super) async fn text_tokens(options: &ClientOptions, text: &str) -> Result<u32, InferError> {
+    let body = serde_json::json!({ "content": text });
     let tokens: Tokens = post(options, TOKENIZE_PATH, body.to_string().into_bytes()).await?;
     Ok(u32::try_from(tokens.tokens.len()).unwrap_or(u32::MAX))
 }
