@@ -30,7 +30,9 @@ pub fn path(cfg: &Config) -> PathBuf {
 /// none, bold or a closing `:` allowed) and ends at another heading or at text that follows
 /// a blank line without being a list item. Its lines are the notes (list markers taken off,
 /// `none` dropped, each cut at [`NOTE_MAX_CHARS`]); everything outside it is the carry. An
-/// answer that is all notes has them as its carry too: they are all the model kept.
+/// answer that is all notes is the summary written as a list (what Qwen2.5-Coder-0.5B does):
+/// it is the carry, and no notes are kept from it, since the model did not tell lasting
+/// facts from the rest.
 pub fn split_answer(answer: &str) -> (String, Vec<String>) {
     let mut carry = Vec::new();
     let mut notes = Vec::new();
@@ -64,7 +66,7 @@ pub fn split_answer(answer: &str) -> (String, Vec<String>) {
     let carry = carry.join("\n").trim().to_string();
     if carry.is_empty() && !notes.is_empty() {
         let listed: Vec<String> = notes.iter().map(|n| format!("- {n}")).collect();
-        return (listed.join("\n"), notes);
+        return (listed.join("\n"), Vec::new());
     }
     (carry, notes)
 }
@@ -172,7 +174,6 @@ mod tests {
 
     #[test]
     fn the_notes_section_may_come_first() {
-        // What Qwen2.5-Coder-0.5B wrote: the notes first, then the summary after a blank line.
         let (carry, notes) = split_answer(
             "## Notes to remember\n- locker code 4471\n1. likes tea\n\nThe user gave their \
              locker code and asked about tea.\nThen they left.",
@@ -190,9 +191,10 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_of_notes_alone_is_its_own_carry() {
-        let (carry, notes) = split_answer("## Notes to remember\n- locker code 4471\n- tea");
-        assert_eq!(notes, ["locker code 4471", "tea"]);
+    fn an_answer_of_notes_alone_is_its_own_carry_and_keeps_no_notes() {
+        // What Qwen2.5-Coder-0.5B wrote: the heading, a blank line, the summary as a list.
+        let (carry, notes) = split_answer("## Notes to remember\n\n- locker code 4471\n- tea");
+        assert!(notes.is_empty());
         assert_eq!(carry, "- locker code 4471\n- tea");
         let (carry, notes) = split_answer("## Notes");
         assert_eq!((carry.as_str(), notes.len()), ("## Notes", 0));

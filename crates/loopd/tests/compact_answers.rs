@@ -24,7 +24,6 @@ fn last_note(session: &loopd::session::Session) -> String {
 
 #[test]
 fn an_answer_that_starts_with_its_notes_gives_the_carry_and_the_notes() {
-    // What Qwen2.5-Coder-0.5B answers: the notes section first, the summary after it.
     let bed = Bed::new(&script(
         r###"reply = "## Notes to remember\n- the locker code is 4471\n\nThe user gave their locker code and asked about otters.""###,
     ));
@@ -39,6 +38,24 @@ fn an_answer_that_starts_with_its_notes_gives_the_carry_and_the_notes() {
     let notes = loopd::memory::list(&bed.cfg).unwrap();
     assert_eq!(notes.len(), 1);
     assert_eq!(notes[0].text, "the locker code is 4471");
+}
+
+#[test]
+fn an_answer_of_notes_alone_is_the_carry() {
+    // What Qwen2.5-Coder-0.5B answers (docs/real-model.md): the notes heading, then the
+    // summary as a list under it, and nothing else.
+    let bed = Bed::new(&script(
+        r###"reply = "## Notes to remember\n\n- The user's locker code is 4471.\n- They asked about otters.""###,
+    ));
+    let mut session = bed.session("s");
+    bed.task(&mut session, "my locker code is 4471", DUE_AFTER_TURN)
+        .unwrap();
+    assert_eq!(session.epoch(), 1, "{:?}", kinds(&session));
+    assert_eq!(
+        session.carry().unwrap().0,
+        "- The user's locker code is 4471.\n- They asked about otters."
+    );
+    assert!(loopd::memory::list(&bed.cfg).unwrap().is_empty());
 }
 
 #[test]
