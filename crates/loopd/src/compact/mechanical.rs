@@ -7,7 +7,10 @@
 //! The carry keeps, in this order: a line saying what it is; the memory notes this session
 //! left that `[memory]` lets into baselines; the session's first request (usually what the
 //! whole session is about); the carry of the epoch before (cut); a line saying what was left
-//! out; and the epoch's last messages that fit. Each piece is cut to a bound and marked.
+//! out; and the epoch's last messages that fit, one list item each, said of the user and of
+//! "you" (a transcript of `User:` and `Assistant:` lines made Qwen2.5-Coder-0.5B go on writing
+//! one in its answers). Each piece is cut to a bound and marked. The request of a turn open
+//! during the compaction is left out: the new epoch re-states it after the carry.
 
 use super::cap_chars;
 use crate::config::Config;
@@ -38,23 +41,29 @@ pub struct Mechanical {
     pub kept: usize,
 }
 
-/// The mechanical carry of an epoch: `records` (the whole log) of which `epoch` are the
-/// current epoch's, its `previous` carry, and `notes` (the memory notes of this session that
-/// may go into a baseline), in at most `max_chars` characters.
-pub fn carry(
-    records: &[LogRecord],
-    epoch: &[LogRecord],
-    previous: Option<&str>,
-    notes: &[bxcore::MemoryNote],
-    max_chars: usize,
-) -> Mechanical {
+/// What a mechanical carry is made from.
+pub struct Source<'a> {
+    /// The whole log.
+    pub records: &'a [LogRecord],
+    /// The current epoch's records.
+    pub epoch: &'a [LogRecord],
+    /// The turn open now, if any: its request is re-stated after the carry, so left out.
+    pub open_turn: Option<u64>,
+    /// The epoch's carry.
+    pub previous: Option<&'a str>,
+    /// The memory notes of this session that may go into a baseline.
+    pub notes: &'a [bxcore::MemoryNote],
+}
+
+/// The mechanical carry of `source` in at most `max_chars` characters.
+pub fn carry(source: &Source<'_>, max_chars: usize) -> Mechanical {
     let item_chars = MECHANICAL_ITEM_CHARS
         .min(max_chars / ITEM_SHARE_DIVISOR)
         .max(1);
     let mut head = vec![MECHANICAL_HEADER.to_string()];
     let mut notes_labels = Labels::PUBLIC;
     let mut notes_text = String::new();
-    for note in notes.iter().rev() {
+    for note in source.notes.iter().rev() {
         let line = format!("\n- {}", cut(&note.text, item_chars));
         if notes_text.chars().count() + line.chars().count() > item_chars {
             break;
@@ -65,8 +74,8 @@ pub fn carry(
     if !notes_text.is_empty() {
         head.push(format!("Notes to remember:{notes_text}"));
     }
-    let lines = message_lines(epoch);
-    let first = records.iter().find_map(|r| match r {
+    let lines = message_lines(source.epoch, source.open_turn);
+    let first = source.records.iter().find_map(|r| match r {
         LogRecord::User { content, .. } => Some(content.as_str()),
         _ => None,
     });
@@ -76,7 +85,7 @@ pub fn carry(
             cut(first, item_chars)
         ));
     }
-    if let Some(previous) = previous.filter(|p| !p.trim().is_empty()) {
+    if let Some(previous) = source.previous.filter(|p| !p.trim().is_empty()) {
         head.push(format!("Before that: {}", cut(previous, item_chars)));
     }
     let used: usize = head.iter().map(|l| l.chars().count() + 1).sum();
@@ -129,9 +138,10 @@ fn cut(text: &str, max_chars: usize) -> String {
     )
 }
 
-/// One line per message of the epoch: who said it and what. Tool results name their tool and
-/// say when they are untrusted; summaries stand in for the results they summarise.
-fn message_lines(epoch: &[LogRecord]) -> Vec<String> {
+/// One list item per message of the epoch (but the open turn's request): who said it and
+/// what. Tool results name their tool and say when they are untrusted; summaries stand in for
+/// the results they summarise.
+fn message_lines(epoch: &[LogRecord], open_turn: Option<u64>) -> Vec<String> {
     let summaries: HashMap<u64, &str> = epoch
         .iter()
         .filter_map(|r| match r {
@@ -143,16 +153,20 @@ fn message_lines(epoch: &[LogRecord]) -> Vec<String> {
     let mut lines = Vec::new();
     for record in epoch {
         match record {
-            LogRecord::User { content, .. } => lines.push(format!("User: {}", one_line(content))),
+            LogRecord::User { turn, content, .. } => {
+                if Some(*turn) != open_turn {
+                    lines.push(format!("- The user wrote: {}", one_line(content)));
+                }
+            }
             LogRecord::Assistant {
                 content,
                 tool_calls,
                 ..
             } => {
-                let mut line = format!("Assistant: {}", one_line(content));
+                let mut line = format!("- You answered: {}", one_line(content));
                 for call in tool_calls {
                     tools.insert(&call.id, &call.name);
-                    line.push_str(&format!(" [called {} {}]", call.name, call.arguments));
+                    line.push_str(&format!(" [you called {} {}]", call.name, call.arguments));
                 }
                 if !content.trim().is_empty() || !tool_calls.is_empty() {
                     lines.push(line);
@@ -178,7 +192,7 @@ fn message_lines(epoch: &[LogRecord]) -> Vec<String> {
                     Some(summary) => format!("[summary] {summary}"),
                     None => content.clone(),
                 };
-                lines.push(format!("Result of {tool}{trust}: {}", one_line(&text)));
+                lines.push(format!("- Result of {tool}{trust}: {}", one_line(&text)));
             }
             LogRecord::Header { .. }
             | LogRecord::EpochStart { .. }
@@ -247,13 +261,14 @@ mod tests {
             class: DataClass::Private,
             untrusted: false,
         };
-        let made = carry(
-            &records,
-            &records[10..],
-            Some("Earlier: otters."),
-            &[note],
-            1_200,
-        );
+        let source = Source {
+            records: &records,
+            epoch: &records[10..],
+            open_turn: None,
+            previous: Some("Earlier: otters."),
+            notes: &[note],
+        };
+        let made = carry(&source, 1_200);
         let text = &made.carry;
         assert!(text.chars().count() <= 1_200, "{text}");
         assert!(text.starts_with(MECHANICAL_HEADER), "{text}");
@@ -263,7 +278,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("Before that: Earlier: otters."), "{text}");
-        assert!(text.ends_with("Assistant: answer 39"), "{text}");
+        assert!(text.ends_with("- You answered: answer 39"), "{text}");
         assert!(text.contains(&format!("[{} earlier messages", made.dropped)));
         assert!(made.dropped > 0 && made.kept > 0);
         assert_eq!(made.notes_labels, Labels::new(DataClass::Private, false));
@@ -296,14 +311,26 @@ mod tests {
                 by_loopd: false,
             },
         ];
-        let made = carry(&epoch, &epoch, None, &[], 4_000);
+        let source = Source {
+            records: &epoch,
+            epoch: &epoch,
+            open_turn: Some(1),
+            previous: None,
+            notes: &[],
+        };
+        let made = carry(&source, 4_000);
         let result = made
             .carry
             .lines()
-            .find(|l| l.starts_with("Result of http_fetch (untrusted"))
+            .find(|l| l.starts_with("- Result of http_fetch (untrusted"))
             .unwrap();
         assert!(result.ends_with(MECHANICAL_CUT_MARK), "{result}");
         assert!(result.chars().count() <= MECHANICAL_ITEM_CHARS, "{result}");
         assert_eq!(made.dropped, 0);
+        assert!(
+            !made.carry.contains("The user wrote: read it"),
+            "the open request is re-stated, not kept: {}",
+            made.carry
+        );
     }
 }

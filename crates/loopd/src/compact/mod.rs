@@ -156,8 +156,8 @@ pub fn compactable(session: &Session) -> bool {
 /// neutralised and capped at `[compact] carry_chars`; the notes are stored in memory with the
 /// carry's labels. When that fails for any reason, a `Note` says why and the carry is made
 /// mechanically ([`mechanical::carry`]). The new epoch's baseline is written by the next
-/// turn. Fails only when there is nothing to compact or the log refuses a record; nothing is
-/// appended then.
+/// turn. Fails only when there is nothing to compact (nothing is appended then) or when the
+/// log refuses a record.
 pub fn compact_session(session: &mut Session, rt: &Runtime<'_>) -> Result<Compacted, CompactError> {
     if !compactable(session) {
         return Err(CompactError::Nothing);
@@ -224,13 +224,14 @@ fn without_model(
     let mut made;
     let mut tries = 0;
     loop {
-        made = mechanical::carry(
-            session.records(),
-            session.epoch_records(),
+        let source = mechanical::Source {
+            records: session.records(),
+            epoch: session.epoch_records(),
+            open_turn: session.open_turn(),
             previous,
-            &notes,
-            max_chars,
-        );
+            notes: &notes,
+        };
+        made = mechanical::carry(&source, max_chars);
         made.carry = neutralise(&made.carry).into_owned();
         tries += 1;
         let Ok(tokens) = rt.client.text_tokens(&made.carry) else {
