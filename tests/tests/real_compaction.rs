@@ -108,11 +108,11 @@ fn task(stack: &Stack, session: &str, text: &str) -> Turn {
         .collect();
     let prompt_tokens = events
         .iter()
-        .filter_map(|e| match e {
+        .rev()
+        .find_map(|e| match e {
             TurnEvent::ModelDone { usage, .. } => Some(usage.prompt_tokens),
             _ => None,
         })
-        .last()
         .unwrap_or(0);
     let end = match events.last() {
         Some(TurnEvent::Ended { end, .. }) => end.clone(),
