@@ -262,12 +262,18 @@ impl Stack {
 
     /// Starts loopd against this stack's model server and waits for its socket.
     pub fn start_loopd(&mut self, extra_toml: &str) -> std::io::Result<()> {
+        self.start_loopd_with(extra_toml, "")
+    }
+
+    /// [`Stack::start_loopd`] with `llama_toml` inside the config's `[llama]` section too
+    /// (`extra_toml` comes before it, so it cannot hold `[llama]` keys).
+    pub fn start_loopd_with(&mut self, extra_toml: &str, llama_toml: &str) -> std::io::Result<()> {
         let config = self.dir.path().join("loopd.toml");
         let system = workspace_root().join("config/system.md");
         let base = format!(
             "socket = {:?}\nstate_dir = {:?}\n[llama]\nurl = {:?}\n\
              retry_initial_backoff_ms = 20\nretry_max_backoff_ms = 100\nhealth_wait_ms = 10000\n\
-             [baseline]\nsystem = {:?}\n",
+             {llama_toml}\n[baseline]\nsystem = {:?}\n",
             self.socket,
             self.dir.path().join("state"),
             self.llama_url,

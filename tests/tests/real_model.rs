@@ -193,16 +193,12 @@ fn a_prompt_larger_than_the_slot_fails_the_turn_and_keeps_the_log() {
         !events.iter().any(|e| matches!(e, TurnEvent::Retry { .. })),
         "{out}"
     );
-    // The log reads back whole: the header, the task, the new epoch that compaction (tried
-    // once on a full context, from messages cut to fit the slot) began, and the failed end:
-    // the request itself is larger than a slot, so the retry in the new epoch overflows too.
+    // The log reads back whole: the header, the task, a note that there was nothing to
+    // compact (the epoch holds only the request, which is larger than a slot by itself), and
+    // the failed end.
     let records = records(&stack, "full");
     let kinds: Vec<&str> = records.iter().map(LogRecord::kind).collect();
-    assert_eq!(
-        kinds,
-        ["header", "user", "epoch_start", "turn_end"],
-        "{records:?}"
-    );
+    assert_eq!(kinds, ["header", "user", "note", "turn_end"], "{records:?}");
     assert!(matches!(&records[1], LogRecord::User { content, .. } if *content == big));
     assert!(
         matches!(&records[3], LogRecord::TurnEnd { end: TurnEnd::Failed { reason: r }, .. } if *r == reason)

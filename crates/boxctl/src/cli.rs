@@ -91,6 +91,17 @@ pub enum Command {
         #[arg(value_name = "ID")]
         id: SessionId,
     },
+    /// Compact a session now: its conversation so far becomes a summary that a new epoch
+    /// starts from (after the tasks already queued for it).
+    ///
+    /// The model writes the summary; when it cannot, loopd keeps the first request and the
+    /// last messages that fit instead, and says so.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Compact {
+        /// The session.
+        #[arg(value_name = "ID")]
+        id: SessionId,
+    },
     /// Show how loopd, the tool broker and the model server are.
     Status,
     /// List loopd's memory notes, one line each with its labels.

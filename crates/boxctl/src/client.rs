@@ -9,8 +9,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use proto::api::{
-    ApiError, CancelAnswer, MemoryList, NotificationList, RecordsPage, SSE_EVENT_TURN, SessionList,
-    Status, TaskAccepted, TaskRequest,
+    ApiError, CancelAnswer, CompactAnswer, MemoryList, NotificationList, RecordsPage,
+    SSE_EVENT_TURN, SessionList, Status, TaskAccepted, TaskRequest,
 };
 use serde::de::DeserializeOwned;
 use std::collections::VecDeque;
@@ -305,6 +305,13 @@ impl Client {
     /// `POST /v1/sessions/{id}/cancel`.
     pub async fn cancel(&self, id: &SessionId) -> Result<Answer<CancelAnswer>, ClientError> {
         self.call(Method::POST, &format!("/v1/sessions/{id}/cancel"), None)
+            .await
+    }
+
+    /// `POST /v1/sessions/{id}/compact`: the session's new epoch. Not time-bounded: loopd
+    /// answers once the tasks queued before it have run and the compaction is done.
+    pub async fn compact(&self, id: &SessionId) -> Result<Answer<CompactAnswer>, ClientError> {
+        self.call_unbounded(Method::POST, &format!("/v1/sessions/{id}/compact"), None)
             .await
     }
 

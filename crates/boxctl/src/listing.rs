@@ -1,11 +1,38 @@
-//! How memory notes, notifications and a session's summaries read as text: one line each, with labels.
+//! How memory notes, notifications and a session's summaries read as text: one line each, with
+//! labels; and what a compaction asked for did.
 
 pub use crate::format::label_words;
 use crate::format::{one_line, terminal_safe};
 use bxcore::{LogRecord, MemoryNote};
+use proto::api::CompactAnswer;
 
 /// The most characters of a note, summary or carry on one line.
 pub const LINE_TEXT_MAX_CHARS: usize = 200;
+
+/// What a compaction did, as one line: the new epoch, the carry's size, and whether the
+/// model wrote it (and why not).
+pub fn compact_line(answer: &CompactAnswer) -> String {
+    let mut line = format!(
+        "{}: epoch {} began; its carry has {} characters",
+        terminal_safe(answer.session.as_str()),
+        answer.epoch,
+        answer.carry_chars
+    );
+    match &answer.model_failure {
+        Some(why) => line.push_str(&format!(
+            ", kept without the model ({})",
+            one_line(why, Some(LINE_TEXT_MAX_CHARS))
+        )),
+        None => {
+            let s = if answer.notes == 1 { "" } else { "s" };
+            line.push_str(&format!(
+                ", written by the model; {} memory note{s} stored",
+                answer.notes
+            ));
+        }
+    }
+    line
+}
 
 /// A memory note as one line: `TIME SESSION [LABELS] TEXT`.
 pub fn memory_line(note: &MemoryNote) -> String {

@@ -72,6 +72,7 @@ pub async fn run(cli: Cli) -> u8 {
             reasoning,
         } => show(&client, json, &id, follow, reasoning).await,
         Command::Cancel { id } => cancel(&client, json, &id).await,
+        Command::Compact { id } => compact(&client, json, &id).await,
         Command::Status => status(&client, json).await,
         Command::Memory => memory(&client, json).await,
         Command::Notifications => notifications(&client, json).await,
@@ -252,6 +253,16 @@ async fn cancel(client: &Client, json: bool, id: &SessionId) -> Result<u8, Failu
         out_line(&answer.raw)?;
     } else {
         out(&cancel_text(&answer.value))?;
+    }
+    Ok(EXIT_OK)
+}
+
+async fn compact(client: &Client, json: bool, id: &SessionId) -> Result<u8, Failure> {
+    let answer = client.compact(id).await?;
+    if json {
+        out_line(&answer.raw)?;
+    } else {
+        out_line(&crate::listing::compact_line(&answer.value))?;
     }
     Ok(EXIT_OK)
 }

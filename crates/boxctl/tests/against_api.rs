@@ -186,6 +186,20 @@ impl Backend for Stub {
         })
     }
 
+    async fn compact(&self, sid: &SessionId) -> Result<proto::api::CompactAnswer, ApiFailure> {
+        match sid.as_str() {
+            "s1" => Ok(proto::api::CompactAnswer {
+                session: sid.clone(),
+                epoch: 2,
+                model_failure: None,
+                carry_chars: 812,
+                notes: 1,
+            }),
+            "empty" => Err(ApiFailure::BadRequest("nothing to compact".into())),
+            _ => Err(ApiFailure::NotFound(format!("no session {sid}"))),
+        }
+    }
+
     fn notifications(&self) -> Result<proto::api::NotificationList, ApiFailure> {
         Ok(proto::api::NotificationList {
             notifications: vec![proto::api::Notification {
@@ -401,7 +415,7 @@ async fn boxctl_show_follow_prints_records_then_events_until_the_stream_ends() {
 }
 
 #[tokio::test]
-async fn boxctl_sessions_status_and_cancel_print_readable_answers() {
+async fn boxctl_sessions_status_cancel_and_compact_print_readable_answers() {
     let served = start();
     let (code, out, _) = boxctl(&served, &["sessions"]).await;
     assert_eq!(code, Some(0));
@@ -423,6 +437,18 @@ async fn boxctl_sessions_status_and_cancel_print_readable_answers() {
     let (code, out, _) = boxctl(&served, &["cancel", "s1"]).await;
     assert_eq!(code, Some(0));
     assert_eq!(out, "cancelled the running turn of s1\n");
+    let (code, out, _) = boxctl(&served, &["compact", "s1"]).await;
+    assert_eq!(code, Some(0));
+    assert!(
+        out.starts_with("s1: epoch 2 began; its carry has 812"),
+        "{out}"
+    );
+    let (code, _, err) = boxctl(&served, &["compact", "empty"]).await;
+    assert!(
+        code == Some(1) && err.contains("nothing to compact"),
+        "{err}"
+    );
+    assert_eq!(boxctl(&served, &["compact", "nope"]).await.0, Some(4));
     let (_, json, _) = boxctl(&served, &["--json", "status"]).await;
     let status: Status = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(status.llama.n_ctx, 4096);

@@ -70,6 +70,10 @@ fn cli_show_cancel_and_completions_parse() {
         parse(&["cancel", "s1"]).unwrap().command,
         Command::Cancel { .. }
     ));
+    assert!(matches!(
+        parse(&["compact", "s1"]).unwrap().command,
+        Command::Compact { .. }
+    ));
     for shell in ["bash", "zsh", "fish"] {
         assert!(matches!(
             parse(&["completions", shell]).unwrap().command,
@@ -105,6 +109,7 @@ fn cli_help_lists_the_commands_and_the_exit_codes() {
         "sessions",
         "show",
         "cancel",
+        "compact",
         "status",
         "completions",
     ] {

@@ -345,6 +345,27 @@ fn format_cancel_says_what_it_did() {
 }
 
 #[test]
+fn format_compact_says_what_began_and_how() {
+    let answer = |model_failure: Option<&str>, notes| proto::api::CompactAnswer {
+        session: SessionId::new("s1").unwrap(),
+        epoch: 2,
+        model_failure: model_failure.map(str::to_string),
+        carry_chars: 812,
+        notes,
+    };
+    assert_eq!(
+        boxctl::listing::compact_line(&answer(None, 1)),
+        "s1: epoch 2 began; its carry has 812 characters, written by the model; 1 memory note \
+         stored"
+    );
+    assert_eq!(
+        boxctl::listing::compact_line(&answer(Some("the model call failed:\nno"), 0)),
+        "s1: epoch 2 began; its carry has 812 characters, kept without the model (the model \
+         call failed: ⏎ no)"
+    );
+}
+
+#[test]
 fn format_a_subagents_events_are_indented_under_the_parents_call() {
     let child = |event: TurnEvent| TurnEvent::Subagent {
         session: bxcore::SessionId::new("sub-s-1").unwrap(),

@@ -15,6 +15,7 @@ use crate::reply::END_OF_TURN;
 use crate::sse::{BUILD_INFO, unix_now};
 use crate::state::State;
 use crate::template::{CHAT_TEMPLATE, CHAT_TEMPLATE_WITHOUT_TOOLS};
+use crate::tokens::{apply_template_answer, tokenize_answer};
 
 /// The largest request body accepted, in bytes (8 MiB); larger ones get 413.
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -156,23 +157,9 @@ where
             json_response(StatusCode::OK, &json!({"cleared": true}))
         }
         (&Method::POST, "/v1/chat/completions" | "/chat/completions") => {
-            let body = match Limited::new(request.into_body(), MAX_BODY_BYTES)
-                .collect()
-                .await
-            {
-                Ok(collected) => collected.to_bytes(),
-                Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
-                    return Ok(error_response(&ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "invalid_request_error",
-                        format!("request body exceeds {MAX_BODY_BYTES} bytes"),
-                    )));
-                }
-                Err(e) => {
-                    return Ok(error_response(&ApiError::invalid_request(format!(
-                        "cannot read the request body: {e}"
-                    ))));
-                }
+            let body = match read_body(request).await {
+                Ok(body) => body,
+                Err(error) => return Ok(error_response(&error)),
             };
             match chat(&state, &path, &body).await {
                 ChatReply::Json(status, value) => json_response(status, &value),
@@ -191,7 +178,50 @@ where
                 }
             }
         }
+        (&Method::POST, "/tokenize" | "/apply-template") => {
+            let answer = match read_body(request).await {
+                Ok(body) => measure(&state, &path, &body),
+                Err(error) => Err(error),
+            };
+            match answer {
+                Ok(value) => json_response(StatusCode::OK, &value),
+                Err(error) => error_response(&error),
+            }
+        }
         _ => error_response(&ApiError::not_found()),
     };
     Ok(response)
+}
+
+/// Reads a request body of at most [`MAX_BODY_BYTES`].
+async fn read_body<B>(request: Request<B>) -> Result<Bytes, ApiError>
+where
+    B: hyper::body::Body,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    match Limited::new(request.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+        )),
+        Err(e) => Err(ApiError::invalid_request(format!(
+            "cannot read the request body: {e}"
+        ))),
+    }
+}
+
+/// `/tokenize` or `/apply-template` on a JSON `body`.
+fn measure(state: &State, path: &str, body: &[u8]) -> Result<Value, ApiError> {
+    let value = serde_json::from_slice::<Value>(body)
+        .map_err(|e| ApiError::invalid_request(format!("the body is not valid JSON: {e}")))?;
+    if path == "/tokenize" {
+        tokenize_answer(&value)
+    } else {
+        apply_template_answer(&value, state.tool_template)
+    }
 }

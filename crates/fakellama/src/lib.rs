@@ -1,6 +1,6 @@
 //! fakellama: a scripted stand-in for llama.cpp's `llama-server`, speaking the same HTTP API
-//! (`/health`, `/props`, `/slots`, `/v1/chat/completions` streamed or not), for tests and
-//! benchmarks of the agent loop.
+//! (`/health`, `/props`, `/slots`, `/v1/chat/completions` streamed or not, `/tokenize`,
+//! `/apply-template`), for tests and benchmarks of the agent loop.
 //!
 //! It renders each request's messages and tools into a ChatML-like prompt
 //! ([`template`] rules), tokenises it deterministically ([`tokenize`]),
@@ -33,6 +33,7 @@ mod state;
 mod stream_body;
 pub mod template;
 pub mod tokenize;
+mod tokens;
 mod usage;
 
 pub use error::{Error, ScriptError};

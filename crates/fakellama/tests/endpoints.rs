@@ -323,3 +323,29 @@ fn binary_rejects_a_bad_script() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn apply_template_and_tokenize_measure_what_a_chat_request_reports() {
+    let (server, addr) = server(Options::default()).await;
+    let body = json!({
+        "messages": [
+            {"role": "system", "content": "You are a test."},
+            {"role": "user", "content": "my locker code is 4471"},
+        ],
+        "tools": [{"type": "function", "function": {"name": "clock", "parameters": {}}}],
+    });
+    let rendered = post(addr, "/apply-template", &body).await;
+    assert_eq!(rendered.status, 200, "{}", rendered.text());
+    let prompt = rendered.json()["prompt"].clone();
+    assert!(prompt.as_str().unwrap().contains("clock"), "{prompt}");
+    let tokens = post(addr, "/tokenize", &json!({ "content": prompt })).await;
+    assert_eq!(tokens.status, 200, "{}", tokens.text());
+    let count = tokens.json()["tokens"].as_array().unwrap().len();
+    assert_eq!(chat(addr, &body).await.status, 200);
+    assert_eq!(server.requests()[0].prompt_tokens, count);
+
+    let bad = post(addr, "/tokenize", &json!({ "text": "x" })).await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.text().contains("content"), "{}", bad.text());
+    server.shutdown().await;
+}

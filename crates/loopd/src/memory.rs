@@ -23,28 +23,79 @@ pub fn path(cfg: &Config) -> PathBuf {
     cfg.state_dir.join(MEMORY_FILE)
 }
 
-/// Splits a compaction's answer into the carry (what comes before [`NOTES_HEADING`]) and the
-/// notes (the non-empty lines after it, list markers taken off, each cut at
-/// [`NOTE_MAX_CHARS`]). An answer without the heading is all carry.
+/// Splits a compaction's answer into the carry and the notes, whatever the order of its
+/// sections (Qwen2.5-Coder-0.5B starts with the notes: `docs/real-model.md`).
+///
+/// The notes section starts at a line that reads [`NOTES_HEADING`] (any number of `#`, or
+/// none, bold or a closing `:` allowed) and ends at another heading or at text that follows
+/// a blank line without being a list item. Its lines are the notes (list markers taken off,
+/// `none` dropped, each cut at [`NOTE_MAX_CHARS`]); everything outside it is the carry. An
+/// answer that is all notes is the summary written as a list (what Qwen2.5-Coder-0.5B does):
+/// it is the carry, and no notes are kept from it, since the model did not tell lasting
+/// facts from the rest.
 pub fn split_answer(answer: &str) -> (String, Vec<String>) {
     let mut carry = Vec::new();
     let mut notes = Vec::new();
     let mut in_notes = false;
+    let mut after_blank = false;
     for line in answer.lines() {
-        if line.trim().eq_ignore_ascii_case(NOTES_HEADING) {
+        let trimmed = line.trim();
+        if is_notes_heading(trimmed) {
             in_notes = true;
+            after_blank = false;
             continue;
         }
-        if !in_notes {
-            carry.push(line);
-            continue;
+        if in_notes {
+            if trimmed.is_empty() {
+                after_blank = true;
+                continue;
+            }
+            let item = list_item(trimmed);
+            let ends = trimmed.starts_with('#') || (after_blank && item.is_none());
+            if !ends {
+                let note = item.unwrap_or(trimmed);
+                if !note.is_empty() && !note.eq_ignore_ascii_case("none") {
+                    notes.push(crate::compact::cap_chars(&neutralise(note), NOTE_MAX_CHARS));
+                }
+                continue;
+            }
+            in_notes = false;
         }
-        let note = line.trim().trim_start_matches(['-', '*']).trim_start();
-        if !note.is_empty() && !note.eq_ignore_ascii_case("none") {
-            notes.push(crate::compact::cap_chars(&neutralise(note), NOTE_MAX_CHARS));
+        carry.push(line);
+    }
+    let carry = carry.join("\n").trim().to_string();
+    if carry.is_empty() && !notes.is_empty() {
+        let listed: Vec<String> = notes.iter().map(|n| format!("- {n}")).collect();
+        return (listed.join("\n"), Vec::new());
+    }
+    (carry, notes)
+}
+
+/// Whether `line` (trimmed) is the heading of the notes section.
+fn is_notes_heading(line: &str) -> bool {
+    let text = line.trim_start_matches('#').trim().trim_matches('*').trim();
+    let text = text
+        .strip_suffix(':')
+        .unwrap_or(text)
+        .trim_end_matches('*')
+        .trim();
+    let wanted = NOTES_HEADING.trim_start_matches('#').trim();
+    text.eq_ignore_ascii_case(wanted)
+}
+
+/// The text of a list item (`- x`, `* x`, `• x`, `1. x`, `1) x`); `None` for other lines.
+fn list_item(line: &str) -> Option<&str> {
+    if let Some(rest) = line.strip_prefix(['-', '*', '•']) {
+        return Some(rest.trim_start());
+    }
+    let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    if digits > 0 {
+        let rest = &line[digits..];
+        if let Some(rest) = rest.strip_prefix(['.', ')']) {
+            return Some(rest.trim_start());
         }
     }
-    (carry.join("\n").trim().to_string(), notes)
+    None
 }
 
 /// Stores `texts` as notes of `session` with `labels`, durably.
@@ -119,6 +170,34 @@ mod tests {
         let (carry, notes) = split_answer("Only a carry.");
         assert_eq!(carry, "Only a carry.");
         assert!(notes.is_empty());
+    }
+
+    #[test]
+    fn the_notes_section_may_come_first() {
+        let (carry, notes) = split_answer(
+            "## Notes to remember\n- locker code 4471\n1. likes tea\n\nThe user gave their \
+             locker code and asked about tea.\nThen they left.",
+        );
+        assert_eq!(notes, ["locker code 4471", "likes tea"]);
+        assert_eq!(
+            carry,
+            "The user gave their locker code and asked about tea.\nThen they left."
+        );
+        // Another heading ends the section too; bold and a colon are allowed.
+        let (carry, notes) =
+            split_answer("**Notes to remember:**\n- tea\n## Summary\nTea was discussed.");
+        assert_eq!(notes, ["tea"]);
+        assert_eq!(carry, "## Summary\nTea was discussed.");
+    }
+
+    #[test]
+    fn an_answer_of_notes_alone_is_its_own_carry_and_keeps_no_notes() {
+        // What Qwen2.5-Coder-0.5B wrote: the heading, a blank line, the summary as a list.
+        let (carry, notes) = split_answer("## Notes to remember\n\n- locker code 4471\n- tea");
+        assert!(notes.is_empty());
+        assert_eq!(carry, "- locker code 4471\n- tea");
+        let (carry, notes) = split_answer("## Notes");
+        assert_eq!((carry.as_str(), notes.len()), ("## Notes", 0));
     }
 
     #[test]

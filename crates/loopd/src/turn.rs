@@ -172,6 +172,7 @@ fn steps(
         if stop.is_set() {
             return Ok(stop.end());
         }
+        compact::before_call(rt, session)?;
         let (completion, model_us) = match model_call(rt, session, stop, on_event)? {
             Ok(done) => done,
             Err(end) => return Ok(end),

@@ -8,7 +8,8 @@ use api_common::{Chunks, S1_RECORDS, get, json, request, send, start, test_optio
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use proto::api::{
-    ApiError, CancelAnswer, RecordsPage, SessionList, Status, TaskAccepted, error_kind,
+    ApiError, CancelAnswer, CompactAnswer, RecordsPage, SessionList, Status, TaskAccepted,
+    error_kind,
 };
 use std::os::unix::fs::MetadataExt;
 
@@ -107,6 +108,31 @@ async fn api_cancel_and_status_answer_their_bodies() {
     assert_eq!(status, StatusCode::OK);
     let answer: Status = serde_json::from_str(&text(body).await).unwrap();
     assert_eq!(answer, api_common::status());
+    served.stop().await;
+}
+
+#[tokio::test]
+async fn api_compact_answers_the_new_epoch_and_says_why_it_could_not() {
+    let served = start(test_options());
+    let req = request(Method::POST, "/v1/sessions/s1/compact", &[], "");
+    let (status, _, body) = send(&served.socket, req).await;
+    assert_eq!(status, StatusCode::OK);
+    let answer: CompactAnswer = serde_json::from_str(&text(body).await).unwrap();
+    assert_eq!((answer.session.as_str(), answer.epoch), ("s1", 2));
+
+    for (session, code, kind) in [
+        ("empty", StatusCode::BAD_REQUEST, error_kind::BAD_REQUEST),
+        ("busy", StatusCode::CONFLICT, error_kind::BUSY),
+        ("nope", StatusCode::NOT_FOUND, error_kind::NOT_FOUND),
+    ] {
+        let path = format!("/v1/sessions/{session}/compact");
+        let (status, _, body) = send(&served.socket, request(Method::POST, &path, &[], "")).await;
+        assert_eq!(status, code, "{session}");
+        assert_eq!(error_of(body).await.error.kind, kind, "{session}");
+    }
+    let (status, headers, _) = send(&served.socket, get("/v1/sessions/s1/compact")).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(headers["allow"], "POST");
     served.stop().await;
 }
 

@@ -9,7 +9,7 @@
 mod compact_support;
 
 use bxcore::{DataClass, Labels, LogRecord, TurnEnd};
-use compact_support::{Bed, COMPACT_PHRASE, ROOMY_N_CTX, SUMMARY_PHRASE, TINY_N_CTX, kinds};
+use compact_support::{Bed, COMPACT_PHRASE, DUE_AFTER_TURN, ROOMY_N_CTX, SUMMARY_PHRASE, kinds};
 use loopd::baseline::context_labels;
 use loopd::engine::{Engine, EngineParts, ToolSource};
 use loopd::heartbeat::{HEARTBEAT_PROMPT_FILE, HEARTBEAT_SESSION, Heartbeat, HeartbeatOptions};
@@ -60,10 +60,10 @@ tool_calls = [{{ name = "call_tool", arguments = "{{\"name\":\"echo\",\"argument
 const STEPS: [(&str, u32); 9] = [
     ("fetch otters", ROOMY_N_CTX),
     ("tell me more about otters", ROOMY_N_CTX),
-    ("and their rivers?", TINY_N_CTX),
+    ("and their rivers?", DUE_AFTER_TURN),
     ("epoch one, first question", ROOMY_N_CTX),
     ("epoch one, second question", ROOMY_N_CTX),
-    ("epoch one, third question", TINY_N_CTX),
+    ("epoch one, third question", DUE_AFTER_TURN),
     ("epoch two, first question", ROOMY_N_CTX),
     ("epoch two, second question", ROOMY_N_CTX),
     ("epoch two, third question", ROOMY_N_CTX),

@@ -5,20 +5,20 @@
 mod compact_support;
 
 use bxcore::{DataClass, Labels, SessionId};
-use compact_support::{Bed, ROOMY_N_CTX, TINY_N_CTX, script};
+use compact_support::{Bed, DUE_AFTER_TURN, ROOMY_N_CTX, script};
 use loopd::baseline::context_labels;
 use loopd::memory;
 
 /// A compaction answer with a carry and two notes.
-const WITH_NOTES: &str =
-    r#"reply = "CARRY: otters\n## Notes to remember\n- the user likes otters\n- tea, no sugar""#;
+const WITH_NOTES: &str = r#"reply = "CARRY: the user studies otters\n## Notes to remember\n- the user likes otters\n- tea, no sugar""#;
 
 #[test]
 fn notes_from_a_compaction_are_stored_with_the_carrys_labels() {
     let bed = Bed::new(&script(WITH_NOTES));
     let mut session = bed.session("s");
-    bed.task(&mut session, "fetch otters", TINY_N_CTX).unwrap();
-    assert_eq!(session.carry().unwrap().0, "CARRY: otters");
+    bed.task(&mut session, "fetch otters", DUE_AFTER_TURN)
+        .unwrap();
+    assert_eq!(session.carry().unwrap().0, "CARRY: the user studies otters");
     let notes = memory::list(&bed.cfg).unwrap();
     let texts: Vec<&str> = notes.iter().map(|n| n.text.as_str()).collect();
     assert_eq!(texts, ["the user likes otters", "tea, no sugar"]);

@@ -5,7 +5,7 @@
 mod compact_support;
 
 use bxcore::{DataClass, LogRecord, TurnEnd};
-use compact_support::{Bed, FETCHED, ROOMY_N_CTX, SUMMARY_PHRASE, TINY_N_CTX, kinds, script};
+use compact_support::{Bed, DUE_AFTER_TURN, FETCHED, ROOMY_N_CTX, SUMMARY_PHRASE, kinds, script};
 use loopd::session::Session;
 
 fn summaries(session: &Session) -> Vec<LogRecord> {
@@ -103,7 +103,8 @@ fn messages_never_replay_a_summary() {
 fn summaries_come_before_compaction_and_replace_the_result_in_it() {
     let bed = Bed::new(&script("reply = \"CARRY\""));
     let mut session = bed.session("s");
-    bed.task(&mut session, "fetch otters", TINY_N_CTX).unwrap();
+    bed.task(&mut session, "fetch otters", DUE_AFTER_TURN)
+        .unwrap();
     let order: Vec<&str> = kinds(&session)
         .into_iter()
         .filter(|k| *k == "tool_summary" || *k == "epoch_start")

@@ -346,7 +346,7 @@ fn a_full_context_fails_the_turn_and_keeps_the_log() {
     drop(session);
     let reopened = bed.store.open(&SessionId::new("full").unwrap()).unwrap();
     let kinds: Vec<&str> = reopened.records().iter().map(LogRecord::kind).collect();
-    // The compaction tried on the full context failed (no compact.md here) and says so.
+    // Nothing but the request to compact on the full context: a note says so.
     assert_eq!(kinds, ["header", "user", "note", "turn_end"]);
 }
 

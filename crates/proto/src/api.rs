@@ -8,6 +8,7 @@
 //! | `GET /v1/sessions/{id}?from=N&limit=M` | | [`RecordsPage`] |
 //! | `GET /v1/sessions/{id}/events` | | SSE of [`bxcore::TurnEvent`]s as they happen |
 //! | `POST /v1/sessions/{id}/cancel` | | [`CancelAnswer`] |
+//! | `POST /v1/sessions/{id}/compact` | | [`CompactAnswer`] once the new epoch's start is durable (queued behind the session's tasks); 400 when there is nothing to compact |
 //! | `GET /v1/status` | | [`Status`] |
 //! | `GET /v1/memory` | | [`MemoryList`] |
 //! | `GET /v1/notifications` | | [`NotificationList`] |
@@ -168,6 +169,24 @@ pub struct CancelAnswer {
     pub cancelled: bool,
     /// Queued tasks that were dropped.
     pub dropped: u64,
+}
+
+/// A compaction asked for (`POST /v1/sessions/{id}/compact`): the session's new epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactAnswer {
+    /// The session.
+    pub session: SessionId,
+    /// The epoch that began.
+    pub epoch: u32,
+    /// Why the model's summary was not used, when the carry was made without the model
+    /// (the first request, the last messages that fit, and what was left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_failure: Option<String>,
+    /// Characters in the carry.
+    pub carry_chars: u64,
+    /// Memory notes the compaction stored.
+    pub notes: u64,
 }
 
 /// How the appliance is.

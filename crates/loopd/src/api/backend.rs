@@ -3,8 +3,8 @@
 
 use bxcore::{SessionId, TurnEvent};
 use proto::api::{
-    CancelAnswer, MemoryList, NotificationList, RecordsPage, SessionList, Status, TaskAccepted,
-    TaskRequest,
+    CancelAnswer, CompactAnswer, MemoryList, NotificationList, RecordsPage, SessionList, Status,
+    TaskAccepted, TaskRequest,
 };
 use std::future::Future;
 use tokio::sync::{broadcast, mpsc};
@@ -54,6 +54,13 @@ pub trait Backend: Send + Sync + 'static {
     fn follow(&self, id: &SessionId) -> Result<broadcast::Receiver<TurnEvent>, ApiFailure>;
     /// Cancels the running turn of session `id` and drops its queued tasks.
     fn cancel(&self, id: &SessionId) -> Result<CancelAnswer, ApiFailure>;
+    /// Compacts session `id` into a new epoch, behind the tasks queued for it (a full queue is
+    /// [`ApiFailure::Busy`]); resolves once the epoch's start is durable. A session with
+    /// nothing to compact is [`ApiFailure::BadRequest`].
+    fn compact(
+        &self,
+        id: &SessionId,
+    ) -> impl Future<Output = Result<CompactAnswer, ApiFailure>> + Send;
     /// Every memory note, with its labels.
     fn memory(&self) -> Result<MemoryList, ApiFailure>;
     /// Every notification the heartbeat kept, oldest first.

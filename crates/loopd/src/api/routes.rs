@@ -33,6 +33,7 @@ enum Route<'a> {
     Session(&'a str),
     Events(&'a str),
     Cancel(&'a str),
+    Compact(&'a str),
     Status,
     Memory,
     Notifications,
@@ -47,6 +48,7 @@ impl Route<'_> {
             ["sessions", id] => Route::Session(id),
             ["sessions", id, "events"] => Route::Events(id),
             ["sessions", id, "cancel"] => Route::Cancel(id),
+            ["sessions", id, "compact"] => Route::Compact(id),
             ["status"] => Route::Status,
             ["memory"] => Route::Memory,
             ["notifications"] => Route::Notifications,
@@ -56,7 +58,7 @@ impl Route<'_> {
 
     fn method(self) -> Method {
         match self {
-            Route::Tasks | Route::Cancel(_) => Method::POST,
+            Route::Tasks | Route::Cancel(_) | Route::Compact(_) => Method::POST,
             Route::Sessions
             | Route::Session(_)
             | Route::Events(_)
@@ -206,6 +208,7 @@ where
             follow_stream(events, ping_ms, ctx.shutdown.clone())
         }
         Route::Cancel(raw) => answer(backend.cancel(&session_id(raw)?)),
+        Route::Compact(raw) => answer(backend.compact(&session_id(raw)?).await),
         Route::Status => json(StatusCode::OK, &backend.status().await),
         Route::Memory => answer(blocking(backend, |b| b.memory()).await),
         Route::Notifications => answer(blocking(backend, |b| b.notifications()).await),
@@ -229,6 +232,10 @@ mod tests {
         assert_eq!(
             Route::parse("/v1/sessions/a/cancel"),
             Some(Route::Cancel("a"))
+        );
+        assert_eq!(
+            Route::parse("/v1/sessions/a/compact"),
+            Some(Route::Compact("a"))
         );
         assert_eq!(Route::parse("/v1/status"), Some(Route::Status));
         assert_eq!(

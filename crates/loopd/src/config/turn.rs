@@ -156,6 +156,14 @@ pub struct Compact {
     pub summary_chars: usize,
     /// The most characters of the carry a compaction leaves for the next epoch.
     pub carry_chars: usize,
+    /// The most tokens of a compaction's answer (its `max_tokens`), and the room its request
+    /// leaves for it: the epoch is cut, from measured token counts, until the request fits the
+    /// slot with this much to spare. At most a quarter of the slot's `n_ctx` is used, whatever
+    /// is set here.
+    pub answer_tokens: u32,
+    /// The tokens a turn's model call must leave free in the slot: a call whose prompt would
+    /// leave fewer compacts the session first.
+    pub turn_room_tokens: u32,
 }
 
 impl Default for Compact {
@@ -165,6 +173,8 @@ impl Default for Compact {
             summarise: vec!["http_fetch".to_string()],
             summary_chars: 2_000,
             carry_chars: 8_000,
+            answer_tokens: 1_024,
+            turn_room_tokens: 256,
         }
     }
 }
@@ -177,5 +187,6 @@ impl Compact {
         }
         p.at_least("compact.summary_chars", self.summary_chars, 1);
         p.at_least("compact.carry_chars", self.carry_chars, 1);
+        p.at_least("compact.answer_tokens", self.answer_tokens, 1);
     }
 }

@@ -3,6 +3,7 @@
 use crate::api::{ApiFailure, Submitted};
 use crate::turn::Stop;
 use bxcore::{SessionId, TurnEvent};
+use proto::api::CompactAnswer;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -19,9 +20,32 @@ pub struct Pending {
     pub reply: oneshot::Sender<Result<Submitted, ApiFailure>>,
 }
 
+/// Work for a session's lane: a task, or a compaction asked for through the API. Both run
+/// on the lane's one worker, in order, so a compaction never races a turn.
+pub enum Work {
+    /// A task: a turn.
+    Task(Pending),
+    /// A compaction; answered when the new epoch's start is durable (or it cannot be).
+    Compact(oneshot::Sender<Result<CompactAnswer, ApiFailure>>),
+}
+
+impl Work {
+    /// Answers the waiting client that this work will not run, and why.
+    pub fn refuse(self, why: ApiFailure) {
+        match self {
+            Work::Task(pending) => {
+                let _ = pending.reply.send(Err(why));
+            }
+            Work::Compact(reply) => {
+                let _ = reply.send(Err(why));
+            }
+        }
+    }
+}
+
 /// A session's work.
 pub struct Lane {
-    queue: VecDeque<Pending>,
+    queue: VecDeque<Work>,
     running: Option<Arc<Stop>>,
     events: broadcast::Sender<TurnEvent>,
 }
@@ -58,8 +82,8 @@ impl Lane {
         stop
     }
 
-    /// The next waiting task, marked as running; or none, and the lane is idle.
-    pub fn next(&mut self) -> Option<(Pending, Arc<Stop>)> {
+    /// The next waiting work, marked as running; or none, and the lane is idle.
+    pub fn next(&mut self) -> Option<(Work, Arc<Stop>)> {
         match self.queue.pop_front() {
             Some(pending) => Some((pending, self.start())),
             None => {
@@ -69,10 +93,10 @@ impl Lane {
         }
     }
 
-    /// Queues `pending` behind the running turn, unless `queue_len` tasks already wait.
+    /// Queues `pending` behind the running work, unless `queue_len` already wait.
     pub fn enqueue(
         &mut self,
-        pending: Pending,
+        pending: Work,
         queue_len: usize,
         id: &SessionId,
     ) -> Result<(), ApiFailure> {
@@ -100,10 +124,8 @@ impl Lane {
             None => false,
         };
         let dropped = self.queue.len() as u64;
-        for pending in self.queue.drain(..) {
-            let _ = pending
-                .reply
-                .send(Err(ApiFailure::Unavailable(why.to_string())));
+        for work in self.queue.drain(..) {
+            work.refuse(ApiFailure::Unavailable(why.to_string()));
         }
         (told, dropped)
     }

@@ -7,6 +7,7 @@
 //! back, does the turn's background work (summaries, compaction) on the background slot, and
 //! takes the next task. The lane stays busy through the background work: one writer per log.
 
+mod compact;
 mod lane;
 mod status;
 mod worker;
@@ -18,10 +19,10 @@ use crate::llama::{Client, ServerInfo};
 use crate::session::{Store, StoreError};
 use crate::tools::{Registry, ToolPort};
 use bxcore::{SessionId, TurnEvent};
-use lane::{Lane, Pending};
+use lane::{Lane, Pending, Work};
 use proto::api::{
-    CancelAnswer, MemoryList, NotificationList, RecordsPage, SessionInfo, SessionList, Status,
-    TaskRequest,
+    CancelAnswer, CompactAnswer, MemoryList, NotificationList, RecordsPage, SessionInfo,
+    SessionList, Status, TaskRequest,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -164,6 +165,22 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Puts `work` on session `id`'s lane: behind what runs or waits there (a full queue is
+    /// [`ApiFailure::Busy`]), or on a new worker when the lane is idle.
+    fn queue(&self, id: &SessionId, work: Work) -> Result<(), ApiFailure> {
+        let mut lanes = self.inner.lock_lanes();
+        let lane = lanes.entry(id.clone()).or_insert_with(Lane::new);
+        if lane.is_busy() {
+            lane.enqueue(work, self.inner.parts.cfg.api.session_queue_len, id)
+        } else {
+            let stop = lane.start();
+            worker::spawn(self.inner.clone(), id.clone(), work, stop)
+                .map_err(|e| ApiFailure::Internal(format!("cannot start a turn thread: {e}")))
+        }
+    }
+}
+
 impl Inner {
     fn lock_lanes(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Lane>> {
         self.lanes.lock().unwrap_or_else(|p| p.into_inner())
@@ -213,21 +230,22 @@ impl Backend for Engine {
             text: task.text,
             reply,
         };
-        {
-            let mut lanes = self.inner.lock_lanes();
-            let lane = lanes.entry(id.clone()).or_insert_with(Lane::new);
-            if lane.is_busy() {
-                lane.enqueue(pending, self.inner.parts.cfg.api.session_queue_len, &id)?;
-            } else {
-                let stop = lane.start();
-                worker::spawn(self.inner.clone(), id.clone(), pending, stop).map_err(|e| {
-                    ApiFailure::Internal(format!("cannot start a turn thread: {e}"))
-                })?;
-            }
-        }
+        self.queue(&id, Work::Task(pending))?;
         answer.await.map_err(|_| {
             ApiFailure::Internal("the task was dropped before its turn started".into())
         })?
+    }
+
+    async fn compact(&self, id: &SessionId) -> Result<CompactAnswer, ApiFailure> {
+        if self.inner.shutting_down.load(Ordering::SeqCst) {
+            return Err(ApiFailure::Unavailable("loopd is shutting down".into()));
+        }
+        self.inner.known(id)?;
+        let (reply, answer) = oneshot::channel();
+        self.queue(id, Work::Compact(reply))?;
+        answer
+            .await
+            .map_err(|_| ApiFailure::Internal("the compaction was dropped before it ran".into()))?
     }
 
     fn sessions(&self) -> Result<SessionList, ApiFailure> {

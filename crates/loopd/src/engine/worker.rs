@@ -1,6 +1,6 @@
 //! The thread that runs one session's tasks, one after another.
 
-use super::lane::Pending;
+use super::lane::{Pending, Work};
 use super::{EngineParts, Inner, store_failure};
 use crate::api::{ApiFailure, Submitted};
 use crate::session::Session;
@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
 
-/// Starts the worker of session `id` with its first task.
+/// Starts the worker of session `id` with its first work.
 pub fn spawn(
     inner: Arc<Inner>,
     id: SessionId,
-    first: Pending,
+    first: Work,
     stop: Arc<Stop>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
@@ -25,10 +25,13 @@ pub fn spawn(
         .map(|_| ())
 }
 
-fn work(inner: &Arc<Inner>, id: &SessionId, first: Pending, stop: Arc<Stop>) {
+fn work(inner: &Arc<Inner>, id: &SessionId, first: Work, stop: Arc<Stop>) {
     let mut task = Some((first, stop));
-    while let Some((pending, stop)) = task {
-        run_one(inner, id, pending, &stop);
+    while let Some((work, stop)) = task {
+        match work {
+            Work::Task(pending) => run_one(inner, id, pending, &stop),
+            Work::Compact(reply) => super::compact::run(inner, id, reply, &stop),
+        }
         let mut lanes = inner.lock_lanes();
         task = lanes.get_mut(id).and_then(|lane| lane.next());
         if task.is_none() && lanes.get(id).is_some_and(|l| l.is_idle_and_unwatched()) {
@@ -55,7 +58,7 @@ struct Ran {
 }
 
 /// The runtime of a task of this engine with `registry`.
-fn runtime<'a>(parts: &'a EngineParts, registry: &'a Registry) -> Runtime<'a> {
+pub(super) fn runtime<'a>(parts: &'a EngineParts, registry: &'a Registry) -> Runtime<'a> {
     Runtime {
         cfg: &parts.cfg,
         client: &parts.client,

@@ -103,6 +103,29 @@ impl Client {
             .block_on(self.chat_retrying(request, on_event, cancelled))
     }
 
+    /// The tokens of the prompt `request` would be rendered into, as llama-server counts them
+    /// (`/apply-template`, then `/tokenize`), without running it. Blocks; panics inside an
+    /// async task.
+    pub fn prompt_tokens(&self, request: &ChatRequest) -> Result<u32, InferError> {
+        self.runtime
+            .block_on(super::measure::prompt_tokens(&self.options, request))
+    }
+
+    /// The tokens of `text` alone, as llama-server's tokeniser counts them (`/tokenize`).
+    /// Blocks; panics inside an async task.
+    pub fn text_tokens(&self, text: &str) -> Result<u32, InferError> {
+        self.runtime
+            .block_on(super::measure::text_tokens(&self.options, text))
+    }
+
+    /// The same client with answers of at most `max_tokens` tokens (a compaction's answer is
+    /// bounded apart from a turn's).
+    pub fn with_max_tokens(&self, max_tokens: u32) -> Client {
+        let mut options = self.options.clone();
+        options.max_tokens = Some(max_tokens);
+        Client::new(options, self.runtime.clone())
+    }
+
     /// Asks `/health`. Blocks; panics inside an async task.
     pub fn health(&self) -> Result<Health, InferError> {
         self.runtime.block_on(self.health_async())

@@ -8,6 +8,7 @@
 mod client;
 mod endpoint;
 mod error;
+mod measure;
 mod message;
 mod options;
 mod props;

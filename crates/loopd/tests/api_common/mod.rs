@@ -12,8 +12,8 @@ use hyper::body::{Body, Frame, Incoming};
 use hyper_util::rt::TokioIo;
 use loopd::api::{ApiFailure, ApiOptions, Backend, Limits, Submitted, bind_socket, serve};
 use proto::api::{
-    BrokerStatus, CancelAnswer, LlamaStatus, LoopdStatus, RecordsPage, SessionInfo, SessionList,
-    SlotRoles, Status, TaskAccepted, TaskRequest,
+    BrokerStatus, CancelAnswer, CompactAnswer, LlamaStatus, LoopdStatus, RecordsPage, SessionInfo,
+    SessionList, SlotRoles, Status, TaskAccepted, TaskRequest,
 };
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -164,6 +164,21 @@ impl Backend for Stub {
             session: id.clone(),
             cancelled: true,
             dropped: 2,
+        })
+    }
+
+    async fn compact(&self, id: &SessionId) -> Result<CompactAnswer, ApiFailure> {
+        match id.as_str() {
+            "busy" => return Err(ApiFailure::Busy("session busy: 8 tasks wait".into())),
+            "empty" => return Err(ApiFailure::BadRequest("nothing to compact".into())),
+            _ => known(id)?,
+        }
+        Ok(CompactAnswer {
+            session: id.clone(),
+            epoch: 2,
+            model_failure: None,
+            carry_chars: 120,
+            notes: 1,
         })
     }
 

@@ -22,8 +22,10 @@ pub const FETCHED: &str = "FETCHED PAGE about otters";
 pub const SUMMARY_PHRASE: &str = "Summarise the tool output below";
 /// A phrase of `config/compact.md`, for scripts to match compaction requests on.
 pub const COMPACT_PHRASE: &str = "is about to be replaced by a summary";
-/// A context so small that any turn reaches the threshold (tokens).
-pub const TINY_N_CTX: u32 = 16;
+/// Passed as `n_ctx`: compaction is due after the turn. The slot is as roomy as fakellama's,
+/// but the threshold is one any turn reaches (a slot smaller than the prompt would also make
+/// the turn compact before its calls).
+pub const DUE_AFTER_TURN: u32 = 0;
 /// A context no test fills (tokens).
 pub const ROOMY_N_CTX: u32 = fakellama::DEFAULT_N_CTX;
 
@@ -53,6 +55,11 @@ pub struct Bed {
 impl Bed {
     /// A bed on `script`, summarising `echo` results.
     pub fn new(script: &str) -> Bed {
+        Bed::with_n_ctx(script, ROOMY_N_CTX)
+    }
+
+    /// A bed on `script` whose fakellama has slots of `n_ctx` tokens.
+    pub fn with_n_ctx(script: &str, n_ctx: u32) -> Bed {
         let state = tempfile::tempdir().unwrap();
         let prompts = state.path().join("prompts");
         std::fs::create_dir(&prompts).unwrap();
@@ -72,7 +79,11 @@ impl Bed {
         cfg.compact.summarise = vec!["echo".into()];
         cfg.state_dir = state.path().to_path_buf();
         Bed {
-            fake: Fake::script(script),
+            fake: Fake::start(fakellama::Options {
+                script: fakellama::Script::parse(script).unwrap(),
+                n_ctx,
+                ..Default::default()
+            }),
             store: Store::new(state.path()).unwrap(),
             cfg,
             _state: state,
@@ -86,12 +97,19 @@ impl Bed {
             .unwrap()
     }
 
-    /// Runs `f` with a runtime over this bed's fakellama and `n_ctx`.
+    /// Runs `f` with a runtime over this bed's fakellama and `n_ctx` (or [`DUE_AFTER_TURN`]).
     pub fn with_rt<T>(&self, n_ctx: u32, f: impl FnOnce(&Runtime<'_>) -> T) -> T {
         let client = self.fake.client();
         let registry = Registry::m2b();
+        let mut cfg = self.cfg.clone();
+        let n_ctx = if n_ctx == DUE_AFTER_TURN {
+            cfg.compact.threshold = f64::MIN_POSITIVE;
+            ROOMY_N_CTX
+        } else {
+            n_ctx
+        };
         let rt = Runtime {
-            cfg: &self.cfg,
+            cfg: &cfg,
             client: &client,
             port: &FetchPort,
             registry: &registry,
@@ -122,6 +140,18 @@ impl Bed {
             .into_iter()
             .filter(|r| last_content(&r.body).contains(phrase))
             .map(|r| (r.body, r.slot_used))
+            .collect()
+    }
+}
+
+impl Bed {
+    /// The recorded compaction requests, in order.
+    pub fn compaction_requests(&self) -> Vec<fakellama::RecordedRequest> {
+        self.fake
+            .server
+            .requests()
+            .into_iter()
+            .filter(|r| last_content(&r.body).contains(COMPACT_PHRASE))
             .collect()
     }
 }
