@@ -124,6 +124,8 @@ fi
 cat >"$dev/boxd.toml" <<TOML
 # Written by scripts/demo.sh: boxd in a development layout (see config/boxd.toml, docs/config.md).
 notify = false
+# boxd's lock and the record of its children (what a killed boxd left is killed at the next start).
+runtime_dir = "$run"
 [restart]
 # A demo fails fast instead of restarting a child that died.
 max_restarts = 0

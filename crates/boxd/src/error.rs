@@ -50,12 +50,35 @@ pub enum Error {
         status: String,
     },
     /// A child was not ready in time.
-    #[error("{name}: not ready within {timeout_ms} ms")]
+    #[error("{name}: not ready within {timeout_ms} ms ({last_check})")]
     NotReady {
         /// The child.
         name: String,
         /// Its `start_timeout_ms`, in milliseconds.
         timeout_ms: u64,
+        /// What the last readiness check found.
+        last_check: String,
+    },
+    /// The runtime dir cannot be created, locked or read.
+    #[error("cannot use runtime_dir {dir}: {what}: {source}")]
+    RuntimeDir {
+        /// The `runtime_dir`.
+        dir: PathBuf,
+        /// What boxd was doing with it.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// Another boxd holds the runtime dir's lock.
+    #[error(
+        "another boxd runs with runtime_dir {dir} (it holds {lock}): refusing to start a second \
+         one, which would take that one's children for leftovers of a dead boxd"
+    )]
+    AlreadyRunning {
+        /// The `runtime_dir`.
+        dir: PathBuf,
+        /// Its lock file.
+        lock: PathBuf,
     },
     /// A child died too often.
     #[error(

@@ -4,14 +4,19 @@
 //! before is ready and only with a config file matching its pinned sha256 ([`pin`]); tells
 //! systemd when all are ready ([`notify`]); restarts a child that dies, with backoff, and gives
 //! up when one dies too often; and on SIGTERM or SIGINT stops them in reverse order
-//! ([`supervisor`], [`daemon`]).
+//! ([`supervisor`], [`daemon`]). Its children die with it, however it dies ([`exec_child`]),
+//! and what they leave is killed ([`process`], [`leftovers`]); a child counts as ready only
+//! when what answers is that child ([`ready`], [`procs`]).
 
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod exec_child;
+pub mod leftovers;
 pub mod notify;
 pub mod pin;
 pub mod process;
+pub mod procs;
 pub mod ready;
 pub mod supervisor;
 

@@ -26,6 +26,10 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // boxd starts each child through itself (`--exec-child`, hidden: boxd's own use).
+    if let Some(code) = boxd::exec_child::run_if_asked(std::env::args_os()) {
+        return code;
+    }
     let cli = Cli::parse();
     let daemon = Daemon {
         name: "boxd",

@@ -1,6 +1,16 @@
-//! Readiness checks: an HTTP URL answering 200, or a Unix socket accepting a connection.
+//! Readiness checks: an HTTP URL answering 200, or a Unix socket accepting a connection; and in
+//! both cases, served by the child boxd started (or one of its descendants), not by whatever
+//! else holds the address (a leftover of an earlier boxd, another program).
+//!
+//! A Unix socket's listener is named by the kernel: `SO_PEERCRED` of a connection to it gives
+//! the pid that listens. A TCP listener is found in `/proc/self/net/tcp{,6}` (the listening
+//! sockets that take connections to the address) and matched against the sockets that the
+//! child and its descendants hold (`/proc/<pid>/fd`). When `/proc` does not tell (unreadable,
+//! or no listening socket found), the 200 is taken as the child's, with a warning: that only
+//! happens where `/proc` is restricted beyond what boxd's own unit does.
 
 use crate::config::Ready;
+use crate::procs::{self, TcpOwner};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
@@ -12,22 +22,60 @@ pub const CHECK_TIMEOUT_MS: u64 = 1_000;
 /// The most bytes of an HTTP answer read to find its status line.
 pub const STATUS_LINE_MAX_BYTES: usize = 1_024;
 
-/// Waits, without end, until `ready` says ready (the caller bounds the wait).
-pub async fn wait(ready: &Ready) {
+/// What one check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// The child is ready.
+    Ready,
+    /// It is not (yet): why, in words.
+    NotYet(String),
+}
+
+/// Waits, without end, until `ready` says the child `pid` is ready (the caller bounds the
+/// wait). `last` holds what the latest check found, for the caller's error.
+pub async fn wait(ready: &Ready, pid: u32, last: &mut String) {
     loop {
-        let check = tokio::time::timeout(Duration::from_millis(CHECK_TIMEOUT_MS), check(ready));
-        if matches!(check.await, Ok(true)) {
-            return;
+        let check =
+            tokio::time::timeout(Duration::from_millis(CHECK_TIMEOUT_MS), check(ready, pid));
+        match check.await {
+            Ok(Check::Ready) => return,
+            Ok(Check::NotYet(why)) => *last = why,
+            Err(_) => *last = format!("a check took longer than {CHECK_TIMEOUT_MS} ms"),
         }
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }
 
-/// One check: whether `ready` says ready now.
-pub async fn check(ready: &Ready) -> bool {
+/// One check: whether `ready` says the child `pid` is ready now.
+pub async fn check(ready: &Ready, pid: u32) -> Check {
+    let Ok(pid) = i32::try_from(pid) else {
+        return Check::NotYet(format!("pid {pid} is out of range"));
+    };
     match ready {
-        Ready::Socket(path) => UnixStream::connect(path).await.is_ok(),
-        Ready::Http(url) => http_ok(url).await,
+        Ready::Socket(path) => {
+            let stream = match UnixStream::connect(path).await {
+                Ok(stream) => stream,
+                Err(e) => return Check::NotYet(format!("{}: {e}", path.display())),
+            };
+            match stream.peer_cred().map(|c| c.pid()) {
+                Ok(Some(listener)) if procs::descends_from(listener, pid) => Check::Ready,
+                // pid 0: a process outside boxd's pid namespace.
+                Ok(Some(listener)) => Check::NotYet(format!(
+                    "{} is served by pid {listener}, not by the child (pid {pid}) or one of its \
+                     descendants",
+                    path.display()
+                )),
+                Ok(None) => Check::NotYet(format!(
+                    "the kernel gives no pid for the process serving {}",
+                    path.display()
+                )),
+                Err(e) => Check::NotYet(format!(
+                    "cannot tell who serves {} (SO_PEERCRED): {e}",
+                    path.display()
+                )),
+            }
+        }
+        Ready::Http(url) => http_ok(url, pid).await,
     }
 }
 
@@ -50,17 +98,25 @@ fn split_url(url: &str) -> Option<(String, &str, &str)> {
     Some((addr, authority, path))
 }
 
-/// Whether a GET of `url` answers 200.
-async fn http_ok(url: &str) -> bool {
+/// Whether a GET of `url` answers 200 from a server the child `pid` (or a descendant) holds.
+async fn http_ok(url: &str, pid: i32) -> Check {
     let Some((addr, host, path)) = split_url(url) else {
-        return false;
+        return Check::NotYet(format!("{url} is not an http:// URL"));
     };
-    let Ok(mut stream) = TcpStream::connect(addr).await else {
-        return false;
+    let mut stream = match TcpStream::connect(&addr).await {
+        Ok(stream) => stream,
+        Err(e) => return Check::NotYet(format!("{addr}: {e}")),
     };
+    let owner = match stream.peer_addr() {
+        Ok(target) => procs::tcp_owner(target, pid),
+        Err(e) => TcpOwner::Unknown(format!("no peer address: {e}")),
+    };
+    if let TcpOwner::Theirs(why) = owner {
+        return Check::NotYet(why);
+    }
     let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return false;
+    if let Err(e) = stream.write_all(request.as_bytes()).await {
+        return Check::NotYet(format!("{url}: {e}"));
     }
     let mut buf = Vec::with_capacity(STATUS_LINE_MAX_BYTES);
     let mut chunk = [0u8; 256];
@@ -70,18 +126,26 @@ async fn http_ok(url: &str) -> bool {
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
-    let line = String::from_utf8_lossy(&buf);
+    let text = String::from_utf8_lossy(&buf);
+    let line = text.lines().next().unwrap_or_default();
     let mut parts = line.split_whitespace();
-    matches!(
+    if !matches!(
         (parts.next(), parts.next()),
         (Some(v), Some("200")) if v.starts_with("HTTP/1.")
-    )
+    ) {
+        return Check::NotYet(format!("{url} answers {line:?}"));
+    }
+    if let TcpOwner::Unknown(why) = owner {
+        tracing::warn!(%url, pid, "cannot tell who serves it ({why}): taking its 200 as the child's");
+    }
+    Check::Ready
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::procs::testing::Stranger;
     use tokio::net::TcpListener;
 
     #[test]
@@ -111,18 +175,52 @@ mod tests {
 
     #[tokio::test]
     async fn http_200_is_ready_and_503_is_not() {
+        let me = std::process::id();
         let url = serve_once("200 OK").await;
-        assert!(check(&Ready::Http(url)).await);
+        assert_eq!(check(&Ready::Http(url), me).await, Check::Ready);
         let url = serve_once("503 Service Unavailable").await;
-        assert!(!check(&Ready::Http(url)).await);
+        let found = check(&Ready::Http(url), me).await;
+        assert!(
+            matches!(&found, Check::NotYet(why) if why.contains("503")),
+            "{found:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn http_200_from_a_server_the_child_does_not_hold_is_not_ready() {
+        let stranger = Stranger::start();
+        let url = serve_once("200 OK").await;
+        let found = check(&Ready::Http(url), stranger.pid()).await;
+        assert!(
+            matches!(&found, Check::NotYet(why) if why.contains("held by a process other than the child")),
+            "{found:?}"
+        );
     }
 
     #[tokio::test]
     async fn a_socket_is_ready_once_it_accepts() {
+        let me = std::process::id();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
-        assert!(!check(&Ready::Socket(path.clone())).await);
+        assert!(matches!(
+            check(&Ready::Socket(path.clone()), me).await,
+            Check::NotYet(_)
+        ));
         let _listener = tokio::net::UnixListener::bind(&path).unwrap();
-        assert!(check(&Ready::Socket(path)).await);
+        assert_eq!(check(&Ready::Socket(path), me).await, Check::Ready);
+    }
+
+    #[tokio::test]
+    async fn a_socket_served_by_another_process_is_not_ready() {
+        let stranger = Stranger::start();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let _listener = tokio::net::UnixListener::bind(&path).unwrap();
+        let found = check(&Ready::Socket(path), stranger.pid()).await;
+        let me = std::process::id();
+        assert!(
+            matches!(&found, Check::NotYet(why) if why.contains(&format!("served by pid {me}"))),
+            "{found:?}"
+        );
     }
 }

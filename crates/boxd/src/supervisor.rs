@@ -4,6 +4,7 @@
 
 use crate::config::Config;
 use crate::error::Error;
+use crate::leftovers::RuntimeDir;
 use crate::notify;
 use crate::pin;
 use crate::process::{self, Exited, Running};
@@ -25,11 +26,16 @@ enum Started {
 
 /// Runs the children of `cfg` until `stop` turns true (then stops them and returns `Ok`) or
 /// something fails (then stops them and returns the error).
+///
+/// First it takes `runtime_dir` ([`RuntimeDir::take`]): fails when another boxd holds it, and
+/// kills what a boxd killed outright left running, before starting anything.
 pub async fn run(cfg: Config, stop: watch::Receiver<bool>) -> Result<(), Error> {
+    let runtime = RuntimeDir::take(&cfg.runtime_dir).await?;
     let n = cfg.children.len();
     let (events, exits) = mpsc::unbounded_channel();
     let mut sup = Supervisor {
         cfg,
+        runtime,
         stop,
         events,
         exits,
@@ -39,11 +45,13 @@ pub async fn run(cfg: Config, stop: watch::Receiver<bool>) -> Result<(), Error> 
     };
     let result = sup.supervise().await;
     sup.stop_all().await;
+    sup.runtime.clear();
     result
 }
 
 struct Supervisor {
     cfg: Config,
+    runtime: RuntimeDir,
     stop: watch::Receiver<bool>,
     events: mpsc::UnboundedSender<Exited>,
     exits: mpsc::UnboundedReceiver<Exited>,
@@ -118,12 +126,20 @@ impl Supervisor {
         pin::verify(child)?;
         self.generations[i] += 1;
         let mut running = process::spawn(child, i, self.generations[i], self.events.clone())?;
+        if let Some(start_ticks) = running.start_ticks() {
+            self.runtime.add(&child.name, running.pid(), start_ticks);
+        }
         let timeout = Duration::from_millis(child.start_timeout_ms);
         let mut stop = self.stop.clone();
+        let mut last_check = String::from("no check finished");
         let outcome = tokio::select! {
-            r = tokio::time::timeout(timeout, ready::wait(&child.ready)) => match r {
+            r = tokio::time::timeout(timeout, ready::wait(&child.ready, running.pid(), &mut last_check)) => match r {
                 Ok(()) => Ok(true),
-                Err(_) => Err(Error::NotReady { name: child.name.clone(), timeout_ms: child.start_timeout_ms }),
+                Err(_) => Err(Error::NotReady {
+                    name: child.name.clone(),
+                    timeout_ms: child.start_timeout_ms,
+                    last_check: last_check.clone(),
+                }),
             },
             status = running.exited() => Err(Error::ExitedEarly { name: child.name.clone(), status }),
             _ = stop.wait_for(|s| *s) => Ok(false),

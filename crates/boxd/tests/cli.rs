@@ -99,3 +99,36 @@ fn cli_logs_to_stderr_when_journald_is_named_but_not_there() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn cli_exec_child_becomes_the_program_only_under_the_boxd_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ran");
+    let script = format!("echo \"$0\" > '{}'", file.display());
+    // Its parent is this test, not pid 1 (the boxd it names): it exits without running it.
+    assert_ne!(std::process::id(), 1);
+    let out = boxd(&["--exec-child", "1", "/bin/sh", "sh", "-c", &script], &[]);
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("boxd (pid 1) is gone"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!file.exists());
+    // Named with its real parent's pid, it becomes the program, under the name it was given.
+    let me = std::process::id().to_string();
+    let out = boxd(
+        &["--exec-child", &me, "/bin/sh", "my-sh", "-c", &script],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "my-sh");
+    // A program that cannot be executed: 127, saying why.
+    let out = boxd(&["--exec-child", &me, "/nonexistent/x", "x"], &[]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(
+        text(&out.stderr).contains("cannot execute /nonexistent/x"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -210,9 +210,28 @@ fn a_child_that_cannot_be_started_fails_boxd_naming_it() {
     assert_eq!(boxd.wait_exit().code(), Some(1));
     let err = boxd.stderr();
     assert!(
-        err.contains("ghost: cannot start /nonexistent/ghost"),
+        err.contains(
+            "ghost: cannot start /nonexistent/ghost: no executable file at /nonexistent/ghost"
+        ),
         "{err}"
     );
+}
+
+#[test]
+fn a_program_named_without_a_path_is_found_in_the_childs_path() {
+    let mut s = Setup::new(RESTART);
+    let sock = s.sock("a");
+    let dir = std::path::Path::new(support::CHILD).parent().unwrap();
+    let log = s.log.display().to_string();
+    s.raw(&format!(
+        "[[children]]\nname = \"a\"\ncommand = \"boxd-test-child\"\n\
+         args = [\"a\", {log:?}, \"--socket\", {sock:?}]\nenv = {{ PATH = {dir:?} }}\n\
+         ready = {{ socket = {sock:?} }}"
+    ));
+    let mut boxd = s.start(&[]);
+    boxd.wait_for("a listening");
+    boxd.signal(Signal::SIGTERM);
+    assert_eq!(boxd.wait_exit().code(), Some(0), "{}", boxd.stderr());
 }
 
 /// Receives datagrams until both READY=1 and WATCHDOG=1 came; returns them all.

@@ -55,7 +55,9 @@ fn append(log: &Path, line: &str) -> anyhow::Result<()> {
         .create(true)
         .append(true)
         .open(log)?;
-    writeln!(f, "{line}")?;
+    // One write of the whole line: with O_APPEND it lands whole even when another test child
+    // (a grandchild) appends at the same moment, which `writeln!`'s several writes do not.
+    f.write_all(format!("{line}\n").as_bytes())?;
     Ok(())
 }
 

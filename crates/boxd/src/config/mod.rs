@@ -13,9 +13,13 @@ pub use child::{Child, DEFAULT_START_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, Ready};
 
 use bxconfig::{LogConfig, Problem, Problems, Validate};
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 /// The prefix of boxd's environment overrides: `BOXD_RESTART__MAX_RESTARTS`.
 pub const ENV_PREFIX: &str = "BOXD";
+
+/// Default `runtime_dir`: the NixOS unit's `RuntimeDirectory`.
+pub const DEFAULT_RUNTIME_DIR: &str = "/run/boxmaker";
 
 /// boxd's whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,6 +28,10 @@ pub struct Config {
     /// Whether to tell systemd `READY=1` once every child is ready (and ping its watchdog when
     /// `WATCHDOG_USEC` is set). Only acts when `NOTIFY_SOCKET` is set.
     pub notify: bool,
+    /// Where boxd keeps its lock (one boxd per directory) and its record of the children it
+    /// started, so the next boxd kills what a boxd killed outright left running. Created when
+    /// missing.
+    pub runtime_dir: PathBuf,
     /// `[restart]`: what happens when a child dies.
     pub restart: Restart,
     /// `[log]`: the log level.
@@ -36,6 +44,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             notify: true,
+            runtime_dir: PathBuf::from(DEFAULT_RUNTIME_DIR),
             restart: Restart::default(),
             log: LogConfig::default(),
             children: Vec::new(),
@@ -74,6 +83,7 @@ impl Default for Restart {
 impl Validate for Config {
     fn validate(&self) -> Result<(), Vec<Problem>> {
         let mut p = Problems::new();
+        p.path_non_empty("runtime_dir", &self.runtime_dir);
         let r = &self.restart;
         p.at_least("restart.initial_backoff_ms", r.initial_backoff_ms, 1);
         p.check(

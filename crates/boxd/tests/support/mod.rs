@@ -14,7 +14,8 @@ pub const WAIT_MS: u64 = 20_000;
 /// How often a condition is checked, in milliseconds.
 pub const POLL_MS: u64 = 20;
 
-const CHILD: &str = env!("CARGO_BIN_EXE_boxd-test-child");
+/// The stand-in child.
+pub const CHILD: &str = env!("CARGO_BIN_EXE_boxd-test-child");
 
 /// A boxd setup in a temp dir.
 pub struct Setup {
@@ -24,12 +25,34 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// An empty setup with `[restart]` as given.
+    /// An empty setup with `[restart]` as given, its runtime dir in the temp dir.
     pub fn new(restart: &str) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("children.log");
-        let toml = format!("notify = true\n[restart]\n{restart}\n");
+        let run = dir.path().join("run");
+        let toml = format!("notify = true\nruntime_dir = {run:?}\n[restart]\n{restart}\n");
         Setup { dir, log, toml }
+    }
+
+    /// Adds a child `name` ready on its socket that first starts, in the background (in the
+    /// child's process group), a grandchild `{name}-grandchild` (a test child that never listens and
+    /// stops only on a signal), then becomes a test child run with `opts`.
+    pub fn child_with_grandchild(&mut self, name: &str, opts: &[&str]) {
+        let sock = self.sock(name);
+        let log = self.log.display().to_string();
+        let mut script = format!(
+            "'{CHILD}' {name}-grandchild '{log}' >/dev/null 2>&1 & exec '{CHILD}' {name} '{log}' --socket '{}'",
+            sock.display()
+        );
+        for opt in opts {
+            script.push_str(&format!(" '{opt}'"));
+        }
+        write!(
+            self.toml,
+            "[[children]]\nname = {name:?}\ncommand = \"/bin/sh\"\nargs = [\"-c\", {script:?}]\n\
+             ready = {{ socket = {sock:?} }}\n"
+        )
+        .unwrap();
     }
 
     /// A socket path in the temp dir.
@@ -56,6 +79,29 @@ impl Setup {
         .unwrap();
     }
 
+    /// Starts a test child `name` that is not boxd's, listening on `sock`, and waits until it
+    /// listens; it is killed when dropped.
+    pub fn stranger(&self, name: &str, sock: &std::path::Path) -> Stranger {
+        let proc = Command::new(CHILD)
+            .arg(name)
+            .arg(&self.log)
+            .arg("--socket")
+            .arg(sock)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stranger = Stranger(proc);
+        let listening = format!("{name} listening {}", stranger.pid());
+        wait_until(&format!("{listening:?} in the children's log"), || {
+            std::fs::read_to_string(&self.log)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l == listening)
+        });
+        stranger
+    }
+
     /// Adds `toml` to the config as is.
     pub fn raw(&mut self, toml: &str) {
         self.toml.push_str(toml);
@@ -64,9 +110,14 @@ impl Setup {
 
     /// Starts boxd on this config with `env` (and nothing else in its environment but PATH).
     pub fn start(&self, env: &[(&str, &str)]) -> Boxd {
+        self.start_logging_to("boxd.stderr", env)
+    }
+
+    /// As [`Setup::start`], boxd's stderr going to `file` in the temp dir.
+    pub fn start_logging_to(&self, file: &str, env: &[(&str, &str)]) -> Boxd {
         let config = self.dir.path().join("boxd.toml");
         std::fs::write(&config, &self.toml).unwrap();
-        let stderr = self.dir.path().join("boxd.stderr");
+        let stderr = self.dir.path().join(file);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_boxd"));
         cmd.env_clear()
             .env("RUST_LOG", "info")
@@ -147,6 +198,17 @@ impl Boxd {
             .map(|l| l.rsplit_once(' ').unwrap().1.parse().unwrap())
             .collect()
     }
+
+    /// The pids logged with `event` (`a start`), in log order.
+    pub fn pids_of(&self, event: &str) -> Vec<i32> {
+        self.lines()
+            .iter()
+            .filter_map(|l| {
+                let (e, pid) = l.rsplit_once(' ')?;
+                (e == event).then(|| pid.parse().unwrap())
+            })
+            .collect()
+    }
 }
 
 impl Drop for Boxd {
@@ -170,4 +232,46 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 /// Whether a process `pid` exists (a zombie counts).
 pub fn exists(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Whether a process `pid` runs: it exists and is not a zombie (a killed orphan is reaped by
+/// whichever process adopted it, maybe later than the test looks).
+pub fn runs(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// A process the test started itself, not boxd: killed and reaped when dropped.
+pub struct Stranger(Child);
+
+impl Stranger {
+    /// Its pid.
+    pub fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Kills the processes it names when dropped: what a failed test would otherwise leave running.
+#[derive(Default)]
+pub struct KillOnDrop(pub Vec<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            if runs(*pid) {
+                let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+            }
+        }
+    }
 }
