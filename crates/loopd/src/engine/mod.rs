@@ -10,6 +10,7 @@
 mod compact;
 mod lane;
 mod status;
+mod unwind;
 mod worker;
 
 use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted};
