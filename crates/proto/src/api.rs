@@ -13,8 +13,10 @@
 //! | `GET /v1/memory` | | [`MemoryList`] |
 //! | `GET /v1/notifications` | | [`NotificationList`] |
 //!
-//! Every error is an [`ApiError`] with a status: 400 bad JSON or session id, 404 unknown
-//! session or path, 409 the session's queue is full, 413 body too large, 503 not ready.
+//! Every error is an [`ApiError`] with a status: 400 bad JSON or session id (or a request head
+//! that is not HTTP/1.1), 404 unknown session or path, 409 the session's queue is full, 413
+//! body too large, 414 URI too long, 431 request head too large, 503 not ready, 507 the disk
+//! is full.
 
 use bxcore::{DataClass, LogRecord, MemoryNote, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
