@@ -1,7 +1,7 @@
 //! brokerd's connection limits (`[limits] max_connections`, `header_read_timeout_ms`,
 //! `idle_timeout_ms`): silent clients past the cap do not keep loopd out, a running tool call
-//! is never cut to make room or for being quiet, and a full server answers 503 with its
-//! error body.
+//! is never cut to make room or for being quiet, a full server answers 503 with its error
+//! body, and so does a request head hyper cannot read (431 here).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::{oneshot, watch};
 
@@ -200,4 +200,31 @@ fn server_options_take_the_connection_limits_from_the_config() {
         ),
         (7, 8, 9)
     );
+}
+
+#[tokio::test]
+async fn server_a_head_with_too_many_fields_gets_431_with_its_error_body() {
+    let s = start(limits(8));
+    let fields: String = (0..=bxhttp::MAX_HEADER_FIELDS)
+        .map(|i| format!("x-{i}: v\r\n"))
+        .collect();
+    let mut stream = UnixStream::connect(&s.socket).await.unwrap();
+    let head = format!("GET /v1/health HTTP/1.1\r\nhost: b\r\n{fields}\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut answer))
+        .await
+        .expect("brokerd did not close the connection")
+        .unwrap();
+    let answer = String::from_utf8(answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+        "{answer}"
+    );
+    let (_, body) = answer.split_once("\r\n\r\n").unwrap();
+    let error: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(error["error"]["code"], 431);
+    assert_eq!(error["error"]["kind"], error_kind::HEAD_TOO_LARGE);
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("header fields"), "{message}");
 }

@@ -69,13 +69,15 @@ where
     }
 }
 
-/// Logs to stderr at `level`; `RUST_LOG`, when set, wins.
+/// Logs to stderr at `level`; `RUST_LOG`, when set, wins. A line that cannot be written (a
+/// stderr nobody reads any more) is lost, never a panic: see [`crate::Lossy`].
 pub fn log_to_stderr(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(crate::lossy_stderr)
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 }

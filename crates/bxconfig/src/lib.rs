@@ -20,6 +20,7 @@ mod env;
 mod error;
 mod load;
 mod log;
+mod lossy;
 mod validate;
 
 pub use check::{CheckOutcome, WARNING_PREFIX, check_config, run_check_config};
@@ -28,4 +29,5 @@ pub use daemon::{Daemon, EXIT_FAILED, EXIT_NO_CONFIG, log_to_stderr, run_daemon}
 pub use error::{ConfigError, KeyProblem, Origin};
 pub use load::{Loader, load, load_from};
 pub use log::{LogConfig, LogLevel};
+pub use lossy::{Lossy, lossy_stderr};
 pub use validate::{MAX_SOCKET_PATH_BYTES, Problem, Problems, Validate, check_http_url};

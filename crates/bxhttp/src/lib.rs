@@ -16,6 +16,10 @@
 //! - [`Limits::idle_timeout_ms`]: a connection whose peer owes bytes (the rest of a request
 //!   body, or reading an answer) and moves none for that long is closed. A handler that is
 //!   working (a long tool call, a stream waiting for its next event) is never idle.
+//! - a request hyper cannot read (a head that is not HTTP/1.1: 400; a URI longer than
+//!   [`MAX_URI_BYTES`]: 414; a head larger than [`MAX_HEAD_BYTES`] or with more than
+//!   [`MAX_HEADER_FIELDS`] fields: 431) gets [`Handler::malformed`], the daemon's error body,
+//!   instead of hyper's empty answer.
 //! - at shutdown: stop accepting, give open connections [`Limits::shutdown_drain_ms`] to
 //!   finish (hyper's graceful shutdown), cut the rest, remove the socket file.
 //!
@@ -36,13 +40,14 @@
 mod activity;
 mod body;
 mod io;
+mod malformed;
 mod open;
 mod serve;
 
 pub use body::RequestBody;
 pub use serve::serve;
 
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 use std::error::Error;
 use tokio::net::UnixStream;
 
@@ -53,6 +58,18 @@ pub const ACCEPT_RETRY_MS: u64 = 100;
 /// How long a connection that is answered and closed (a refused peer's 403, a full server's
 /// 503) may stay open to send its request and read the answer, in milliseconds.
 pub const CLOSING_ANSWER_TIMEOUT_MS: u64 = 5_000;
+
+/// The most bytes a request head (request line and header fields) may take; a larger one is
+/// answered 431. hyper's default read buffer, set explicitly so the error message is true.
+pub const MAX_HEAD_BYTES: usize = 8192 + 4096 * 100;
+
+/// The most header fields a request may have; more are answered 431 (hyper's default, set
+/// explicitly so the error message is true).
+pub const MAX_HEADER_FIELDS: usize = 100;
+
+/// The longest request URI hyper reads, in bytes; a longer one is answered 414. Fixed inside
+/// hyper (it cannot be configured): named here for the error message.
+pub const MAX_URI_BYTES: usize = u16::MAX as usize - 1;
 
 /// The connection limits of a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,4 +112,10 @@ pub trait Handler: Send + Sync + 'static {
     /// The 503 a connection gets when the server is at its cap and every connection has a
     /// request in flight; `why` says so.
     fn overloaded(&self, why: &str) -> Response<Self::Body>;
+
+    /// The answer to a request hyper could not read: `status` is 400 (not HTTP/1.1), 414 (URI
+    /// longer than [`MAX_URI_BYTES`]) or 431 (head larger than [`MAX_HEAD_BYTES`] or more than
+    /// [`MAX_HEADER_FIELDS`] fields), `why` says what was wrong. It is sent in place of
+    /// hyper's own empty answer, and the connection is closed.
+    fn malformed(&self, status: StatusCode, why: &str) -> Response<Self::Body>;
 }

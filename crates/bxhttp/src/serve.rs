@@ -4,8 +4,11 @@
 use crate::activity::{Activity, InFlight};
 use crate::body::{RequestBody, ResponseBody};
 use crate::io::Metered;
+use crate::malformed::{Withheld, Withhold};
 use crate::open::Open;
-use crate::{ACCEPT_RETRY_MS, CLOSING_ANSWER_TIMEOUT_MS, Handler, Limits};
+use crate::{
+    ACCEPT_RETRY_MS, CLOSING_ANSWER_TIMEOUT_MS, Handler, Limits, MAX_HEAD_BYTES, MAX_HEADER_FIELDS,
+};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -114,17 +117,22 @@ fn remove_socket_file(listener: &UnixListener, name: &str) {
     }
 }
 
-/// hyper's HTTP/1.1 server with the header-read timeout (which needs a timer).
+/// hyper's HTTP/1.1 server with the header-read timeout (which needs a timer) and the
+/// limits on a request head.
 fn http1(limits: Limits) -> http1::Builder {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms));
+        .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms))
+        .max_buf_size(MAX_HEAD_BYTES)
+        .max_header_size(MAX_HEAD_BYTES)
+        .max_headers(MAX_HEADER_FIELDS);
     builder
 }
 
 /// Serves one connection: the peer check, then HTTP/1.1 until the client closes, a timeout
-/// closes it, or the server stops.
+/// closes it, or the server stops; a request hyper cannot read gets the handler's
+/// [`Handler::malformed`] answer.
 async fn connection<H: Handler>(
     stream: UnixStream,
     handler: Arc<H>,
@@ -139,14 +147,22 @@ async fn connection<H: Handler>(
         answer_and_close(stream, answer, limits, name).await;
         return;
     }
-    let io = TokioIo::new(Metered::new(stream, Arc::clone(&activity)));
+    let withheld = Arc::new(Withheld::default());
+    let io = TokioIo::new(Metered::new(
+        Withhold::new(stream, Arc::clone(&withheld)),
+        Arc::clone(&activity),
+    ));
     let counted = Arc::clone(&activity);
+    let answering = Arc::clone(&handler);
+    let noted = Arc::clone(&withheld);
     let service = service_fn(move |request: Request<Incoming>| {
         let in_flight = InFlight::start(Arc::clone(&counted));
         let request = request.map(|body| RequestBody::new(body, Arc::clone(&counted)));
-        let answer = handler.handle(request);
+        let answer = answering.handle(request);
+        let noted = Arc::clone(&noted);
         async move {
             let response = answer.await;
+            noted.handler_answers(&response);
             Ok::<_, Infallible>(response.map(|body| ResponseBody::new(body, in_flight)))
         }
     });
@@ -172,6 +188,14 @@ async fn connection<H: Handler>(
             return;
         }
     };
+    if let Some((status, fd)) = withheld.take() {
+        let why = crate::malformed::why(status, result.as_ref().err());
+        tracing::debug!(server = name, %status, "answering a request hyper cannot read: {why}");
+        let answer = handler.malformed(status, &why);
+        let limit = Duration::from_millis(CLOSING_ANSWER_TIMEOUT_MS);
+        crate::malformed::answer(fd, answer, limit, name).await;
+        return;
+    }
     if let Err(e) = result {
         tracing::debug!(server = name, "connection ended with an error: {e}");
     }

@@ -56,6 +56,7 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     );
     let store = Store::new(&cfg.state_dir)
         .with_context(|| format!("cannot use the state dir {}", cfg.state_dir.display()))?;
+    store.remove_stale();
     let (port, tools) = tool_port(&cfg, runtime.handle());
     let api_options = ApiOptions::from_config(&cfg.api)?;
     let socket = cfg.socket.clone();

@@ -276,3 +276,21 @@ async fn api_full_queue_is_409_busy() {
     assert!(error.error.message.contains("8 tasks wait"), "{error:?}");
     served.stop().await;
 }
+
+#[tokio::test]
+async fn api_a_full_disk_is_507_with_the_reason() {
+    let served = start(test_options());
+    let req = request(
+        Method::POST,
+        "/v1/tasks",
+        &[],
+        r#"{"session":"full","text":"x"}"#,
+    );
+    let (status, _, body) = send(&served.socket, req).await;
+    assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE);
+    let error = error_of(body).await;
+    assert_eq!(error.error.kind, error_kind::INSUFFICIENT_STORAGE);
+    assert_eq!(error.error.code, 507);
+    assert_eq!(error.error.message, api_common::DISK_FULL);
+    served.stop().await;
+}

@@ -13,8 +13,10 @@
 //! | `GET /v1/memory` | | [`MemoryList`] |
 //! | `GET /v1/notifications` | | [`NotificationList`] |
 //!
-//! Every error is an [`ApiError`] with a status: 400 bad JSON or session id, 404 unknown
-//! session or path, 409 the session's queue is full, 413 body too large, 503 not ready.
+//! Every error is an [`ApiError`] with a status: 400 bad JSON or session id (or a request head
+//! that is not HTTP/1.1), 404 unknown session or path, 409 the session's queue is full, 413
+//! body too large, 414 URI too long, 431 request head too large, 503 not ready, 507 the disk
+//! is full.
 
 use bxcore::{DataClass, LogRecord, MemoryNote, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -278,7 +280,8 @@ pub struct ApiErrorBody {
     /// The HTTP status.
     pub code: u16,
     /// A word for scripts, one of [`error_kind`]: `bad_request`, `forbidden`, `not_found`,
-    /// `method_not_allowed`, `busy`, `too_large`, `unavailable`, `internal`.
+    /// `method_not_allowed`, `busy`, `too_large`, `uri_too_long`, `head_too_large`,
+    /// `unavailable`, `internal`, `insufficient_storage`.
     pub kind: String,
     /// What was wrong, for people.
     pub message: String,
@@ -311,10 +314,27 @@ pub mod error_kind {
     pub const BUSY: &str = "busy";
     /// 413: the request body is larger than `api.max_body_bytes`.
     pub const TOO_LARGE: &str = "too_large";
+    /// 414: the request's URI is longer than the HTTP layer reads.
+    pub const URI_TOO_LONG: &str = "uri_too_long";
+    /// 431: the request head is larger, or has more fields, than the HTTP layer reads.
+    pub const HEAD_TOO_LARGE: &str = "head_too_large";
     /// 500: something broke inside loopd.
     pub const INTERNAL: &str = "internal";
     /// 503: loopd cannot serve it now.
     pub const UNAVAILABLE: &str = "unavailable";
+    /// 507: the disk is full (or the user's quota spent): what the request would write
+    /// cannot be kept.
+    pub const INSUFFICIENT_STORAGE: &str = "insufficient_storage";
+
+    /// The word for a request the HTTP layer could not read, by the status it is answered
+    /// with (414, 431; anything else is a 400).
+    pub fn unreadable(code: u16) -> &'static str {
+        match code {
+            414 => URI_TOO_LONG,
+            431 => HEAD_TOO_LARGE,
+            _ => BAD_REQUEST,
+        }
+    }
 }
 
 /// The SSE comment loopd sends on an idle stream to keep it open (`: ping`).

@@ -7,7 +7,8 @@
 //! | `GET /v1/health` | 200 and `{"status":"ok"}` |
 //!
 //! Errors are `proto::api::ApiError` bodies (`{"error":{"code","kind","message"}}`); unknown
-//! paths get 404, wrong methods 405. Each connection's peer is checked first (root, brokerd's
+//! paths get 404, wrong methods 405; a request head hyper cannot read gets 400, 414 or 431
+//! with such a body too (see [`bxhttp`]). Each connection's peer is checked first (root, brokerd's
 //! own user, or a member of `socket_group`; and not a process descending from brokerd, such as
 //! an MCP server: [`descent`]); a refused peer gets 403. Connections are served by [`bxhttp`]
 //! within `[limits]`' `max_connections`, `header_read_timeout_ms` and `idle_timeout_ms`; at the
@@ -133,5 +134,10 @@ impl bxhttp::Handler for Server {
             message,
         )
         .into_response()
+    }
+
+    fn malformed(&self, status: StatusCode, why: &str) -> Response<Body> {
+        let kind = error_kind::unreadable(status.as_u16());
+        Problem::new(status, kind, why).into_response()
     }
 }

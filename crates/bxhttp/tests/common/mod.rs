@@ -73,6 +73,11 @@ impl Handler for TestHandler {
         async move {
             match request.uri().path() {
                 "/fast" => text(StatusCode::OK, "ok"),
+                // An empty 400 of the handler's own: hyper's automatic answers look the same.
+                "/bad" => Response::builder()
+                    .status(StatusCode::BAD_REQUEST)
+                    .body(Full::new(Bytes::new()).boxed())
+                    .unwrap(),
                 "/wait" => {
                     waiting.send_modify(|n| *n += 1);
                     let _ = release.wait_for(|r| *r).await;
@@ -114,6 +119,15 @@ impl Handler for TestHandler {
 
     fn overloaded(&self, why: &str) -> Response<TestBody> {
         text(StatusCode::SERVICE_UNAVAILABLE, format!("busy: {why}"))
+    }
+
+    fn malformed(&self, status: StatusCode, why: &str) -> Response<TestBody> {
+        let mut response = text(status, format!("malformed {}: {why}", status.as_u16()));
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain"),
+        );
+        response
     }
 }
 

@@ -36,6 +36,9 @@ pub enum ApiFailure {
     /// 500: something broke inside loopd.
     #[error("{0}")]
     Internal(String),
+    /// 507: the disk is full (or the quota spent); says what could not be written.
+    #[error("{0}")]
+    InsufficientStorage(String),
 }
 
 /// The engine behind the API.

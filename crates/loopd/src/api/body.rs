@@ -98,6 +98,10 @@ impl From<ApiFailure> for Problem {
                 (StatusCode::SERVICE_UNAVAILABLE, error_kind::UNAVAILABLE)
             }
             ApiFailure::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, error_kind::INTERNAL),
+            ApiFailure::InsufficientStorage(_) => (
+                StatusCode::INSUFFICIENT_STORAGE,
+                error_kind::INSUFFICIENT_STORAGE,
+            ),
         };
         Problem::new(status, kind, failure.to_string())
     }

@@ -83,4 +83,9 @@ impl<B: Backend> bxhttp::Handler for Api<B> {
         )
         .into_response()
     }
+
+    fn malformed(&self, status: StatusCode, why: &str) -> Response<Body> {
+        let kind = error_kind::unreadable(status.as_u16());
+        Problem::new(status, kind, why).into_response()
+    }
 }

@@ -10,6 +10,7 @@
 mod compact;
 mod lane;
 mod status;
+mod unwind;
 mod worker;
 
 use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted};
@@ -207,6 +208,9 @@ fn store_failure(e: StoreError) -> ApiFailure {
     match e {
         StoreError::NotFound(id) => ApiFailure::NotFound(format!("no session {id}")),
         StoreError::Busy(_) => ApiFailure::Busy(e.to_string()),
+        full if full.is_disk_full() => {
+            ApiFailure::InsufficientStorage(format!("disk full: {full}"))
+        }
         other => ApiFailure::Internal(other.to_string()),
     }
 }

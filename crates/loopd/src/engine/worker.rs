@@ -1,7 +1,7 @@
 //! The thread that runs one session's tasks, one after another.
 
 use super::lane::{Pending, Work};
-use super::{EngineParts, Inner, store_failure};
+use super::{EngineParts, Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
 use crate::session::Session;
 use crate::tools::Registry;
@@ -28,10 +28,12 @@ pub fn spawn(
 fn work(inner: &Arc<Inner>, id: &SessionId, first: Work, stop: Arc<Stop>) {
     let mut task = Some((first, stop));
     while let Some((work, stop)) = task {
-        match work {
+        // A panic ends this work only: its waiting client is answered by the dropped reply,
+        // its slot is given back by the unwinding, and the lane goes on below.
+        let _ = unwind::catch("a session's work", id, || match work {
             Work::Task(pending) => run_one(inner, id, pending, &stop),
             Work::Compact(reply) => super::compact::run(inner, id, reply, &stop),
-        }
+        });
         let mut lanes = inner.lock_lanes();
         task = lanes.get_mut(id).and_then(|lane| lane.next());
         if task.is_none() && lanes.get(id).is_some_and(|l| l.is_idle_and_unwatched()) {
@@ -124,12 +126,16 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
             let _ = feed.send(event.clone());
         }
     };
-    let result = run_foreground(
-        &runtime(parts, &registry),
-        &mut session,
-        stop,
-        &mut on_event,
-    );
+    let rt = runtime(parts, &registry);
+    let result = match unwind::catch("a turn", id, || {
+        run_foreground(&rt, &mut session, stop, &mut on_event)
+    }) {
+        Ok(result) => result,
+        Err(why) => {
+            unwind::end_failed(&mut session, turn, &why, &mut on_event);
+            return None;
+        }
+    };
     if let Err(e) = &result {
         tracing::warn!(session = %id, turn, error = %e, "turn failed");
     }

@@ -34,6 +34,13 @@ pub enum StoreError {
     /// No session of that id exists.
     #[error("no session {0}")]
     NotFound(SessionId),
+    /// A session directory without a log (left by a crash?) holds files loopd did not make;
+    /// loopd leaves them, so the id cannot be created until someone looks.
+    #[error(
+        "{0}: a session directory with no log (left by a crash?) holds files loopd did not \
+         make; move it away to use this session id"
+    )]
+    Orphan(PathBuf),
     /// An epoch's baseline is written once and never changed.
     #[error("{path}: the baseline of epoch {epoch} was already written and never changes")]
     BaselineExists {
@@ -58,11 +65,36 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the file system is full or the user's quota spent (`ENOSPC`, `EDQUOT`):
+    /// nothing more can be written until space is made.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Io { source, .. }
+                if matches!(source.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+        )
+    }
+
     /// An I/O error about `path`.
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> StoreError {
         StoreError::Io {
             path: path.into(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_full_disk_and_a_spent_quota_are_told_from_other_failures() {
+        let io = |code| StoreError::io("/s/log.jsonl", std::io::Error::from_raw_os_error(code));
+        assert!(io(nix::libc::ENOSPC).is_disk_full());
+        assert!(io(nix::libc::EDQUOT).is_disk_full());
+        assert!(!io(nix::libc::EACCES).is_disk_full());
+        assert!(!StoreError::NotFound(SessionId::new("a").unwrap()).is_disk_full());
     }
 }

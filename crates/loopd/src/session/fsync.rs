@@ -12,6 +12,18 @@ pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
         .map_err(|e| StoreError::io(dir, e))
 }
 
+/// What the name of a durable write's temporary file holds before the writer's pid:
+/// `<name>.tmp.<pid>` (stored outputs use the same form).
+pub const TEMP_INFIX: &str = ".tmp.";
+
+/// Whether `name` is the name of a durable write's temporary file (`<name>.tmp.<pid>`): one
+/// that a crash left is removed at start.
+pub fn is_temp_name(name: &str) -> bool {
+    name.rsplit_once(TEMP_INFIX).is_some_and(|(stem, pid)| {
+        !stem.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 /// Writes `bytes` to a new file at `target`, durably and atomically: a temporary file is
 /// written and synced, then hard-linked into place, which fails if `target` exists. The
 /// caller syncs the directory.
@@ -26,4 +38,25 @@ pub fn write_new_file(target: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     // The temporary name is ours alone; a failure to remove it leaves only a stray file.
     let _ = std::fs::remove_file(&tmp);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_names_are_told_from_others() {
+        for temp in ["log.tmp.4242", "baseline-1.tmp.7", "out-3.json.tmp.12"] {
+            assert!(is_temp_name(temp), "{temp}");
+        }
+        for other in [
+            "log.jsonl",
+            "notes.tmp.txt",
+            ".tmp.12",
+            "log.tmp.",
+            "tmp.12",
+        ] {
+            assert!(!is_temp_name(other), "{other}");
+        }
+    }
 }

@@ -10,9 +10,12 @@
 //! - a crash mid-write leaves at most a torn last line, which open cuts off (and logs);
 //! - a turn left unfinished gets an `interrupted` turn end on open;
 //! - one open [`Session`] per id: an in-process hold plus an exclusive lock on the log file;
-//! - an epoch's baseline is written once and never changes.
+//! - an epoch's baseline is written once and never changes;
+//! - a session is created whole or not at all: a directory without a log is no session, and
+//!   what a crash leaves is cleared (see [`create`]).
 
 mod baseline;
+pub mod create;
 mod error;
 mod fsync;
 mod hold;
@@ -59,20 +62,21 @@ impl Store {
         self.sessions_dir.join(id.as_str())
     }
 
-    /// Creates session `id` with a durable header and opens it.
+    /// Creates session `id` with a durable header, atomically (see [`create`]), and opens it.
+    /// A directory a crash left without a log is taken over; one that holds files loopd did
+    /// not make is [`StoreError::Orphan`].
     pub fn create(&self, id: &SessionId) -> Result<Session, StoreError> {
         let hold = self.hold(id)?;
         let dir = self.dir(id);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(StoreError::Exists(id.clone()));
-            }
-            Err(e) => return Err(StoreError::io(&dir, e)),
-        }
-        fsync::sync_dir(&self.sessions_dir)?;
-        Session::write_header(id, &dir)?;
+        create::make(&self.sessions_dir, id, &dir)?;
         Session::open(id.clone(), dir, hold)
+    }
+
+    /// Removes what crashes left (half-made sessions, temporary files of durable writes,
+    /// directories without a log); returns what it removed. For the daemon at start, before
+    /// anything writes: a temporary file in use would be taken from its writer.
+    pub fn remove_stale(&self) -> Vec<PathBuf> {
+        create::remove_stale(&self.sessions_dir)
     }
 
     /// Opens session `id` for appending: recovers it (see the module's invariants) and holds
@@ -104,7 +108,7 @@ impl Store {
             else {
                 continue;
             };
-            if entry.path().join(LOG_FILE).is_file() {
+            if create::has_log(&entry.path()) {
                 ids.push(id);
             }
         }
@@ -128,7 +132,7 @@ impl Store {
 
     /// Whether session `id` exists (has a log).
     pub fn exists(&self, id: &SessionId) -> bool {
-        self.dir(id).join(LOG_FILE).is_file()
+        create::has_log(&self.dir(id))
     }
 
     /// Whether session `id` is open (held) in this process now.

@@ -27,6 +27,10 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 /// How long a test waits for anything before it fails, in milliseconds.
 pub const WAIT_MS: u64 = 10_000;
 
+/// What the stand-in says to a task for session `full`, as the engine says it.
+pub const DISK_FULL: &str =
+    "disk full: /state/sessions/full/log.jsonl: No space left on device (os error 28)";
+
 /// The records the stand-in holds for session `s1`.
 pub const S1_RECORDS: u64 = 5;
 
@@ -63,8 +67,9 @@ pub fn scripted_turn(session: &SessionId, turn: u64) -> Vec<TurnEvent> {
     ]
 }
 
-/// A scripted engine. Sessions: `s1` (known, 5 records), `busy` (full queue), `slow` (a
-/// turn whose events the test sends through [`Stub::slow_turn`]); any other is unknown.
+/// A scripted engine. Sessions: `s1` (known, 5 records), `busy` (full queue), `full` (the
+/// disk is full), `slow` (a turn whose events the test sends through [`Stub::slow_turn`]);
+/// any other is unknown.
 pub struct Stub {
     /// Every task submitted, in order.
     pub submitted: Mutex<Vec<TaskRequest>>,
@@ -116,6 +121,7 @@ impl Backend for Stub {
         match session.as_str() {
             "busy" => return Err(ApiFailure::Busy("session busy: 8 tasks wait".into())),
             "gone" => return Err(ApiFailure::NotFound("no session gone".into())),
+            "full" => return Err(ApiFailure::InsufficientStorage(DISK_FULL.into())),
             "slow" => *self.slow_turn.lock().unwrap() = Some(tx),
             _ => {
                 for event in scripted_turn(&session, 3) {
