@@ -16,8 +16,9 @@
 //! - [`Limits::idle_timeout_ms`]: a connection whose peer owes bytes (the rest of a request
 //!   body, or reading an answer) and moves none for that long is closed. A handler that is
 //!   working (a long tool call, a stream waiting for its next event) is never idle.
-//! - at shutdown: stop accepting, give open connections [`Limits::shutdown_drain_ms`] to
-//!   finish (hyper's graceful shutdown), cut the rest, remove the socket file.
+//! - at shutdown: remove the socket file and close the listener (a new client is refused at
+//!   once), give open connections [`Limits::shutdown_drain_ms`] to finish (hyper's graceful
+//!   shutdown), cut the rest.
 //!
 //! ```no_run
 //! # async fn run<H: bxhttp::Handler>(handler: std::sync::Arc<H>) -> std::io::Result<()> {

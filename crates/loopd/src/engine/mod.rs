@@ -26,7 +26,7 @@ use proto::api::{
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore, broadcast, oneshot};
 
@@ -100,6 +100,9 @@ struct Inner {
     background: Arc<Semaphore>,
     started: Instant,
     shutting_down: AtomicBool,
+    /// Read by a worker from its last look at `shutting_down` until its task's user record is
+    /// written; written by shutdown to set the flag, so no user record is begun after it.
+    starting: RwLock<()>,
     /// Counter for the ids of new sessions.
     new_ids: AtomicU64,
     /// Notified each time a worker ends.
@@ -118,16 +121,28 @@ impl Engine {
                 background: Arc::new(Semaphore::new(1)),
                 started: Instant::now(),
                 shutting_down: AtomicBool::new(false),
+                starting: RwLock::new(()),
                 new_ids: AtomicU64::new(0),
                 worker_done: Notify::new(),
             }),
         }
     }
 
-    /// Stops taking tasks, drops queued ones, tells running turns to stop (they end as
-    /// `interrupted`) and waits up to `grace_ms` for them to record their end.
+    /// Stops taking tasks (a new one is [`ApiFailure::Unavailable`], and no user record is
+    /// begun from now on), refuses the queued ones alike, tells running turns to stop (they
+    /// end as `interrupted` and send their `ended` event) and waits up to `grace_ms` for them
+    /// to record their end.
     pub async fn shutdown(&self, grace_ms: u64) {
-        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        let inner = Arc::clone(&self.inner);
+        // Off the async threads: a worker may be writing its user record (one fsync).
+        let closed = tokio::task::spawn_blocking(move || {
+            let _no_starts = inner.starting.write().unwrap_or_else(|p| p.into_inner());
+            inner.shutting_down.store(true, Ordering::SeqCst);
+        })
+        .await;
+        if closed.is_err() {
+            self.inner.shutting_down.store(true, Ordering::SeqCst);
+        }
         {
             let mut lanes = self.inner.lock_lanes();
             for lane in lanes.values_mut() {

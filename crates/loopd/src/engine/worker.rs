@@ -83,7 +83,14 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         )));
         return None;
     };
-    if stop.cancelled.load(Ordering::SeqCst) || inner.shutting_down.load(Ordering::SeqCst) {
+    let no_shutdown_meanwhile = inner.starting.read().unwrap_or_else(|p| p.into_inner());
+    if inner.shutting_down.load(Ordering::SeqCst) {
+        let _ = pending.reply.send(Err(ApiFailure::Unavailable(
+            "loopd is shutting down".into(),
+        )));
+        return None;
+    }
+    if stop.cancelled.load(Ordering::SeqCst) {
         let _ = pending.reply.send(Err(ApiFailure::Unavailable(
             "cancelled before it started".into(),
         )));
@@ -105,6 +112,7 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
             return None;
         }
     };
+    drop(no_shutdown_meanwhile);
     let (events, receiver) = mpsc::unbounded_channel();
     let accepted = TaskAccepted {
         session: id.clone(),
