@@ -10,6 +10,7 @@
 mod compact;
 mod lane;
 mod status;
+mod task_ids;
 mod worker;
 
 use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted};
@@ -103,6 +104,8 @@ struct Inner {
     /// Read by a worker from its last look at `shutting_down` until its task's user record is
     /// written; written by shutdown to set the flag, so no user record is begun after it.
     starting: RwLock<()>,
+    /// The tasks their clients named that wait or run now.
+    named: Arc<task_ids::Live>,
     /// Counter for the ids of new sessions.
     new_ids: AtomicU64,
     /// Notified each time a worker ends.
@@ -122,6 +125,7 @@ impl Engine {
                 started: Instant::now(),
                 shutting_down: AtomicBool::new(false),
                 starting: RwLock::new(()),
+                named: Arc::default(),
                 new_ids: AtomicU64::new(0),
                 worker_done: Notify::new(),
             }),
@@ -236,14 +240,24 @@ impl Backend for Engine {
                 "the task's text is empty: say what the task is".into(),
             ));
         }
-        let id = match task.session {
-            Some(id) => id,
-            None => self.new_session_id()?,
+        let id = match (task.session, &task.task_id) {
+            (Some(id), _) => id,
+            (None, Some(task_id)) => proto::api::task_session(task_id)
+                .map_err(|e| ApiFailure::BadRequest(format!("task_id {task_id}: {e}")))?,
+            (None, None) => self.new_session_id()?,
+        };
+        let named = match task.task_id {
+            None => None,
+            Some(task_id) => match task_ids::Live::find_or_add(&self.inner.named, &id, task_id) {
+                task_ids::Found::Live(first) => return task_ids::follow(first).await,
+                task_ids::Found::New(ticket) => Some(ticket),
+            },
         };
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             text: task.text,
             reply,
+            named,
         };
         self.queue(&id, Work::Task(pending))?;
         answer.await.map_err(|_| {
