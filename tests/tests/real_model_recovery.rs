@@ -48,6 +48,7 @@ fn write_cut_turn(stack: &Stack, id: &str) {
             time,
             turn: 1,
             content: "Echo a long text.".into(),
+            task_id: None,
         },
         LogRecord::Assistant {
             time,

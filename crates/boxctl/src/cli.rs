@@ -1,7 +1,7 @@
 //! boxctl's command line and its exit codes.
 
 use crate::client::DEFAULT_SOCKET;
-use bxcore::SessionId;
+use bxcore::{SessionId, TaskId};
 use clap::{Parser, Subcommand};
 use clap_complete::Shell;
 use std::path::PathBuf;
@@ -66,6 +66,11 @@ pub enum Command {
         /// Show the model's reasoning too (dimmed on a terminal).
         #[arg(long)]
         reasoning: bool,
+        /// Name the task (1 to 48 of A-Z a-z 0-9 . _ -). Submitting it again with the same id
+        /// (when loopd gave no answer) answers the first one's turn instead of running it
+        /// twice; without --session it runs in session task-ID. Default: a new id each time.
+        #[arg(long, value_name = "ID")]
+        task_id: Option<TaskId>,
         /// What to ask; the words are joined with spaces.
         #[arg(value_name = "TEXT", required = true, num_args = 1..)]
         text: Vec<String>,

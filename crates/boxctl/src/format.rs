@@ -282,6 +282,7 @@ pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
             time,
             turn,
             content,
+            ..
         } => vec![format!(
             "{} user [turn {turn}]: {}",
             clock(time),

@@ -6,7 +6,7 @@ use crate::cli::{
 };
 use crate::client::{Client, ClientError, EventStream, StreamItem};
 use crate::format::{EventPrinter, end_message, record_lines};
-use bxcore::{SessionId, TurnEnd, TurnEvent};
+use bxcore::{SessionId, TaskId, TurnEnd, TurnEvent};
 use clap::CommandFactory;
 use proto::api::{SSE_PING_COMMENT, TaskRequest};
 use std::io::{self, IsTerminal, Write};
@@ -16,6 +16,8 @@ use std::io::{self, IsTerminal, Write};
 enum Failure {
     Client(ClientError),
     Output(io::Error),
+    /// Something on this side, before anything was sent (no task id could be made).
+    Local(String),
 }
 
 impl From<ClientError> for Failure {
@@ -63,8 +65,16 @@ pub async fn run(cli: Cli) -> u8 {
         Command::Task {
             session,
             reasoning,
+            task_id,
             text,
-        } => task(&client, json, session, reasoning, text.join(" ")).await,
+        } => {
+            let task = TaskRequest {
+                session,
+                text: text.join(" "),
+                task_id,
+            };
+            submit_task(&client, json, task, reasoning).await
+        }
         Command::Sessions => sessions(&client, json).await,
         Command::Show {
             id,
@@ -91,6 +101,10 @@ pub async fn run(cli: Cli) -> u8 {
             eprintln!("boxctl: {e}");
             exit_code(&e)
         }
+        Err(Failure::Local(why)) => {
+            eprintln!("boxctl: {why}");
+            EXIT_FAILED
+        }
         Err(Failure::Output(e)) => {
             if e.kind() != io::ErrorKind::BrokenPipe {
                 eprintln!("boxctl: cannot write to stdout: {e}");
@@ -114,15 +128,24 @@ fn stream_ended(client: &Client, what: &str) -> ClientError {
     }
 }
 
-async fn task(
+/// A new task id: the time and 64 random bits, so that no two `boxctl task` share one.
+pub fn fresh_task_id() -> Result<TaskId, String> {
+    let random = getrandom::u64().map_err(|e| format!("no random numbers for a task id: {e}"))?;
+    let now = bxcore::Timestamp::now().unix_seconds();
+    TaskId::new(&format!("{now}-{random:016x}")).map_err(|e| e.to_string())
+}
+
+async fn submit_task(
     client: &Client,
     json: bool,
-    session: Option<SessionId>,
+    mut task: TaskRequest,
     reasoning: bool,
-    text: String,
 ) -> Result<u8, Failure> {
-    let new_session = session.is_none();
-    let mut stream = client.submit_stream(&TaskRequest { session, text }).await?;
+    let new_session = task.session.is_none();
+    if task.task_id.is_none() {
+        task.task_id = Some(fresh_task_id().map_err(Failure::Local)?);
+    }
+    let mut stream = client.submit_stream(&task).await?;
     let mut printer = EventPrinter::new(reasoning, io::stdout().is_terminal());
     while let Some(item) = stream.next().await? {
         let (event, raw) = match item {

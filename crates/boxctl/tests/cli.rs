@@ -33,6 +33,7 @@ fn cli_task_joins_its_words_and_takes_global_flags_anywhere() {
     let Command::Task {
         session,
         reasoning,
+        task_id,
         text,
     } = cli.command
     else {
@@ -40,7 +41,34 @@ fn cli_task_joins_its_words_and_takes_global_flags_anywhere() {
     };
     assert_eq!(session.unwrap().as_str(), "s1");
     assert!(!reasoning);
+    assert_eq!(task_id, None);
     assert_eq!(text.join(" "), "what time is it");
+}
+
+#[test]
+fn cli_task_takes_a_task_id_and_says_what_a_bad_one_is() {
+    let cli = parse(&["task", "--task-id", "retry-1", "again"]).unwrap();
+    let Command::Task { task_id, .. } = cli.command else {
+        panic!("not a task: {:?}", cli.command)
+    };
+    assert_eq!(task_id.unwrap().as_str(), "retry-1");
+    let e = parse(&["task", "--task-id", "a/b", "x"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("only A-Z a-z 0-9 . _ - are allowed"), "{e}");
+    let long = "x".repeat(49);
+    let e = parse(&["task", "--task-id", &long, "x"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the limit is 48"), "{e}");
+}
+
+#[test]
+fn cli_fresh_task_ids_are_valid_and_differ() {
+    let a = boxctl::run::fresh_task_id().unwrap();
+    let b = boxctl::run::fresh_task_id().unwrap();
+    assert_ne!(a, b);
+    assert!(proto::api::task_session(&a).is_ok());
 }
 
 #[test]

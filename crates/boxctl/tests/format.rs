@@ -196,6 +196,7 @@ fn format_records_read_one_line_each() {
             time: t,
             turn: 2,
             content: "what time\nis it?".into(),
+            task_id: None,
         }),
         ["03:04:05 user [turn 2]: what time ⏎ is it?"]
     );

@@ -16,7 +16,7 @@ mod time;
 pub use deny::{DenyReason, denial_message};
 pub use error::ValueError;
 pub use event::{ModelTimings, TurnEvent};
-pub use ids::{CallId, SESSION_ID_MAX_BYTES, SessionId};
+pub use ids::{CallId, SESSION_ID_MAX_BYTES, SessionId, TASK_ID_MAX_BYTES, TaskId};
 pub use labels::{DataClass, Labels};
 pub use record::{
     LOG_FORMAT_VERSION, LogRecord, MemoryNote, ToolCall, ToolOutcome, TurnEnd, Usage,

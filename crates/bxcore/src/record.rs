@@ -3,7 +3,7 @@
 //! The log is append-only; these types are its on-disk format, so every variant refuses
 //! fields it does not know rather than dropping them silently.
 
-use crate::{CallId, DataClass, DenyReason, SessionId, Timestamp};
+use crate::{CallId, DataClass, DenyReason, SessionId, TaskId, Timestamp};
 use serde::{Deserialize, Serialize};
 
 /// The format version written in every log's header. A reader accepts this version and any
@@ -125,6 +125,11 @@ pub enum LogRecord {
         turn: u64,
         /// What the user wrote.
         content: String,
+        /// The id its client gave the task, if any: a later submission with the same id finds
+        /// it here (also after a restart) and is answered with this turn instead of running
+        /// again. Absent in logs written before task ids.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task_id: Option<TaskId>,
     },
     /// One answer of the model.
     Assistant {

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! `SessionId` accepts exactly `[A-Za-z0-9._-]{1,64}` not starting with `.`.
 
-use bxcore::{CallId, SESSION_ID_MAX_BYTES, SessionId};
+use bxcore::{CallId, SESSION_ID_MAX_BYTES, SessionId, TASK_ID_MAX_BYTES, TaskId};
 use proptest::prelude::*;
 
 fn allowed(s: &str) -> bool {
@@ -72,4 +72,30 @@ proptest! {
         let back: SessionId = serde_json::from_str(&serde_json::to_string(&id).unwrap()).unwrap();
         prop_assert_eq!(back, id);
     }
+}
+
+#[test]
+fn task_ids_follow_the_session_id_rules_up_to_48_bytes() {
+    let at_limit = "t".repeat(TASK_ID_MAX_BYTES);
+    assert_eq!(TaskId::new(&at_limit).unwrap().as_str(), at_limit);
+    // So that the session of a task without one, task-<id>, is a session id.
+    assert!(SessionId::new(&format!("task-{at_limit}")).is_ok());
+    let over = TaskId::new(&"t".repeat(TASK_ID_MAX_BYTES + 1))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        over.contains("task id") && over.contains("the limit is 48"),
+        "{over}"
+    );
+    let empty = TaskId::new("").unwrap_err().to_string();
+    assert!(
+        empty.contains("use 1 to 48 of A-Z a-z 0-9 . _ -"),
+        "{empty}"
+    );
+    assert!(TaskId::new("a/b").is_err());
+    assert!(TaskId::new(".x").is_err());
+    let id: TaskId = serde_json::from_str("\"1764529200-9f3c2a1b\"").unwrap();
+    assert_eq!(id.to_string(), "1764529200-9f3c2a1b");
+    let err = serde_json::from_str::<TaskId>("\"a b\"").unwrap_err();
+    assert!(err.to_string().contains("task id"), "{err}");
 }

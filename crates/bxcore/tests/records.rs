@@ -33,6 +33,7 @@ fn every_record() -> Vec<LogRecord> {
             time: t(),
             turn: 1,
             content: "hi".into(),
+            task_id: None,
         },
         LogRecord::Assistant {
             time: t(),
@@ -305,4 +306,25 @@ fn memory_notes_round_trip_and_refuse_unknown_fields() {
     let mut value = serde_json::to_value(&note).unwrap();
     value["surprise"] = serde_json::json!(1);
     assert!(serde_json::from_value::<bxcore::MemoryNote>(value).is_err());
+}
+
+#[test]
+fn a_user_record_keeps_its_task_id_and_one_without_reads_and_writes_as_before() {
+    let named = LogRecord::User {
+        time: t(),
+        turn: 3,
+        content: "again".into(),
+        task_id: Some(bxcore::TaskId::new("retry-7").unwrap()),
+    };
+    let text = serde_json::to_string(&named).unwrap();
+    assert!(text.contains(r#""task_id":"retry-7""#), "{text}");
+    assert_eq!(serde_json::from_str::<LogRecord>(&text).unwrap(), named);
+    // A line written before task ids: read as none, and written back byte for byte.
+    let old = r#"{"type":"user","time":"2026-11-29T22:51:03Z","turn":1,"content":"hi"}"#;
+    let record: LogRecord = serde_json::from_str(old).unwrap();
+    assert!(matches!(&record, LogRecord::User { task_id: None, .. }));
+    assert_eq!(serde_json::to_string(&record).unwrap(), old);
+    let bad =
+        r#"{"type":"user","time":"2026-11-29T22:51:03Z","turn":1,"content":"hi","task_id":"a b"}"#;
+    assert!(serde_json::from_str::<LogRecord>(bad).is_err());
 }

@@ -20,8 +20,9 @@
 //!   [`MAX_URI_BYTES`]: 414; a head larger than [`MAX_HEAD_BYTES`] or with more than
 //!   [`MAX_HEADER_FIELDS`] fields: 431) gets [`Handler::malformed`], the daemon's error body,
 //!   instead of hyper's empty answer.
-//! - at shutdown: stop accepting, give open connections [`Limits::shutdown_drain_ms`] to
-//!   finish (hyper's graceful shutdown), cut the rest, remove the socket file.
+//! - at shutdown: remove the socket file and close the listener (a new client is refused at
+//!   once), give open connections [`Limits::shutdown_drain_ms`] to finish (hyper's graceful
+//!   shutdown), cut the rest.
 //!
 //! ```no_run
 //! # async fn run<H: bxhttp::Handler>(handler: std::sync::Arc<H>) -> std::io::Result<()> {

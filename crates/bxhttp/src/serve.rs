@@ -21,9 +21,10 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
-/// Serves `handler` on `listener` within `limits` until `shutdown` resolves; then stops
-/// accepting, gives open connections [`Limits::shutdown_drain_ms`] to finish, cuts the rest,
-/// and removes the socket file. `name` says which server in the logs.
+/// Serves `handler` on `listener` within `limits` until `shutdown` resolves; then removes the
+/// socket file and closes the listener (new clients are refused), gives open connections
+/// [`Limits::shutdown_drain_ms`] to finish and cuts the rest. `name` says which server in the
+/// logs.
 pub async fn serve<H: Handler>(
     name: &'static str,
     listener: UnixListener,
@@ -89,6 +90,11 @@ pub async fn serve<H: Handler>(
         ));
         open.add(activity, task);
     }
+    // No new connection from here on: the socket file goes and the listener closes, so a
+    // client is refused at once instead of waiting unanswered in the backlog until the drain
+    // ends.
+    remove_socket_file(&listener, name);
+    drop(listener);
     let _ = stop.send(true);
     let drain = Duration::from_millis(limits.shutdown_drain_ms);
     let drained =
@@ -101,7 +107,6 @@ pub async fn serve<H: Handler>(
         );
         tasks.shutdown().await;
     }
-    remove_socket_file(&listener, name);
     tracing::info!(server = name, "stopped");
 }
 

@@ -285,6 +285,7 @@ mod tests {
                 time,
                 turn: 1,
                 content: "q".into(),
+                task_id: None,
             },
             LogRecord::Assistant {
                 time,

@@ -1,5 +1,7 @@
 //! loopd's daemon mode: check the model server, open the store, serve the API until a
-//! signal, then let running turns end as `interrupted`.
+//! signal, then shut down in order: no new tasks (503), running turns told to stop and given
+//! time to record their end (`interrupted`) and send their `ended` event, and only then the
+//! event streams and the socket closed.
 
 use crate::api::{ApiOptions, bind_socket, serve};
 use crate::baseline::read_system_prompt;
@@ -15,7 +17,8 @@ use std::sync::Arc;
 
 /// Tokio worker threads for the API (turns run on their own threads).
 pub const API_WORKER_THREADS: usize = 2;
-/// How long running turns get to record their end at shutdown, in milliseconds.
+/// How long running turns get to record their end at shutdown, in milliseconds. The API
+/// keeps answering meanwhile (a new task gets 503); its event streams and socket close after.
 pub const SHUTDOWN_GRACE_MS: u64 = 5_000;
 
 /// What loopd says when it answers tools itself.
@@ -78,12 +81,18 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         tracing::info!(socket = %socket.display(), "loopd is serving");
         let backend = Arc::new(engine.clone());
         let heartbeat = heartbeat.map(|options| Heartbeat::start(backend.clone(), options));
-        serve(listener, backend, api_options, signal()).await;
-        if let Some(heartbeat) = heartbeat {
-            heartbeat.stop().await;
-        }
-        tracing::info!("stopping: letting running turns record their end");
-        engine.shutdown(SHUTDOWN_GRACE_MS).await;
+        // The server stops when this resolves: only once the turns have ended, so that their
+        // submitters get the `ended` event and the tasks still waiting get a 503, not a closed
+        // connection.
+        let stopping = async {
+            signal().await;
+            if let Some(heartbeat) = heartbeat {
+                heartbeat.stop().await;
+            }
+            tracing::info!("stopping: no new tasks; letting running turns record their end");
+            engine.shutdown(SHUTDOWN_GRACE_MS).await;
+        };
+        serve(listener, backend, api_options, stopping).await;
         anyhow::Ok(())
     })
 }

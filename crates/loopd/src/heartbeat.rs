@@ -178,6 +178,7 @@ async fn beat<B: Backend>(backend: &B, options: &HeartbeatOptions) -> Result<boo
         .submit(TaskRequest {
             session: Some(session.clone()),
             text,
+            task_id: None,
         })
         .await?;
     let turn = submitted.accepted.turn;

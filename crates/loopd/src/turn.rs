@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::llama::{ChatEvent, ChatRequest, Client, Completion, InferError};
 use crate::session::{Session, StoreError};
 use crate::tools::{Registry, ToolPort};
-use bxcore::{LogRecord, Timestamp, TurnEnd, TurnEvent};
+use bxcore::{LogRecord, TaskId, Timestamp, TurnEnd, TurnEvent};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -84,11 +84,22 @@ pub enum TurnError {
 
 /// Appends the user record of a new turn; once this returns the task is durable.
 pub fn start_turn(session: &mut Session, text: &str) -> Result<u64, StoreError> {
+    start_task(session, text, None)
+}
+
+/// [`start_turn`] for a task its client named `task_id`: the record keeps the id, so a later
+/// submission of the same id finds this turn.
+pub fn start_task(
+    session: &mut Session,
+    text: &str,
+    task_id: Option<&TaskId>,
+) -> Result<u64, StoreError> {
     let turn = session.last_turn() + 1;
     session.append(LogRecord::User {
         time: Timestamp::now(),
         turn,
         content: text.to_string(),
+        task_id: task_id.cloned(),
     })?;
     Ok(turn)
 }

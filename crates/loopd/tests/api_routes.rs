@@ -184,6 +184,10 @@ async fn api_bad_json_and_unknown_fields_are_400_with_serdes_message() {
         (r#"{"text": "#, "EOF while parsing"),
         (r#"{"text":"hi","priority":1}"#, "unknown field `priority`"),
         (r#"{"session":"../x","text":"hi"}"#, "invalid session id"),
+        (
+            r#"{"text":"hi","task_id":"a b"}"#,
+            "only A-Z a-z 0-9 . _ - are allowed",
+        ),
     ];
     for (body, says) in cases {
         let req = request(Method::POST, "/v1/tasks", &[], body);
@@ -292,5 +296,19 @@ async fn api_a_full_disk_is_507_with_the_reason() {
     assert_eq!(error.error.kind, error_kind::INSUFFICIENT_STORAGE);
     assert_eq!(error.error.code, 507);
     assert_eq!(error.error.message, api_common::DISK_FULL);
+}
+
+#[tokio::test]
+async fn api_a_task_id_reaches_the_backend() {
+    let served = start(test_options());
+    let body = r#"{"session":"s1","text":"hi","task_id":"retry-1"}"#;
+    let (status, _, _) = send(
+        &served.socket,
+        request(Method::POST, "/v1/tasks", &[], body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let submitted = served.stub.submitted.lock().unwrap().clone();
+    assert_eq!(submitted[0].task_id.as_ref().unwrap().as_str(), "retry-1");
     served.stop().await;
 }

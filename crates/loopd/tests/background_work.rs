@@ -98,6 +98,7 @@ impl Bed {
         let task = TaskRequest {
             session: Some(SessionId::new(session).unwrap()),
             text: text.into(),
+            task_id: None,
         };
         bounded(self.engine.submit(task), "the task's acknowledgement")
             .await

@@ -59,6 +59,7 @@ async fn run_task(engine: &Engine, id: &SessionId, text: &str) {
         .submit(TaskRequest {
             session: Some(id.clone()),
             text: text.into(),
+            task_id: None,
         })
         .await
         .unwrap();
@@ -84,6 +85,7 @@ fn a_compaction_asked_for_waits_for_the_running_turn_and_begins_an_epoch() {
         let slow = engine.submit(TaskRequest {
             session: Some(id.clone()),
             text: "slow".into(),
+            task_id: None,
         });
         let _running = tokio::time::timeout(WAIT, slow).await.unwrap().unwrap();
         let answer = tokio::time::timeout(WAIT, engine.compact(&id))

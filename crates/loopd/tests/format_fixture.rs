@@ -31,6 +31,7 @@ fn v1_turn() -> Vec<LogRecord> {
             time,
             turn: 1,
             content: "What time is it? — ünïcödé".into(),
+            task_id: None,
         },
         LogRecord::Assistant {
             time,
@@ -139,6 +140,7 @@ fn the_current_loopd_reads_a_v1_session() {
             time: Timestamp::now(),
             turn: 2,
             content: "and now?".into(),
+            task_id: None,
         })
         .unwrap();
     drop(session);

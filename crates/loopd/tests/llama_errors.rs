@@ -252,3 +252,21 @@ fn a_slow_answer_times_out() {
     assert_eq!(e.unwrap_err(), InferError::Timeout { after_ms: 200 });
     assert!(attempts_of(&events).is_empty(), "a timeout is not retried");
 }
+
+#[test]
+fn a_server_that_stops_sending_fails_the_call_at_the_stall_limit() {
+    // fakellama waits 2 s before each chunk: after the answer's head nothing comes for 2 s,
+    // far less than the request limit (600 s by default) but more than the stall limit.
+    let fake = Fake::start(fakellama::Options {
+        delay_ms: 2_000,
+        ..Default::default()
+    });
+    let client = fake.client_with(|o| o.stall_timeout_ms = 200);
+    let started = Instant::now();
+    let (events, e) = chat_retry(&client, &user("hi"));
+    let e = e.unwrap_err();
+    assert_eq!(e, InferError::Stalled { after_ms: 200 });
+    assert!(e.to_string().contains("llama.stall_timeout_ms"), "{e}");
+    assert!(started.elapsed() < Duration::from_millis(2_000));
+    assert!(attempts_of(&events).is_empty(), "a stall is not retried");
+}

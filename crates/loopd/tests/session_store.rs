@@ -19,6 +19,7 @@ fn turn(n: u64) -> Vec<LogRecord> {
             time,
             turn: n,
             content: format!("question {n} — with ünïcödé"),
+            task_id: None,
         },
         LogRecord::Assistant {
             time,
@@ -290,6 +291,7 @@ fn records_out_of_place_are_refused_and_nothing_is_written() {
         time,
         turn,
         content: "x".into(),
+        task_id: None,
     };
     assert!(matches!(
         session.append(header),

@@ -162,6 +162,7 @@ fn write_old_turns(session: &mut Session) {
             time,
             turn: 1,
             content: "echo a lot".into(),
+            task_id: None,
         },
         LogRecord::Assistant {
             time,
@@ -184,6 +185,7 @@ fn write_old_turns(session: &mut Session) {
             time,
             turn: 2,
             content: "what time is it?".into(),
+            task_id: None,
         },
         LogRecord::Assistant {
             time,

@@ -3,7 +3,7 @@
 //!
 //! | method and path | body | answer |
 //! |---|---|---|
-//! | `POST /v1/tasks` | [`TaskRequest`] | 202 [`TaskAccepted`] once the user record is durable; with `Accept: text/event-stream`, the turn's [`bxcore::TurnEvent`]s as SSE until it ends |
+//! | `POST /v1/tasks` | [`TaskRequest`] | 202 [`TaskAccepted`] once the user record is durable; with `Accept: text/event-stream`, the turn's [`bxcore::TurnEvent`]s as SSE until it ends. A `task_id` its session already has: that task's turn, its events from now on (or its `started` and `ended`, once it ended) |
 //! | `GET /v1/sessions` | | [`SessionList`] |
 //! | `GET /v1/sessions/{id}?from=N&limit=M` | | [`RecordsPage`] |
 //! | `GET /v1/sessions/{id}/events` | | SSE of [`bxcore::TurnEvent`]s as they happen |
@@ -18,7 +18,7 @@
 //! body too large, 414 URI too long, 431 request head too large, 503 not ready, 507 the disk
 //! is full.
 
-use bxcore::{DataClass, LogRecord, MemoryNote, SessionId, Timestamp};
+use bxcore::{DataClass, LogRecord, MemoryNote, SessionId, TaskId, Timestamp, TurnEnd};
 use serde::{Deserialize, Serialize};
 
 /// Session ids that loopd keeps for itself. Grants choose by session id (`sub-*` for
@@ -57,11 +57,27 @@ pub const SSE_EVENT_TURN: &str = "turn";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskRequest {
-    /// The session to run it in; a new session when absent. Never one of [`reserved`]'s.
+    /// The session to run it in; when absent, [`task_session`] of `task_id`, or else a new
+    /// session. Never one of [`reserved`]'s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionId>,
     /// What the user asks.
     pub text: String,
+    /// The client's name for this task (1 to 48 bytes of `A-Z a-z 0-9 . _ -`), so that it can
+    /// submit it again when it never got an answer: a task whose id its session already has
+    /// (waiting, running or ended, also before a restart of loopd) is not run again; the
+    /// answer is that task's turn (and its end, once it ended). Its `text` is not looked at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<TaskId>,
+}
+
+/// The prefix of the session a task with a `task_id` and no `session` runs in.
+pub const TASK_SESSION_PREFIX: &str = "task-";
+
+/// The session a task named `task_id` runs in when it names none: `task-<id>`, so that a
+/// client submitting it again finds it there.
+pub fn task_session(task_id: &TaskId) -> Result<SessionId, bxcore::ValueError> {
+    SessionId::new(&format!("{TASK_SESSION_PREFIX}{task_id}"))
 }
 
 /// A task was accepted: its user record is on disk.
@@ -72,6 +88,10 @@ pub struct TaskAccepted {
     pub session: SessionId,
     /// Its turn number in that session.
     pub turn: u64,
+    /// How the turn ended, when it had already ended: the task was submitted again under
+    /// a `task_id` whose turn is over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<TurnEnd>,
 }
 
 /// One session, as listed.

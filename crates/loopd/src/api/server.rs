@@ -13,8 +13,10 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 
 /// Serves the API on `listener` with `backend` until `shutdown` resolves; then stops
-/// accepting, ends open event streams, gives open connections the drain time of
-/// [`ApiOptions::connections`] to finish, cuts the rest, and removes the socket file.
+/// accepting, ends open event streams (each first sends the events already waiting for it),
+/// gives open connections the drain time of [`ApiOptions::connections`] to finish, cuts the
+/// rest, and removes the socket file. Everything is served until then, so the daemon's
+/// `shutdown` is where the engine stops taking tasks and lets its turns end.
 ///
 /// Each connection's peer is checked first (see [`super::peer_allowed`]); a refused peer
 /// gets a 403 and the connection is closed. At `api.max_connections` a connection without a

@@ -99,7 +99,9 @@ impl Source for broadcast::Receiver<TurnEvent> {
 }
 
 /// Sends `source`'s frames until it ends, the client goes away or the server stops; a ping
-/// goes out whenever nothing did for `ping_ms`.
+/// goes out whenever nothing did for `ping_ms`. The source is looked at first: at shutdown
+/// the turns have ended before the server stops, and a frame already waiting (a turn's
+/// `ended`) still goes out before the stream ends.
 async fn produce<S: Source>(
     mut source: S,
     frames: mpsc::Sender<Bytes>,
@@ -111,13 +113,14 @@ async fn produce<S: Source>(
     let ping = Duration::from_millis(ping_ms.max(1));
     loop {
         let frame = tokio::select! {
-            () = &mut stopped => return,
-            () = frames.closed() => return,
+            biased;
             next = tokio::time::timeout(ping, source.next()) => match next {
                 Ok(Next::Send(frame)) => frame,
                 Ok(Next::End) => return,
                 Err(_) => comment_frame(SSE_PING_COMMENT),
             },
+            () = &mut stopped => return,
+            () = frames.closed() => return,
         };
         if frames.send(frame).await.is_err() {
             return;

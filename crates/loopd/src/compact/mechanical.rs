@@ -235,6 +235,7 @@ mod tests {
             time: Timestamp::now(),
             turn,
             content: text.into(),
+            task_id: None,
         }
     }
 

@@ -22,6 +22,10 @@ pub struct Llama {
     pub connect_timeout_ms: u64,
     /// The longest one model call (a whole streamed answer) may take, in milliseconds.
     pub request_timeout_ms: u64,
+    /// The longest a model call may wait for the next byte (the answer's head, or the next
+    /// piece of the stream), in milliseconds; then it fails. A frozen server then holds the
+    /// main slot this long, not `request_timeout_ms`.
+    pub stall_timeout_ms: u64,
     /// At start, how long to wait while `/health` says `Loading model`, in milliseconds.
     pub health_wait_ms: u64,
     /// How many times one model call is tried in all (1: no retry) on 503 or a refused connect.
@@ -42,6 +46,7 @@ impl Default for Llama {
             api_key_file: None,
             connect_timeout_ms: 2_000,
             request_timeout_ms: 600_000,
+            stall_timeout_ms: 60_000,
             health_wait_ms: 300_000,
             retry_max_attempts: 5,
             retry_initial_backoff_ms: 250,
@@ -71,6 +76,7 @@ impl Llama {
         }
         p.at_least("llama.connect_timeout_ms", self.connect_timeout_ms, 1);
         p.at_least("llama.request_timeout_ms", self.request_timeout_ms, 1);
+        p.at_least("llama.stall_timeout_ms", self.stall_timeout_ms, 1);
         p.at_least("llama.retry_max_attempts", self.retry_max_attempts, 1);
         p.at_least("llama.max_answer_tokens", self.max_answer_tokens, 1);
         p.at_least(

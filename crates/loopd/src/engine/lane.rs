@@ -1,5 +1,6 @@
 //! One session's lane: the task running on it, the tasks waiting, and its event feed.
 
+use super::task_ids::Ticket;
 use crate::api::{ApiFailure, Submitted};
 use crate::turn::Stop;
 use bxcore::{SessionId, TurnEvent};
@@ -18,6 +19,19 @@ pub struct Pending {
     pub text: String,
     /// Answered when the task's user record is durable (or it cannot run).
     pub reply: oneshot::Sender<Result<Submitted, ApiFailure>>,
+    /// Its place among the named tasks, when its client named it.
+    pub named: Option<Ticket>,
+}
+
+impl Pending {
+    /// Answers the waiting client, and any later submission of the same task id, that the
+    /// task will not run, and why.
+    pub fn refuse(self, why: ApiFailure) {
+        if let Some(named) = &self.named {
+            named.refused(&why);
+        }
+        let _ = self.reply.send(Err(why));
+    }
 }
 
 /// Work for a session's lane: a task, or a compaction asked for through the API. Both run
@@ -33,9 +47,7 @@ impl Work {
     /// Answers the waiting client that this work will not run, and why.
     pub fn refuse(self, why: ApiFailure) {
         match self {
-            Work::Task(pending) => {
-                let _ = pending.reply.send(Err(why));
-            }
+            Work::Task(pending) => pending.refuse(why),
             Work::Compact(reply) => {
                 let _ = reply.send(Err(why));
             }

@@ -10,6 +10,7 @@
 mod compact;
 mod lane;
 mod status;
+mod task_ids;
 mod unwind;
 mod worker;
 
@@ -27,7 +28,7 @@ use proto::api::{
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore, broadcast, oneshot};
 
@@ -101,6 +102,11 @@ struct Inner {
     background: Arc<Semaphore>,
     started: Instant,
     shutting_down: AtomicBool,
+    /// Read by a worker from its last look at `shutting_down` until its task's user record is
+    /// written; written by shutdown to set the flag, so no user record is begun after it.
+    starting: RwLock<()>,
+    /// The tasks their clients named that wait or run now.
+    named: Arc<task_ids::Live>,
     /// Counter for the ids of new sessions.
     new_ids: AtomicU64,
     /// Notified each time a worker ends.
@@ -119,16 +125,29 @@ impl Engine {
                 background: Arc::new(Semaphore::new(1)),
                 started: Instant::now(),
                 shutting_down: AtomicBool::new(false),
+                starting: RwLock::new(()),
+                named: Arc::default(),
                 new_ids: AtomicU64::new(0),
                 worker_done: Notify::new(),
             }),
         }
     }
 
-    /// Stops taking tasks, drops queued ones, tells running turns to stop (they end as
-    /// `interrupted`) and waits up to `grace_ms` for them to record their end.
+    /// Stops taking tasks (a new one is [`ApiFailure::Unavailable`], and no user record is
+    /// begun from now on), refuses the queued ones alike, tells running turns to stop (they
+    /// end as `interrupted` and send their `ended` event) and waits up to `grace_ms` for them
+    /// to record their end.
     pub async fn shutdown(&self, grace_ms: u64) {
-        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        let inner = Arc::clone(&self.inner);
+        // Off the async threads: a worker may be writing its user record (one fsync).
+        let closed = tokio::task::spawn_blocking(move || {
+            let _no_starts = inner.starting.write().unwrap_or_else(|p| p.into_inner());
+            inner.shutting_down.store(true, Ordering::SeqCst);
+        })
+        .await;
+        if closed.is_err() {
+            self.inner.shutting_down.store(true, Ordering::SeqCst);
+        }
         {
             let mut lanes = self.inner.lock_lanes();
             for lane in lanes.values_mut() {
@@ -225,14 +244,24 @@ impl Backend for Engine {
                 "the task's text is empty: say what the task is".into(),
             ));
         }
-        let id = match task.session {
-            Some(id) => id,
-            None => self.new_session_id()?,
+        let id = match (task.session, &task.task_id) {
+            (Some(id), _) => id,
+            (None, Some(task_id)) => proto::api::task_session(task_id)
+                .map_err(|e| ApiFailure::BadRequest(format!("task_id {task_id}: {e}")))?,
+            (None, None) => self.new_session_id()?,
+        };
+        let named = match task.task_id {
+            None => None,
+            Some(task_id) => match task_ids::Live::find_or_add(&self.inner.named, &id, task_id) {
+                task_ids::Found::Live(first) => return task_ids::follow(first).await,
+                task_ids::Found::New(ticket) => Some(ticket),
+            },
         };
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             text: task.text,
             reply,
+            named,
         };
         self.queue(&id, Work::Task(pending))?;
         answer.await.map_err(|_| {

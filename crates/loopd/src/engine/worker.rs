@@ -5,7 +5,7 @@ use super::{EngineParts, Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
 use crate::session::Session;
 use crate::tools::Registry;
-use crate::turn::{Runtime, Stop, TurnError, finish_turn, run_foreground, start_turn};
+use crate::turn::{Runtime, Stop, TurnError, finish_turn, run_foreground, start_task};
 use bxcore::{SessionId, TurnEnd, TurnEvent};
 use proto::api::TaskAccepted;
 use std::sync::Arc;
@@ -80,38 +80,57 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         .handle
         .block_on(inner.slots.clone().acquire_owned());
     let Ok(_permit) = permit else {
-        let _ = pending.reply.send(Err(ApiFailure::Unavailable(
-            "loopd is shutting down".into(),
-        )));
+        pending.refuse(ApiFailure::Unavailable("loopd is shutting down".into()));
         return None;
     };
-    if stop.cancelled.load(Ordering::SeqCst) || inner.shutting_down.load(Ordering::SeqCst) {
-        let _ = pending.reply.send(Err(ApiFailure::Unavailable(
+    let no_shutdown_meanwhile = inner.starting.read().unwrap_or_else(|p| p.into_inner());
+    if inner.shutting_down.load(Ordering::SeqCst) {
+        pending.refuse(ApiFailure::Unavailable("loopd is shutting down".into()));
+        return None;
+    }
+    if stop.cancelled.load(Ordering::SeqCst) {
+        pending.refuse(ApiFailure::Unavailable(
             "cancelled before it started".into(),
-        )));
+        ));
         return None;
     }
     let mut session = match inner.parts.store.open_or_create(id) {
         Ok(session) => session,
         Err(e) => {
             tracing::error!(session = %id, error = %e, "cannot open the session");
-            let _ = pending.reply.send(Err(store_failure(e)));
+            pending.refuse(store_failure(e));
             return None;
         }
     };
-    let turn = match start_turn(&mut session, &pending.text) {
+    // A task its client named and submitted before: answered with that turn, never run twice.
+    if let Some(answer) = pending
+        .named
+        .as_ref()
+        .and_then(|t| t.answer_recorded(&session))
+    {
+        tracing::info!(session = %id, turn = answer.accepted.turn, "a task id seen before: answering its turn");
+        let _ = pending.reply.send(Ok(answer));
+        return None;
+    }
+    let task_id = pending.named.as_ref().map(|t| t.task_id());
+    let turn = match start_task(&mut session, &pending.text, task_id) {
         Ok(turn) => turn,
         Err(e) => {
             tracing::error!(session = %id, error = %e, "cannot record the task");
-            let _ = pending.reply.send(Err(store_failure(e)));
+            pending.refuse(store_failure(e));
             return None;
         }
     };
+    drop(no_shutdown_meanwhile);
     let (events, receiver) = mpsc::unbounded_channel();
     let accepted = TaskAccepted {
         session: id.clone(),
         turn,
+        end: None,
     };
+    if let Some(named) = &pending.named {
+        named.accepted(&accepted);
+    }
     // The submitter may be gone (a client that disconnected): the turn runs all the same.
     let _ = pending.reply.send(Ok(Submitted {
         accepted,
@@ -121,6 +140,9 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
     let parts = &inner.parts;
     let registry = crate::subagent::registry_for(&parts.tools.registry(id), id, &parts.cfg);
     let mut on_event = |event: &TurnEvent| {
+        if let Some(named) = &pending.named {
+            named.event(event);
+        }
         let _ = events.send(event.clone());
         if let Some(feed) = &feed {
             let _ = feed.send(event.clone());

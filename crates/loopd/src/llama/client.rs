@@ -250,6 +250,7 @@ impl Client {
         let send = transport::send(
             &self.options.endpoint,
             self.options.connect_timeout_ms,
+            PROBE_TIMEOUT_MS,
             outgoing,
         );
         tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), send)
@@ -305,8 +306,9 @@ impl Client {
         }
     }
 
-    /// One try, bounded by `request_timeout_ms` and ended early by `cancelled`. `streamed`
-    /// tells whether any output reached `on_event` (a retry would then duplicate it).
+    /// One try, bounded by `request_timeout_ms` (and by `stall_timeout_ms` between bytes) and
+    /// ended early by `cancelled`. `streamed` tells whether any output reached `on_event` (a
+    /// retry would then duplicate it).
     async fn chat_once<F>(
         &self,
         request: &ChatRequest,
@@ -349,9 +351,11 @@ impl Client {
             event_stream: true,
             api_key: self.options.api_key.as_deref(),
         };
+        let stall_ms = self.options.stall_timeout_ms;
         let exchange = transport::send(
             &self.options.endpoint,
             self.options.connect_timeout_ms,
+            stall_ms,
             outgoing,
         )
         .await?;
@@ -365,7 +369,11 @@ impl Client {
         let mut assembler = Assembler::new();
         let mut events = Vec::new();
         loop {
-            let frame = match body.frame().await {
+            let next = tokio::time::timeout(Duration::from_millis(stall_ms), body.frame());
+            let Ok(next) = next.await else {
+                return Err(InferError::Stalled { after_ms: stall_ms });
+            };
+            let frame = match next {
                 None if parser.is_mid_event() => {
                     return Err(stream_error(
                         "the stream ended in the middle of an event".into(),

@@ -75,6 +75,15 @@ pub enum InferError {
         /// The limit that ran out, in milliseconds.
         after_ms: u64,
     },
+    /// llama-server sent no byte for `llama.stall_timeout_ms` (a frozen or stuck server).
+    #[error(
+        "llama-server sent nothing for {after_ms} ms (llama.stall_timeout_ms): is it frozen \
+         or overloaded?"
+    )]
+    Stalled {
+        /// The limit that ran out, in milliseconds.
+        after_ms: u64,
+    },
     /// The call was cancelled.
     #[error("the model call was cancelled")]
     Cancelled,

@@ -19,6 +19,8 @@ pub struct ClientOptions {
     /// The longest one try of a model call (the whole streamed answer) may take, in
     /// milliseconds.
     pub request_timeout_ms: u64,
+    /// The longest one try of a model call may wait for its next byte, in milliseconds.
+    pub stall_timeout_ms: u64,
     /// Tries of one model call in all, on 503 or a connection error (1: no retry).
     pub retry_max_attempts: u32,
     /// The first wait between tries, in milliseconds; doubled after each try.
@@ -43,6 +45,7 @@ impl ClientOptions {
             api_key,
             connect_timeout_ms: llama.connect_timeout_ms,
             request_timeout_ms: llama.request_timeout_ms,
+            stall_timeout_ms: llama.stall_timeout_ms,
             retry_max_attempts: llama.retry_max_attempts.max(1),
             retry_initial_backoff_ms: llama.retry_initial_backoff_ms,
             retry_max_backoff_ms: llama.retry_max_backoff_ms,
@@ -88,6 +91,7 @@ impl fmt::Debug for ClientOptions {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("connect_timeout_ms", &self.connect_timeout_ms)
             .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("stall_timeout_ms", &self.stall_timeout_ms)
             .field("retry_max_attempts", &self.retry_max_attempts)
             .field("retry_initial_backoff_ms", &self.retry_initial_backoff_ms)
             .field("retry_max_backoff_ms", &self.retry_max_backoff_ms)

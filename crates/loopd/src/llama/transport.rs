@@ -88,12 +88,13 @@ async fn connect(
     })
 }
 
-/// Connects (within `connect_timeout_ms`), sends `outgoing` and waits for the answer's head.
-/// Failing to connect, or a connection closed before any byte of an answer, is
-/// [`InferError::Connect`].
+/// Connects (within `connect_timeout_ms`), sends `outgoing` and waits (at most
+/// `head_timeout_ms`, else [`InferError::Stalled`]) for the answer's head. Failing to connect,
+/// or a connection closed before any byte of an answer, is [`InferError::Connect`].
 pub async fn send(
     endpoint: &Endpoint,
     connect_timeout_ms: u64,
+    head_timeout_ms: u64,
     outgoing: Outgoing<'_>,
 ) -> Result<Exchange, InferError> {
     let request = build(endpoint, outgoing)?;
@@ -110,7 +111,16 @@ pub async fn send(
         Ok(Ok(Err(e))) => return Err(connect_error(endpoint, format!("HTTP handshake: {e}"))),
         Ok(Ok(Ok(pair))) => pair,
     };
-    match sender.send_request(request).await {
+    let head = tokio::time::timeout(
+        Duration::from_millis(head_timeout_ms),
+        sender.send_request(request),
+    );
+    let Ok(answered) = head.await else {
+        return Err(InferError::Stalled {
+            after_ms: head_timeout_ms,
+        });
+    };
+    match answered {
         Ok(response) => Ok(Exchange {
             status: response.status().as_u16(),
             body: response.into_body(),

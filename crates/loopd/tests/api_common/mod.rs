@@ -107,6 +107,7 @@ pub fn s1_record(i: u64) -> LogRecord {
         time: Timestamp::parse("2026-01-02T03:04:05Z").unwrap(),
         turn: i + 1,
         content: format!("task {i}"),
+        task_id: None,
     }
 }
 
@@ -130,7 +131,11 @@ impl Backend for Stub {
             }
         }
         Ok(Submitted {
-            accepted: TaskAccepted { session, turn: 3 },
+            accepted: TaskAccepted {
+                session,
+                turn: 3,
+                end: None,
+            },
             events: rx,
         })
     }
