@@ -76,6 +76,7 @@ fn main() {
         registry: &registry,
         system: &system,
         n_ctx: client.props().unwrap().n_ctx,
+        children: &loopd::subagent::Subagents,
     };
     let mut session = store
         .open_or_create(&SessionId::new("bench").unwrap())

@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Tools loopd answers itself: never in a tool set (grants apply to the target tool).
-pub const LOOPD_TOOLS: [&str; 3] = ["find_tool", "call_tool", "subagent"];
+pub use proto::LOOPD_TOOLS;
 
 /// Why a tool could not join the set.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

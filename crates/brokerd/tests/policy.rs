@@ -52,7 +52,12 @@ fn policy_unknown_tool_is_denied_first_naming_it() {
 
 #[test]
 fn policy_loopd_tools_are_unknown_to_brokerd_and_never_join_a_tool_set() {
-    for tool in ["call_tool", "find_tool", "subagent"] {
+    // The one list both daemons use; read_output was missing from brokerd's own copy.
+    assert_eq!(
+        proto::LOOPD_TOOLS,
+        ["find_tool", "call_tool", "subagent", "read_output"]
+    );
+    for tool in proto::LOOPD_TOOLS {
         let d = decide_with(
             &[grant("echo", &["*"])],
             &request("main", 1, tool, "{}"),

@@ -7,7 +7,7 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
-use crate::http::MODEL_PATH;
+use crate::model::MODEL_PATH;
 use crate::record::RecordedRequest;
 use crate::reply::{Answer, ReplySource};
 use crate::request::ChatRequest;

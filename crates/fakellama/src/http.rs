@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::chat::{ChatReply, chat};
 use crate::error::ApiError;
+use crate::model::{MODEL_ALIAS, MODEL_PATH};
 use crate::reply::END_OF_TURN;
 use crate::sse::{BUILD_INFO, unix_now};
 use crate::state::State;
@@ -20,12 +21,6 @@ use crate::tokens::{apply_template_answer, tokenize_answer};
 /// The largest request body accepted, in bytes (8 MiB); larger ones get 413.
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
-/// The model file fakellama pretends to serve: `/props` `model_path`, and the `model` of
-/// every answer (llama-server answers with its model, whatever the request asks for).
-pub const MODEL_PATH: &str = "/models/fakellama.gguf";
-/// The `model_alias` reported by `/props` and the id in `/v1/models`: the model path, as
-/// llama-server started without `--alias` reports.
-pub const MODEL_ALIAS: &str = MODEL_PATH;
 /// `/props` `bos_token` (as SmolLM2's).
 pub const BOS_TOKEN: &str = "<|im_start|>";
 /// `/props` `model_ftype`.

@@ -21,6 +21,7 @@
 mod chat;
 mod error;
 mod http;
+mod model;
 mod options;
 mod record;
 mod reply;
@@ -37,7 +38,8 @@ mod tokens;
 mod usage;
 
 pub use error::{Error, ScriptError};
-pub use http::{BOS_TOKEN, MAX_BODY_BYTES, MODEL_ALIAS, MODEL_FTYPE, MODEL_PATH};
+pub use http::{BOS_TOKEN, MAX_BODY_BYTES, MODEL_FTYPE};
+pub use model::{MODEL_ALIAS, MODEL_PATH};
 pub use options::{DEFAULT_N_CTX, DEFAULT_SLOTS, Listen, Options};
 pub use record::{MAX_RECORDED_REQUESTS, RecordedRequest};
 pub use reply::END_OF_TURN;

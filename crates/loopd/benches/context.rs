@@ -81,6 +81,7 @@ fn main() {
         registry: &registry,
         system: SYSTEM,
         n_ctx: N_CTX,
+        children: &loopd::subagent::Subagents,
     };
     let mut session = store
         .open_or_create(&SessionId::new("bench").unwrap())

@@ -8,10 +8,13 @@ use crate::config::Config;
 use crate::llama::ChatMessage;
 use crate::session::{BASELINE_FORMAT_VERSION, Baseline, Session, StoreError};
 use crate::tools::Registry;
-use crate::turn::CUT_CALL;
 use bxcore::{Labels, LogRecord, Timestamp, ToolCall};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+
+/// What the model is told about a call in an answer that was cut off.
+pub const CUT_CALL: &str = "Not run: your answer was cut off at the token limit before this \
+     tool call was complete. Call it again with shorter arguments.";
 
 /// What the model sees in place of a result that never came (the turn was interrupted
 /// between the call and its result). Chat templates need every call answered.

@@ -21,9 +21,7 @@ pub const API_WORKER_THREADS: usize = 2;
 /// keeps answering meanwhile (a new task gets 503); its event streams and socket close after.
 pub const SHUTDOWN_GRACE_MS: u64 = 5_000;
 
-/// What loopd says when it answers tools itself.
-pub const FAKE_TOOLS_NOTE: &str = "no broker configured: tools are answered by loopd's \
-     built-in fake tools (clock, echo); set [broker] socket to use brokerd";
+pub use crate::tools::FAKE_TOOLS_NOTE;
 
 /// Runs loopd with `cfg` until SIGTERM or SIGINT.
 pub fn run(cfg: Config) -> anyhow::Result<()> {

@@ -55,7 +55,7 @@ pub fn split_answer(answer: &str) -> (String, Vec<String>) {
             if !ends {
                 let note = item.unwrap_or(trimmed);
                 if !note.is_empty() && !note.eq_ignore_ascii_case("none") {
-                    notes.push(crate::compact::cap_chars(&neutralise(note), NOTE_MAX_CHARS));
+                    notes.push(crate::text::cap_chars(&neutralise(note), NOTE_MAX_CHARS));
                 }
                 continue;
             }

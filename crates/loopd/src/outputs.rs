@@ -5,6 +5,7 @@
 //! Handles are per session directory: a handle of another session is simply not found.
 //! `read_output` is answered by loopd and never sent to the port.
 
+pub use crate::text::floor_boundary;
 use bxcore::sanitize::neutralise;
 use bxcore::{CallId, DataClass, Labels};
 use proto::ToolSchema;
@@ -15,9 +16,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The name of the tool that reads pages of a stored output.
-pub const READ_OUTPUT: &str = "read_output";
-/// The directory, inside a session's directory, that holds its stored outputs.
-pub const OUTPUTS_DIR: &str = "outputs";
+pub const READ_OUTPUT: &str = proto::READ_OUTPUT;
+pub use crate::session::OUTPUTS_DIR;
 /// The version of the stored output format.
 pub const OUTPUT_FORMAT_VERSION: u32 = 1;
 
@@ -118,16 +118,6 @@ pub fn store(
 pub fn load(session_dir: &Path, handle: &str) -> Option<StoredOutput> {
     let bytes = std::fs::read(path(session_dir, handle)?).ok()?;
     serde_json::from_slice(&bytes).ok()
-}
-
-/// The largest character boundary of `text` at or below `at`.
-pub fn floor_boundary(text: &str, at: usize) -> usize {
-    let mut end = at.min(text.len());
-    // Byte 0 is always a boundary, so this stops.
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    end
 }
 
 /// The note that follows the first `shown` bytes of a result of `total` bytes stored under

@@ -6,12 +6,12 @@
 
 use crate::baseline;
 use crate::config::Config;
+use crate::outcome::CallOutcome;
+use crate::runtime::{Children, Runtime, Stop};
 use crate::session::Session;
-use crate::tools::{Dispatch, Entry, Registry, denial_message};
-use crate::turn::{CallOutcome, Runtime, Stop, TurnError, run_foreground, start_turn};
-use bxcore::{
-    CallId, DenyReason, Labels, LogRecord, SessionId, Timestamp, ToolOutcome, TurnEnd, TurnEvent,
-};
+use crate::tools::{Entry, Registry};
+use crate::turn::{TurnError, run_foreground, start_turn};
+use bxcore::{CallId, Labels, LogRecord, SessionId, Timestamp, ToolOutcome, TurnEnd, TurnEvent};
 use proto::ToolSchema;
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -20,7 +20,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The name of the tool that hands a sub-task to a child session. loopd answers it.
-pub const SUBAGENT: &str = "subagent";
+pub const SUBAGENT: &str = proto::SUBAGENT;
 /// The prefix of every child session's id (reserved: clients cannot use it).
 pub use proto::api::reserved::CHILD_PREFIX;
 /// The child's system prompt file, read from the directory of `[baseline] system`.
@@ -83,34 +83,22 @@ fn offered(session: &SessionId, cfg: &Config) -> bool {
     cfg.subagent.enabled && depth(session) < cfg.subagent.max_depth
 }
 
-/// Inner arguments of `subagent` (or of `call_tool` after unwrap). Unknown keys are errors.
-pub fn parse_task(arguments: &str) -> Result<String, String> {
-    let value: Value = match serde_json::from_str(arguments) {
-        Ok(value) => value,
-        Err(_) => return Err("arguments must be a JSON object".to_string()),
-    };
-    let obj = match value.as_object() {
-        Some(obj) => obj,
-        None => return Err("arguments must be a JSON object".to_string()),
-    };
-    for key in obj.keys() {
-        if key != "task" {
-            return Err(format!("unknown field: {key}"));
-        }
-    }
-    match obj.get("task") {
-        Some(Value::String(text)) => Ok(text.clone()),
-        Some(_) => Err("task must be a string".to_string()),
-        None => Err("task is required".to_string()),
-    }
-}
+/// loopd's child runner: a `subagent` call runs [`run`]. Every [`Runtime`] of a daemon
+/// carries it (`Runtime::children`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Subagents;
 
-/// What becomes of a `subagent` call with `arguments`: a child to run, or the model's mistake
-/// answered as invalid arguments.
-pub fn dispatch_args(arguments: &str) -> Dispatch {
-    match parse_task(arguments) {
-        Ok(task) => Dispatch::Subagent { task },
-        Err(detail) => Dispatch::Local(denial_message(DenyReason::InvalidArguments, Some(&detail))),
+impl Children for Subagents {
+    fn run(
+        &self,
+        rt: &Runtime<'_>,
+        parent: &Session,
+        task: &str,
+        call: CallId,
+        stop: &Stop,
+        on_event: &mut dyn FnMut(&TurnEvent),
+    ) -> CallOutcome {
+        run(rt, parent, task, call, stop, on_event)
     }
 }
 
@@ -173,7 +161,7 @@ pub fn run(
     // A port that decides per session (brokerd) offers the child what `sub-*` grants allow,
     // which need not be what the parent may call.
     let base = match rt.port.catalogue(&id) {
-        Some(catalogue) => crate::broker::registry(&catalogue, &rt.cfg.broker.core_tools),
+        Some(catalogue) => crate::toolset::registry(&catalogue, &rt.cfg.broker.core_tools),
         None => rt.registry.clone(),
     };
     let registry = registry_for(&base, &id, rt.cfg);
@@ -184,6 +172,7 @@ pub fn run(
         registry: &registry,
         system: &system,
         n_ctx: rt.n_ctx,
+        children: rt.children,
     };
     let timeout = Duration::from_millis(rt.cfg.subagent.timeout_ms);
     let mut forward = |event: &TurnEvent| {

@@ -10,12 +10,12 @@
 //! summary that cannot be made does not cost a model call after every turn.
 
 use crate::baseline::messages_with_carry;
-use crate::compact::cap_chars;
 use crate::config::Config;
 use crate::llama::{ChatMessage, ChatRequest, InferError};
+use crate::runtime::Runtime;
 use crate::session::Session;
+use crate::text::cap_chars;
 use crate::tools::target_tool;
-use crate::turn::Runtime;
 use bxcore::sanitize::neutralise;
 use bxcore::{CallId, DataClass, Labels, LogRecord, Timestamp, ToolCall, ToolOutcome};
 use std::collections::{HashMap, HashSet};

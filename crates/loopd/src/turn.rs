@@ -7,66 +7,20 @@
 
 use crate::baseline::{self, BaselineError};
 use crate::compact;
-use crate::config::Config;
-use crate::llama::{ChatEvent, ChatRequest, Client, Completion, InferError};
+use crate::llama::{ChatEvent, ChatRequest, Completion, InferError};
 use crate::session::{Session, StoreError};
-use crate::tools::{Registry, ToolPort};
 use bxcore::{LogRecord, TaskId, Timestamp, TurnEnd, TurnEvent};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 mod call;
 mod repeats;
 
-pub use call::{CallOutcome, run_call};
+pub use crate::baseline::CUT_CALL;
+pub use crate::llama::FINISH_LENGTH;
+pub use crate::outcome::CallOutcome;
+pub use crate::runtime::{Children, Runtime, Stop};
+pub use call::run_call;
 pub use repeats::{REFUSED_REPEATS_BEFORE_END, Repeats};
-
-/// llama-server's `finish_reason` for an answer cut at the token limit or the context ceiling.
-pub const FINISH_LENGTH: &str = "length";
-/// What the model is told about a call in an answer that was cut off.
-pub const CUT_CALL: &str = "Not run: your answer was cut off at the token limit before this \
-     tool call was complete. Call it again with shorter arguments.";
-
-/// What a turn needs besides its session.
-pub struct Runtime<'a> {
-    /// loopd's config.
-    pub cfg: &'a Config,
-    /// The model server.
-    pub client: &'a Client,
-    /// Where tools that loopd does not answer itself go (brokerd, or `FakeTools`).
-    pub port: &'a dyn ToolPort,
-    /// The tools of this epoch.
-    pub registry: &'a Registry,
-    /// The system prompt text.
-    pub system: &'a str,
-    /// Tokens of context per slot, as llama-server reported it (`ServerInfo::n_ctx`):
-    /// compaction is due at `[compact] threshold` of it.
-    pub n_ctx: u32,
-}
-
-/// How a turn is told to stop early.
-#[derive(Debug, Default)]
-pub struct Stop {
-    /// Set to cancel the turn (it ends as `cancelled`, or `interrupted` when `shutdown` is set).
-    pub cancelled: AtomicBool,
-    /// Set (before `cancelled`) when loopd is shutting down.
-    pub shutdown: AtomicBool,
-}
-
-impl Stop {
-    /// How the turn ends now that it was stopped.
-    fn end(&self) -> TurnEnd {
-        if self.shutdown.load(Ordering::SeqCst) {
-            TurnEnd::Interrupted
-        } else {
-            TurnEnd::Cancelled
-        }
-    }
-
-    fn is_set(&self) -> bool {
-        self.cancelled.load(Ordering::SeqCst)
-    }
-}
 
 /// Why a turn could not run to an end of its own.
 #[derive(Debug, thiserror::Error)]

@@ -52,6 +52,7 @@ fn run(script: &str, registry: &Registry) -> (Session, tempfile::TempDir) {
         registry,
         system: SYSTEM,
         n_ctx: fakellama::DEFAULT_N_CTX,
+        children: &loopd::subagent::Subagents,
     };
     let mut session = store.create(&SessionId::new("s").unwrap()).unwrap();
     start_turn(&mut session, "go").unwrap();

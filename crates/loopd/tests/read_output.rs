@@ -66,6 +66,7 @@ impl Bed {
             registry,
             system: SYSTEM,
             n_ctx: fakellama::DEFAULT_N_CTX,
+            children: &loopd::subagent::Subagents,
         };
         let mut session = self
             .store
@@ -227,6 +228,7 @@ fn read_output_refuses_unknown_handles_and_offsets_past_the_end() {
         registry: &registry,
         system: SYSTEM,
         n_ctx: fakellama::DEFAULT_N_CTX,
+        children: &loopd::subagent::Subagents,
     };
     let mut session = bed.store.create(&SessionId::new("other").unwrap()).unwrap();
     start_turn(&mut session, "go").unwrap();
@@ -239,7 +241,7 @@ fn read_output_refuses_unknown_handles_and_offsets_past_the_end() {
 #[test]
 fn read_output_in_the_tools_array_is_called_directly() {
     let bed = Bed::new();
-    let registry = loopd::broker::registry(
+    let registry = loopd::toolset::registry(
         &Catalogue {
             session: SessionId::new("direct").unwrap(),
             tools: vec![proto::CatalogueTool {

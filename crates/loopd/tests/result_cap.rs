@@ -52,6 +52,7 @@ tool_calls = [{ name = "call_tool", arguments = "{\"name\":\"echo\",\"arguments\
         registry: &registry,
         system: SYSTEM,
         n_ctx: SMALL_N_CTX,
+        children: &loopd::subagent::Subagents,
     };
     start_turn(&mut session, "read the log").unwrap();
     let end = run_turn(&rt, &mut session, &Stop::default(), &mut |_| {}).unwrap();

@@ -92,6 +92,7 @@ impl Bed {
             registry: &registry,
             system: SYSTEM,
             n_ctx: fakellama::DEFAULT_N_CTX,
+            children: &loopd::subagent::Subagents,
         };
         let mut session = self.store.open_or_create(&sid).unwrap();
         start_turn(&mut session, text).unwrap();

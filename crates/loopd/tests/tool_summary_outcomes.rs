@@ -76,6 +76,7 @@ fn go(bed: &Bed, session: &mut Session) -> TurnEnd {
         registry: &registry,
         system: SYSTEM,
         n_ctx: ROOMY_N_CTX,
+        children: &loopd::subagent::Subagents,
     };
     start_turn(session, "go").unwrap();
     run_turn(&rt, session, &Stop::default(), &mut |_| {}).unwrap()

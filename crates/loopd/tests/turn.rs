@@ -51,6 +51,7 @@ impl Bed {
             registry: &registry,
             system: SYSTEM,
             n_ctx: fakellama::DEFAULT_N_CTX,
+            children: &loopd::subagent::Subagents,
         };
         let mut session = self
             .store
@@ -311,6 +312,7 @@ fn a_cancelled_turn_ends_as_cancelled_and_a_shutdown_as_interrupted() {
             registry: &registry,
             system: SYSTEM,
             n_ctx: fakellama::DEFAULT_N_CTX,
+            children: &loopd::subagent::Subagents,
         };
         let mut session = bed.store.create(&SessionId::new("c").unwrap()).unwrap();
         start_turn(&mut session, "x").unwrap();
@@ -423,6 +425,7 @@ fn a_cancelled_turn_keeps_what_had_streamed_and_never_replays_it() {
         registry: &registry,
         system: SYSTEM,
         n_ctx: fakellama::DEFAULT_N_CTX,
+        children: &loopd::subagent::Subagents,
     };
     let mut session = bed.store.create(&SessionId::new("part").unwrap()).unwrap();
     start_turn(&mut session, "tell a story").unwrap();

@@ -63,6 +63,7 @@ impl Bed {
             registry: &registry,
             system: SYSTEM,
             n_ctx: fakellama::DEFAULT_N_CTX,
+            children: &loopd::subagent::Subagents,
         };
         start_turn(session, text).unwrap();
         let end = run_turn(&rt, session, &Stop::default(), &mut |_| {}).unwrap();

@@ -7,7 +7,10 @@
 pub mod api;
 mod tool;
 
-pub use tool::{Catalogue, CatalogueTool, ToolRequest, ToolResponse, ToolSchema, TurnRef};
+pub use tool::{
+    CALL_TOOL, Catalogue, CatalogueTool, FIND_TOOL, LOOPD_TOOLS, READ_OUTPUT, SUBAGENT,
+    ToolRequest, ToolResponse, ToolSchema, TurnRef,
+};
 
 /// The protocol version; it is the `/v1` in every path.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -154,3 +154,17 @@ pub struct CatalogueTool {
     /// its author wrote that text and the model reads it.
     pub labels: Labels,
 }
+
+/// The tool that searches the catalogue of the tools brokerd offers (answered by loopd).
+pub const FIND_TOOL: &str = "find_tool";
+/// The tool that calls a catalogue tool by name (answered by loopd, which sends the target).
+pub const CALL_TOOL: &str = "call_tool";
+/// The tool that runs a task in a child session (answered by loopd).
+pub const SUBAGENT: &str = "subagent";
+/// The tool that reads pages of a stored output (answered by loopd).
+pub const READ_OUTPUT: &str = "read_output";
+
+/// Every tool loopd answers itself, the one list both daemons use: brokerd never offers or
+/// grants one of these names (a grant applies to the target tool of a `call_tool`), and loopd
+/// never sends one to brokerd.
+pub const LOOPD_TOOLS: [&str; 4] = [FIND_TOOL, CALL_TOOL, SUBAGENT, READ_OUTPUT];

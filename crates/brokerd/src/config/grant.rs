@@ -23,9 +23,6 @@ pub const PATH_TOOLS: [&str; 3] = ["read_file", "list_dir", "write_file"];
 /// The built-in tools whose arguments are limited by `hosts`.
 pub const HOST_TOOLS: [&str; 1] = ["http_fetch"];
 
-/// Tools loopd answers itself: a grant never names them (grants apply to the target tool).
-const LOOPD_TOOLS: [&str; 3] = ["find_tool", "call_tool", "subagent"];
-
 /// Whether a tool may run while the caller's context is untrusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -175,7 +172,8 @@ impl Grant {
         let key = |name: &str| format!("grants[{i}].{name}");
         let tool = self.tool.as_str();
         p.non_empty(&key("tool"), tool);
-        if LOOPD_TOOLS.contains(&tool) {
+        // A grant never names a tool loopd answers itself: grants apply to the target tool.
+        if proto::LOOPD_TOOLS.contains(&tool) {
             p.push(
                 key("tool"),
                 format!(

@@ -209,7 +209,7 @@ fn cut_all(messages: &[ChatMessage], max_chars: usize) -> Vec<ChatMessage> {
 /// llama-server parse them).
 pub fn shrink(message: &ChatMessage, max_chars: usize) -> ChatMessage {
     let cut = |text: &str| {
-        let kept = super::cap_chars(text, max_chars);
+        let kept = crate::text::cap_chars(text, max_chars);
         if kept.len() < text.len() {
             format!("{kept} {CUT_MARK}")
         } else {

@@ -12,8 +12,8 @@
 //! one in its answers). Each piece is cut to a bound and marked. The request of a turn open
 //! during the compaction is left out: the new epoch re-states it after the carry.
 
-use super::cap_chars;
 use crate::config::Config;
+use crate::text::cap_chars;
 use bxcore::{Labels, LogRecord};
 use std::collections::HashMap;
 

@@ -25,8 +25,8 @@ pub use room::{before_call, make_room};
 
 use crate::baseline::{context_labels, epoch_labels};
 use crate::llama::{ChatMessage, InferError};
+use crate::runtime::Runtime;
 use crate::session::{Baseline, Session, StoreError};
-use crate::turn::Runtime;
 use bxcore::sanitize::neutralise;
 use bxcore::{Labels, LogRecord, Timestamp, Usage};
 use std::path::PathBuf;
@@ -103,14 +103,6 @@ pub fn due(usage: &Usage, threshold: f64, n_ctx: u32) -> bool {
     let used = usage.prompt_tokens.saturating_add(usage.completion_tokens);
     // Token counts are far below 2^53: the conversion is exact.
     used as f64 >= threshold * f64::from(n_ctx)
-}
-
-/// `text` cut to at most `max_chars` characters (on a character boundary).
-pub(crate) fn cap_chars(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((end, _)) => text[..end].to_string(),
-        None => text.to_string(),
-    }
 }
 
 /// The messages of a model call in the current epoch: baseline, carry, the request of a turn
@@ -273,11 +265,5 @@ mod tests {
         assert!(!due(&usage(700, 99), 0.8, 1000));
         assert!(due(&usage(700, 100), 0.8, 1000));
         assert!(due(&usage(2000, 0), 1.0, 1000));
-    }
-
-    #[test]
-    fn cap_chars_cuts_on_characters() {
-        assert_eq!(cap_chars("héllo", 2), "hé");
-        assert_eq!(cap_chars("hi", 5), "hi");
     }
 }

@@ -4,11 +4,13 @@
 //! its limit or is too short to be a summary.
 
 use super::fit::{FitError, Parts, fit};
-use super::{COMPACT_PROMPT_FILE, CompactError, cap_chars, carried_request};
+use super::{COMPACT_PROMPT_FILE, CompactError, carried_request};
 use crate::baseline::messages_with_carry;
+use crate::llama::FINISH_LENGTH;
 use crate::llama::{ChatMessage, ChatRequest, Client};
+use crate::runtime::Runtime;
 use crate::session::Session;
-use crate::turn::{FINISH_LENGTH, Runtime};
+use crate::text::cap_chars;
 use bxcore::LogRecord;
 use bxcore::sanitize::neutralise;
 use std::collections::HashMap;

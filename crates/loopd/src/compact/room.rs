@@ -4,10 +4,11 @@
 //! new epoch when there is something to compact.
 
 use super::{carried_request, compact_session, compactable, epoch_messages, log_failure};
+use crate::baseline::BaselineError;
 use crate::baseline::{self, messages_with_carry};
 use crate::llama::{ChatMessage, ChatRequest};
+use crate::runtime::Runtime;
 use crate::session::Session;
-use crate::turn::{Runtime, TurnError};
 
 /// Tokens a message adds to a prompt beyond its text's bytes, at the most (its role and the
 /// template's markers): used to bound a prompt from the last measured one without asking the
@@ -20,7 +21,7 @@ pub const MESSAGE_OVERHEAD_TOKENS: u32 = 16;
 /// bytes of what came after it (a token is at least a byte); only when that bound is too high
 /// is it measured by the server. A server that cannot measure leaves the call as it is (the
 /// server still refuses a prompt that does not fit, and [`make_room`] follows).
-pub fn before_call(rt: &Runtime<'_>, session: &mut Session) -> Result<(), TurnError> {
+pub fn before_call(rt: &Runtime<'_>, session: &mut Session) -> Result<(), BaselineError> {
     if !compactable(session) {
         return Ok(());
     }

@@ -72,14 +72,14 @@ impl ToolSource {
         match self {
             ToolSource::Fake(registry) => registry.clone(),
             ToolSource::Broker { broker, core_tools } => match broker.catalogue(session) {
-                Ok(catalogue) => crate::broker::registry(&catalogue, core_tools),
+                Ok(catalogue) => crate::toolset::registry(&catalogue, core_tools),
                 Err(e) => {
                     tracing::warn!(%session, error = %e, "no catalogue from brokerd; loopd's own tools only");
                     let empty = proto::Catalogue {
                         session: session.clone(),
                         tools: Vec::new(),
                     };
-                    crate::broker::registry(&empty, core_tools)
+                    crate::toolset::registry(&empty, core_tools)
                 }
             },
         }

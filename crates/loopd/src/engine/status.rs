@@ -64,7 +64,7 @@ async fn broker_status(tools: &super::ToolSource) -> BrokerStatus {
             kind: "fake".to_string(),
             socket: None,
             ok: true,
-            note: crate::daemon::FAKE_TOOLS_NOTE.to_string(),
+            note: crate::tools::FAKE_TOOLS_NOTE.to_string(),
         },
         super::ToolSource::Broker { broker, .. } => {
             let health = broker.health_async().await;

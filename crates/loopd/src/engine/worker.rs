@@ -68,6 +68,7 @@ pub(super) fn runtime<'a>(parts: &'a EngineParts, registry: &'a Registry) -> Run
         registry,
         system: &parts.system,
         n_ctx: parts.server.n_ctx,
+        children: &crate::subagent::Subagents,
     }
 }
 

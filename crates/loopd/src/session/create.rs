@@ -10,9 +10,9 @@
 //! or a directory without a log made by an older loopd) is never read as a session, is
 //! cleared when the id is created, and is removed at start ([`super::Store::remove_stale`]).
 
+use super::OUTPUTS_DIR;
 use super::fsync::{is_temp_name, sync_dir};
 use super::{LOG_FILE, Session, StoreError};
-use crate::outputs::OUTPUTS_DIR;
 use bxcore::SessionId;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};

@@ -28,6 +28,9 @@ pub use error::StoreError;
 pub use hold::{Hold, Holds};
 pub use log::{LOG_FILE, Session};
 
+/// The directory, inside a session's directory, that holds its stored outputs.
+pub const OUTPUTS_DIR: &str = "outputs";
+
 use bxcore::{LogRecord, SessionId};
 use std::path::{Path, PathBuf};
 

@@ -115,6 +115,7 @@ impl Bed {
             registry: &registry,
             system: SYSTEM,
             n_ctx,
+            children: &loopd::subagent::Subagents,
         };
         f(&rt)
     }
