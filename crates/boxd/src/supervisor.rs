@@ -12,6 +12,7 @@ use crate::ready;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
+use tokio_util::task::AbortOnDropHandle;
 
 /// The most doublings of `restart.initial_backoff_ms` (past this the wait is capped anyway).
 pub const MAX_BACKOFF_DOUBLINGS: u32 = 32;
@@ -100,7 +101,7 @@ impl Supervisor {
 
     /// Starts the watchdog pings, from the start on (a child may take minutes to be ready),
     /// when `notify` is on and `WATCHDOG_USEC` set; they end when the returned guard drops.
-    fn watchdog(&self) -> Option<AbortOnDrop> {
+    fn watchdog(&self) -> Option<AbortOnDropHandle<()>> {
         if !self.cfg.notify {
             return None;
         }
@@ -109,7 +110,7 @@ impl Supervisor {
             every_us = every.as_micros() as u64,
             "pinging systemd's watchdog"
         );
-        Some(AbortOnDrop(tokio::spawn(async move {
+        Some(AbortOnDropHandle::new(tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             loop {
                 tick.tick().await;
@@ -218,14 +219,5 @@ impl Supervisor {
                 running.stop().await;
             }
         }
-    }
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }

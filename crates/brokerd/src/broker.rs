@@ -13,7 +13,7 @@ use proto::{Catalogue, ToolRequest, ToolResponse};
 use serde_json::Value;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 /// What a broker answers with when its audit log cannot be written: the call's result is
 /// withheld, because an unrecorded result must not reach the model.
@@ -164,7 +164,8 @@ impl Broker {
         let cap_bytes = self.limits.result_cap_bytes;
         let timeout_ms = self.limits.call_timeout_ms;
         let task_grant = Arc::clone(&grant);
-        let task = AbortOnDrop(tokio::spawn(async move {
+        // Aborted when dropped: at the time limit, or when the caller goes away.
+        let task = AbortOnDropHandle::new(tokio::spawn(async move {
             let ctx = CallContext {
                 grant: &task_grant,
                 result_cap_bytes: cap_bytes,
@@ -206,24 +207,4 @@ fn failed(message: String, grant: &Grant) -> (ToolResponse, Option<String>) {
         },
         Some(message),
     )
-}
-
-/// A task that is aborted when its handle is dropped (at the time limit, or when the caller
-/// goes away).
-struct AbortOnDrop<T>(JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-impl<T> Future for AbortOnDrop<T> {
-    type Output = Result<T, tokio::task::JoinError>;
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx)
-    }
 }

@@ -9,7 +9,9 @@ use crate::outcome::CallOutcome;
 use crate::session::Session;
 use crate::tools::{Registry, ToolPort};
 use bxcore::{CallId, TurnEnd, TurnEvent};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use tokio_util::sync::CancellationToken;
 
 /// What a turn needs besides its session.
 pub struct Runtime<'a> {
@@ -30,18 +32,42 @@ pub struct Runtime<'a> {
     pub children: &'a dyn Children,
 }
 
-/// How a turn is told to stop early.
-#[derive(Debug, Default)]
+/// How a turn is told to stop early: the one way loopd cancels work. Waits select on its
+/// token (a model call ends at once, not at the next poll); a subagent's stop is a
+/// [`Stop::child`] of its parent's, so stopping the parent stops the child with no watcher.
+#[derive(Debug, Clone, Default)]
 pub struct Stop {
-    /// Set to cancel the turn (it ends as `cancelled`, or `interrupted` when `shutdown` is set).
-    pub cancelled: AtomicBool,
-    /// Set (before `cancelled`) when loopd is shutting down.
-    pub shutdown: AtomicBool,
+    token: CancellationToken,
+    /// Set before the token is cancelled when loopd is shutting down: the turn then ends
+    /// `interrupted` rather than `cancelled`. Shared with the children.
+    shutdown: Arc<AtomicBool>,
 }
 
 impl Stop {
+    /// A stop not yet set.
+    pub fn new() -> Stop {
+        Stop::default()
+    }
+
+    /// Cancels the turn (and its children): it ends `cancelled`.
+    pub fn cancel(&self) {
+        self.token.cancel();
+    }
+
+    /// Stops the turn (and its children) because loopd is shutting down: it ends
+    /// `interrupted`.
+    pub fn shut_down(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.token.cancel();
+    }
+
+    /// Whether the turn was told to stop.
+    pub fn is_set(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
     /// How the turn ends now that it was stopped.
-    pub(crate) fn end(&self) -> TurnEnd {
+    pub fn end(&self) -> TurnEnd {
         if self.shutdown.load(Ordering::SeqCst) {
             TurnEnd::Interrupted
         } else {
@@ -49,8 +75,18 @@ impl Stop {
         }
     }
 
-    pub(crate) fn is_set(&self) -> bool {
-        self.cancelled.load(Ordering::SeqCst)
+    /// The token to select on while waiting.
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// A stop for a child's turn: set when this one is set (with this one's reason), and
+    /// settable on its own (a child's timeout) without stopping this one.
+    pub fn child(&self) -> Stop {
+        Stop {
+            token: self.token.child_token(),
+            shutdown: Arc::clone(&self.shutdown),
+        }
     }
 }
 
@@ -67,4 +103,50 @@ pub trait Children: Sync {
         stop: &Stop,
         on_event: &mut dyn FnMut(&TurnEvent),
     ) -> CallOutcome;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_stop_follows_its_parent_with_the_parents_reason_but_not_the_other_way() {
+        let parent = Stop::new();
+        let child = parent.child();
+        child.cancel();
+        assert!(child.is_set());
+        assert!(
+            !parent.is_set(),
+            "a child's timeout must not stop its parent"
+        );
+
+        let parent = Stop::new();
+        let child = parent.child();
+        let grandchild = child.child();
+        parent.shut_down();
+        assert!(child.is_set() && grandchild.is_set());
+        assert_eq!(grandchild.end(), TurnEnd::Interrupted);
+        let cancelled = Stop::new();
+        cancelled.cancel();
+        assert_eq!(cancelled.end(), TurnEnd::Cancelled);
+    }
+
+    #[test]
+    fn a_wait_on_the_stop_ends_when_it_is_set_without_polling() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let stop = Stop::new();
+        let child = stop.child();
+        let woke = runtime.block_on(async {
+            let waiting = tokio::spawn({
+                let token = child.token().clone();
+                async move { token.cancelled().await }
+            });
+            stop.cancel();
+            tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await
+        });
+        assert!(matches!(woke, Ok(Ok(()))));
+    }
 }

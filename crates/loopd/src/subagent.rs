@@ -15,9 +15,10 @@ use bxcore::{CallId, Labels, LogRecord, SessionId, Timestamp, ToolOutcome, TurnE
 use proto::ToolSchema;
 use serde_json::{Value, json};
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio_util::task::AbortOnDropHandle;
 
 /// The name of the tool that hands a sub-task to a child session. loopd answers it.
 pub const SUBAGENT: &str = proto::SUBAGENT;
@@ -25,10 +26,6 @@ pub const SUBAGENT: &str = proto::SUBAGENT;
 pub use proto::api::reserved::CHILD_PREFIX;
 /// The child's system prompt file, read from the directory of `[baseline] system`.
 pub const SUBAGENT_PROMPT: &str = "subagent.md";
-/// How often a running child checks whether its parent was stopped or its time is up, in
-/// milliseconds.
-const WATCH_INTERVAL_MS: u64 = 20;
-
 /// How the model sees `subagent`.
 pub fn schema() -> ToolSchema {
     ToolSchema {
@@ -206,8 +203,9 @@ fn inherited_record(parent: &Session, labels: Labels) -> LogRecord {
     }
 }
 
-/// Runs the child's turn while a watcher stops it when the parent is stopped or `timeout`
-/// passes. Returns the turn's result and whether it ran out of time.
+/// Runs the child's turn under a child of the parent's stop (stopping the parent stops it),
+/// cancelled by a timer task when `timeout` passes. Returns the turn's result and whether it
+/// ran out of time.
 fn run_watched(
     rt: &Runtime<'_>,
     child: &mut Session,
@@ -215,35 +213,24 @@ fn run_watched(
     timeout: Duration,
     on_event: &mut dyn FnMut(&TurnEvent),
 ) -> (Result<TurnEnd, TurnError>, bool) {
-    let child_stop = Stop::default();
-    let timed_out = AtomicBool::new(false);
-    let deadline = Instant::now() + timeout;
-    let result = std::thread::scope(|scope| {
-        let (done, finished) = mpsc::channel::<()>();
-        let (child_stop, timed_out) = (&child_stop, &timed_out);
-        scope.spawn(move || {
-            let interval = Duration::from_millis(WATCH_INTERVAL_MS);
-            // Ends when the child's turn ends (the sender is dropped) or once it is stopped.
-            while let Err(mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(interval) {
-                if parent_stop.cancelled.load(Ordering::SeqCst) {
-                    let shutdown = parent_stop.shutdown.load(Ordering::SeqCst);
-                    child_stop.shutdown.store(shutdown, Ordering::SeqCst);
-                    child_stop.cancelled.store(true, Ordering::SeqCst);
-                    return;
-                }
-                if Instant::now() >= deadline {
+    let child_stop = parent_stop.child();
+    let timed_out = Arc::new(AtomicBool::new(false));
+    // Aborted when dropped, that is when the child's turn ends first.
+    let _timer = {
+        let (token, timed_out) = (child_stop.token().clone(), Arc::clone(&timed_out));
+        AbortOnDropHandle::new(rt.client.runtime().spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep(timeout) => {
                     timed_out.store(true, Ordering::SeqCst);
-                    child_stop.cancelled.store(true, Ordering::SeqCst);
-                    return;
+                    token.cancel();
                 }
+                () = token.cancelled() => {}
             }
-        });
-        // A child never gets a second task, so the background work after a turn (summaries
-        // and compaction, for the session's later turns) would only keep its parent waiting.
-        let result = run_foreground(rt, child, child_stop, on_event);
-        drop(done);
-        result
-    });
+        }))
+    };
+    // A child never gets a second task, so the background work after a turn (summaries
+    // and compaction, for the session's later turns) would only keep its parent waiting.
+    let result = run_foreground(rt, child, &child_stop, on_event);
     (result, timed_out.load(Ordering::SeqCst))
 }
 

@@ -240,7 +240,7 @@ fn model_call(
     let started = Instant::now();
     let answer = rt
         .client
-        .chat_with_retry_until(&request, &mut forward, &stop.cancelled);
+        .chat_with_retry_until(&request, &mut forward, stop.token());
     let model_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     match answer {
         Ok(completion) => Ok(Ok((completion, model_us))),

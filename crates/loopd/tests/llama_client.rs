@@ -281,7 +281,7 @@ fn async_variants_run_inside_tasks() {
     let client = fake.client();
     let got = fake.rt.block_on(async move {
         tokio::spawn(async move {
-            let never = std::sync::atomic::AtomicBool::new(false);
+            let never = tokio_util::sync::CancellationToken::new();
             let mut count = 0usize;
             let done = client
                 .chat_with_retry_async(&user("hi"), &mut |_| count += 1, &never)

@@ -3,9 +3,9 @@
 
 mod llama_support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use llama_support::{
     Fake, TEST_ATTEMPTS, attempts_of, chat_retry, client_for, content_of, dead_url, runtime, user,
@@ -164,7 +164,7 @@ fn cancel_from_another_thread_stops_a_slow_stream_promptly() {
         ..Default::default()
     });
     let client = fake.client();
-    let cancelled = AtomicBool::new(false);
+    let cancelled = CancellationToken::new();
     let (first_content, content_seen) = mpsc::channel::<()>();
     let (outcome, set_at, events) = std::thread::scope(|s| {
         let flag = &cancelled;
@@ -173,7 +173,7 @@ fn cancel_from_another_thread_stops_a_slow_stream_promptly() {
                 .recv_timeout(Duration::from_millis(EVENT_WAIT_MS))
                 .unwrap();
             let at = Instant::now();
-            flag.store(true, Ordering::Relaxed);
+            flag.cancel();
             at
         });
         let mut events = Vec::new();
@@ -205,7 +205,7 @@ fn cancel_during_the_backoff_wait_is_prompt() {
         o.retry_initial_backoff_ms = 60_000;
         o.retry_max_backoff_ms = 60_000;
     });
-    let cancelled = AtomicBool::new(false);
+    let cancelled = CancellationToken::new();
     let (attempted, attempt_seen) = mpsc::channel::<()>();
     let (outcome, set_at) = std::thread::scope(|s| {
         let flag = &cancelled;
@@ -214,7 +214,7 @@ fn cancel_during_the_backoff_wait_is_prompt() {
                 .recv_timeout(Duration::from_millis(EVENT_WAIT_MS))
                 .unwrap();
             let at = Instant::now();
-            flag.store(true, Ordering::Relaxed);
+            flag.cancel();
             at
         });
         let outcome = client.chat_with_retry_until(
@@ -235,7 +235,8 @@ fn cancel_during_the_backoff_wait_is_prompt() {
 #[test]
 fn a_cancelled_flag_stops_before_sending() {
     let fake = Fake::start(fakellama::Options::default());
-    let cancelled = AtomicBool::new(true);
+    let cancelled = CancellationToken::new();
+    cancelled.cancel();
     let e = fake.client().chat(&user("hi"), &mut |_| {}, &cancelled);
     assert_eq!(e.unwrap_err(), InferError::Cancelled);
     assert!(fake.server.requests().is_empty());

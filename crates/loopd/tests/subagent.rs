@@ -15,7 +15,6 @@ use loopd::tools::{Registry, ToolPort};
 use loopd::turn::{Runtime, Stop, TurnError, run_turn, start_turn};
 use proto::{ToolRequest, ToolResponse};
 use std::sync::Mutex;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 const SYSTEM: &str = "You are the parent.";
@@ -39,7 +38,7 @@ impl ToolPort for Port {
         if let Some(stop) = &self.stop_on_child
             && request.session.as_str().starts_with("sub-")
         {
-            stop.cancelled.store(true, Ordering::SeqCst);
+            stop.cancel();
         }
         ToolResponse::Result {
             content: "fetched page text".into(),

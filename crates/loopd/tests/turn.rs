@@ -13,7 +13,6 @@ use loopd::tools::{FakeTools, Registry, ToolPort};
 use loopd::turn::{Runtime, Stop, TurnError, run_turn, start_turn};
 use proto::{ToolRequest, ToolResponse};
 use std::sync::Mutex;
-use std::sync::atomic::Ordering;
 
 const SYSTEM: &str = "You are a test.";
 
@@ -317,8 +316,11 @@ fn a_cancelled_turn_ends_as_cancelled_and_a_shutdown_as_interrupted() {
         let mut session = bed.store.create(&SessionId::new("c").unwrap()).unwrap();
         start_turn(&mut session, "x").unwrap();
         let stop = Stop::default();
-        stop.shutdown.store(shutdown, Ordering::SeqCst);
-        stop.cancelled.store(true, Ordering::SeqCst);
+        if shutdown {
+            stop.shut_down();
+        } else {
+            stop.cancel();
+        }
         let end = run_turn(&rt, &mut session, &stop, &mut |_| {}).unwrap();
         assert_eq!(end, expected);
         assert!(
@@ -434,7 +436,7 @@ fn a_cancelled_turn_keeps_what_had_streamed_and_never_replays_it() {
     let end = run_turn(&rt, &mut session, &stop, &mut |e| {
         if let TurnEvent::Content { text } = e {
             shown.push_str(text);
-            stop.cancelled.store(true, Ordering::SeqCst);
+            stop.cancel();
         }
     })
     .unwrap();

@@ -59,7 +59,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use target::{Scheme, Target};
 use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 /// The most redirects one call follows; one more is `Failed`.
 pub const MAX_REDIRECTS: usize = 5;
@@ -332,16 +332,8 @@ impl Tool for HttpFetch {
 /// A response, with the task that drives its connection (aborted when this is dropped).
 struct Exchange {
     response: Response<Incoming>,
-    _connection: AbortOnDrop,
-}
-
-/// A task that is aborted when this is dropped: a connection never outlives its call.
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    /// Aborted when this is dropped: a connection never outlives its call.
+    _connection: AbortOnDropHandle<()>,
 }
 
 /// Sends a GET for `target` over `io` (HTTP/1.1).
@@ -355,7 +347,7 @@ where
     let (mut sender, connection) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(io)
         .await
         .map_err(failed)?;
-    let connection = AbortOnDrop(tokio::spawn(async move {
+    let connection = AbortOnDropHandle::new(tokio::spawn(async move {
         let _ = connection.await;
     }));
     let request = Request::get(target.path_and_query.as_str())

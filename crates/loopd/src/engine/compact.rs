@@ -19,7 +19,7 @@ pub fn run(
     reply: oneshot::Sender<Result<CompactAnswer, ApiFailure>>,
     stop: &Stop,
 ) {
-    if stop.cancelled.load(Ordering::SeqCst) || inner.shutting_down.load(Ordering::SeqCst) {
+    if stop.is_set() || inner.shutting_down.load(Ordering::SeqCst) {
         let _ = reply.send(Err(ApiFailure::Unavailable(
             "cancelled before it started".into(),
         )));

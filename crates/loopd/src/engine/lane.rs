@@ -7,7 +7,6 @@ use bxcore::{SessionId, TurnEvent};
 use proto::api::CompactAnswer;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use tokio::sync::{broadcast, oneshot};
 
 /// Events a follower may fall behind by before it is told it missed some.
@@ -128,9 +127,10 @@ impl Lane {
         let told = match &self.running {
             Some(stop) => {
                 if shutdown {
-                    stop.shutdown.store(true, Ordering::SeqCst);
+                    stop.shut_down();
+                } else {
+                    stop.cancel();
                 }
-                stop.cancelled.store(true, Ordering::SeqCst);
                 true
             }
             None => false,

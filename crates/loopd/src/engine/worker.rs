@@ -89,7 +89,7 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         pending.refuse(ApiFailure::Unavailable("loopd is shutting down".into()));
         return None;
     }
-    if stop.cancelled.load(Ordering::SeqCst) {
+    if stop.is_set() {
         pending.refuse(ApiFailure::Unavailable(
             "cancelled before it started".into(),
         ));

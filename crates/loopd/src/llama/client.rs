@@ -6,7 +6,6 @@
 //! never from inside an async task, where `block_on` panics. The `*_async` variants are for
 //! async code.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http::Method;
@@ -18,11 +17,12 @@ use super::error::InferError;
 use super::message::{ChatEvent, ChatRequest, Completion};
 pub use super::options::ClientOptions;
 use super::props::{Health, ServerInfo};
-use super::retry::{backoff_ms, until_cancelled, wait_unless_cancelled};
+use super::retry::{backoff_ms, wait_unless_cancelled};
 use super::sse::{SseEvent, SseParser};
 use super::stream::{Assembler, Progress};
 use super::transport::{self, Exchange, Outgoing};
 use super::wire;
+use tokio_util::sync::CancellationToken;
 
 /// The chat completions endpoint.
 const CHAT_PATH: &str = "/v1/chat/completions";
@@ -59,20 +59,25 @@ impl Client {
         Client { options, runtime }
     }
 
+    /// The runtime its requests run on (for timers that go with a blocking call).
+    pub fn runtime(&self) -> &Handle {
+        &self.runtime
+    }
+
     /// The options it was made with.
     pub fn options(&self) -> &ClientOptions {
         &self.options
     }
 
     /// One try of a streamed chat completion: content and reasoning deltas go to `on_event`
-    /// as they arrive. Setting `cancelled` ends it within a few milliseconds with
+    /// as they arrive. Cancelling `cancelled` ends it at once with
     /// [`InferError::Cancelled`] (the connection is closed). Blocks; panics inside an async
     /// task.
     pub fn chat(
         &self,
         request: &ChatRequest,
         on_event: &mut dyn FnMut(&ChatEvent),
-        cancelled: &AtomicBool,
+        cancelled: &CancellationToken,
     ) -> Result<Completion, InferError> {
         let mut streamed = false;
         self.runtime
@@ -87,17 +92,17 @@ impl Client {
         request: &ChatRequest,
         on_event: &mut dyn FnMut(&ChatEvent),
     ) -> Result<Completion, InferError> {
-        let never = AtomicBool::new(false);
+        let never = CancellationToken::new();
         self.chat_with_retry_until(request, on_event, &never)
     }
 
     /// [`Client::chat_with_retry`] that stops, also while waiting between tries, once
-    /// `cancelled` is set. Blocks; panics inside an async task.
+    /// `cancelled` is cancelled. Blocks; panics inside an async task.
     pub fn chat_with_retry_until(
         &self,
         request: &ChatRequest,
         on_event: &mut dyn FnMut(&ChatEvent),
-        cancelled: &AtomicBool,
+        cancelled: &CancellationToken,
     ) -> Result<Completion, InferError> {
         self.runtime
             .block_on(self.chat_retrying(request, on_event, cancelled))
@@ -149,7 +154,7 @@ impl Client {
         &self,
         request: &ChatRequest,
         on_event: &mut (dyn FnMut(&ChatEvent) + Send),
-        cancelled: &AtomicBool,
+        cancelled: &CancellationToken,
     ) -> Result<Completion, InferError> {
         let mut streamed = false;
         self.chat_once(request, on_event, cancelled, &mut streamed)
@@ -161,7 +166,7 @@ impl Client {
         &self,
         request: &ChatRequest,
         on_event: &mut (dyn FnMut(&ChatEvent) + Send),
-        cancelled: &AtomicBool,
+        cancelled: &CancellationToken,
     ) -> Result<Completion, InferError> {
         self.chat_retrying(request, on_event, cancelled).await
     }
@@ -264,7 +269,7 @@ impl Client {
         &self,
         request: &ChatRequest,
         on_event: &mut F,
-        cancelled: &AtomicBool,
+        cancelled: &CancellationToken,
     ) -> Result<Completion, InferError>
     where
         F: FnMut(&ChatEvent) + ?Sized,
@@ -313,13 +318,13 @@ impl Client {
         &self,
         request: &ChatRequest,
         on_event: &mut F,
-        cancelled: &AtomicBool,
+        cancelled: &CancellationToken,
         streamed: &mut bool,
     ) -> Result<Completion, InferError>
     where
         F: FnMut(&ChatEvent) + ?Sized,
     {
-        if cancelled.load(Ordering::Relaxed) {
+        if cancelled.is_cancelled() {
             return Err(InferError::Cancelled);
         }
         let body = wire::chat_body(request, self.options.max_tokens)
@@ -327,7 +332,7 @@ impl Client {
         let limit_ms = self.options.request_timeout_ms;
         tokio::select! {
             result = self.stream_chat(body, on_event, cancelled, streamed) => result,
-            () = until_cancelled(cancelled) => Err(InferError::Cancelled),
+            () = cancelled.cancelled() => Err(InferError::Cancelled),
             () = tokio::time::sleep(Duration::from_millis(limit_ms)) => {
                 Err(InferError::Timeout { after_ms: limit_ms })
             }
@@ -338,7 +343,7 @@ impl Client {
         &self,
         body: Vec<u8>,
         on_event: &mut F,
-        cancelled: &AtomicBool,
+        cancelled: &CancellationToken,
         streamed: &mut bool,
     ) -> Result<Completion, InferError>
     where
@@ -387,7 +392,7 @@ impl Client {
                 }
                 Some(Ok(frame)) => frame,
             };
-            if cancelled.load(Ordering::Relaxed) {
+            if cancelled.is_cancelled() {
                 return Err(InferError::Cancelled);
             }
             let Ok(bytes) = frame.into_data() else {

@@ -27,7 +27,6 @@ pub use proto::ToolSchema;
 pub use client::{HEALTH_POLL_INTERVAL_MS, PROBE_TIMEOUT_MS};
 pub use endpoint::Endpoint;
 pub use props::Health;
-pub use retry::CANCEL_POLL_INTERVAL_MS;
 
 /// llama-server's `finish_reason` for an answer cut at the token limit or the context ceiling.
 pub const FINISH_LENGTH: &str = "length";

@@ -1,12 +1,7 @@
-//! Bounded exponential backoff, and waits that notice a cancel flag promptly.
+//! Bounded exponential backoff, and a wait that ends when the call is cancelled.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-use tokio::time::Instant;
-
-/// How often a wait (or a running request) looks at the cancel flag, in milliseconds.
-pub const CANCEL_POLL_INTERVAL_MS: u64 = 10;
+use tokio_util::sync::CancellationToken;
 
 /// The wait after failed try `attempt` (from 1): `initial_ms` doubled for each earlier
 /// failure, at most `max_ms`.
@@ -15,26 +10,11 @@ pub fn backoff_ms(attempt: u32, initial_ms: u64, max_ms: u64) -> u64 {
     initial_ms.saturating_mul(1u64 << doublings).min(max_ms)
 }
 
-/// Waits `delay_ms`; returns `false` (early) when `cancelled` is set.
-pub async fn wait_unless_cancelled(delay_ms: u64, cancelled: &AtomicBool) -> bool {
-    let deadline = Instant::now() + Duration::from_millis(delay_ms);
-    loop {
-        if cancelled.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return true;
-        }
-        let step = Duration::from_millis(CANCEL_POLL_INTERVAL_MS).min(deadline - now);
-        tokio::time::sleep(step).await;
-    }
-}
-
-/// Resolves once `cancelled` is set (checked every [`CANCEL_POLL_INTERVAL_MS`]).
-pub async fn until_cancelled(cancelled: &AtomicBool) {
-    while !cancelled.load(Ordering::Relaxed) {
-        tokio::time::sleep(Duration::from_millis(CANCEL_POLL_INTERVAL_MS)).await;
+/// Waits `delay_ms`; returns `false` (early) when `cancelled` is cancelled.
+pub async fn wait_unless_cancelled(delay_ms: u64, cancelled: &CancellationToken) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(Duration::from_millis(delay_ms)) => true,
+        () = cancelled.cancelled() => false,
     }
 }
 

@@ -12,10 +12,10 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
-use tokio::task::JoinHandle;
 
 use super::endpoint::Endpoint;
 use super::error::InferError;
+use tokio_util::task::AbortOnDropHandle;
 
 /// The `User-Agent` sent.
 const USER_AGENT: &str = concat!("loopd/", env!("CARGO_PKG_VERSION"));
@@ -42,17 +42,8 @@ pub struct Exchange {
     pub status: u16,
     /// The body, read frame by frame.
     pub body: Incoming,
-    _connection: AbortOnDrop,
-}
-
-/// Stops the task driving the connection when the exchange is dropped (e.g. on cancel).
-#[derive(Debug)]
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    /// Stops the task driving the connection when the exchange is dropped (e.g. on cancel).
+    _connection: AbortOnDropHandle<()>,
 }
 
 fn connect_error(endpoint: &Endpoint, message: String) -> InferError {
@@ -62,7 +53,7 @@ fn connect_error(endpoint: &Endpoint, message: String) -> InferError {
     }
 }
 
-async fn handshake<IO>(io: IO) -> hyper::Result<(SendRequest<Full<Bytes>>, AbortOnDrop)>
+async fn handshake<IO>(io: IO) -> hyper::Result<(SendRequest<Full<Bytes>>, AbortOnDropHandle<()>)>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -72,12 +63,12 @@ where
             tracing::debug!("llama-server connection ended with an error: {e}");
         }
     });
-    Ok((sender, AbortOnDrop(task)))
+    Ok((sender, AbortOnDropHandle::new(task)))
 }
 
 async fn connect(
     endpoint: &Endpoint,
-) -> Result<hyper::Result<(SendRequest<Full<Bytes>>, AbortOnDrop)>, std::io::Error> {
+) -> Result<hyper::Result<(SendRequest<Full<Bytes>>, AbortOnDropHandle<()>)>, std::io::Error> {
     Ok(match endpoint {
         Endpoint::Tcp { host, port, .. } => {
             let stream = TcpStream::connect((host.as_str(), *port)).await?;

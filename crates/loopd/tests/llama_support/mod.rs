@@ -1,8 +1,6 @@
 //! Shared by the `llama_*` tests: fakellama on its own runtime, and a client for it.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-use std::sync::atomic::AtomicBool;
-
 use loopd::llama::{
     ChatEvent, ChatMessage, ChatRequest, Client, ClientOptions, Completion, InferError,
 };
@@ -102,7 +100,7 @@ pub fn chat_once(
     request: &ChatRequest,
 ) -> (Vec<ChatEvent>, Result<Completion, InferError>) {
     let mut events = Vec::new();
-    let never = AtomicBool::new(false);
+    let never = tokio_util::sync::CancellationToken::new();
     let result = client.chat(request, &mut |e| events.push(e.clone()), &never);
     (events, result)
 }
