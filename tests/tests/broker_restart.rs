@@ -140,8 +140,10 @@ fn brokerd_killed_mid_call_fails_the_call_once_and_never_runs_it_again() {
         other => panic!("expected Failed, got {other:?}"),
     }
     // The next call runs on the new brokerd, and brokerd (old or new) got the fetch once.
-    assert_ran(&broker.call(&write_request(3, &target, "second")));
-    assert_eq!(std::fs::read_to_string(&target).unwrap(), "second");
+    let second = out.join("second.txt");
+    assert_ran(&broker.call(&write_request(3, &second, "second")));
+    assert_eq!(std::fs::read_to_string(&second).unwrap(), "second");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "first");
     assert_eq!(decided(dir.path(), "http_fetch"), 1);
     assert_eq!(decided(dir.path(), "write_file"), 2);
     assert!(fetches.try_recv().is_err(), "the fetch was run again");
