@@ -2,15 +2,18 @@
 //! Unix socket (`POST /v1/call`, `GET /v1/catalogue?session=ID`, `GET /v1/health`).
 //!
 //! A broker that is down or slow never fails a turn: the model gets
-//! `Failed("tool broker unavailable: ...")` and the turn goes on. Each call opens its own
-//! connection, so a restarted brokerd is simply found again on the next call.
+//! `Failed("tool broker unavailable: ...")` and the turn goes on. Requests go out on kept-open
+//! connections (`broker_conn`), each at most once: a connection brokerd closed (its idle
+//! timeout, a restart) is replaced before the request is sent, so a restarted brokerd is found
+//! again on the next call, while a call that may have reached brokerd and got no answer fails
+//! as unavailable and is never resent (a `write_file` must not run twice).
 
+use crate::broker_conn::Pool;
+pub use crate::broker_conn::{MAX_IDLE_CONNECTIONS, MAX_IDLE_MS};
 use crate::tools::ToolPort;
 use bxcore::SessionId;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
 use proto::{Catalogue, ToolRequest, ToolResponse};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -38,12 +41,13 @@ pub enum BrokerError {
     },
 }
 
-/// A client of brokerd.
+/// A client of brokerd; its clones share its kept connections.
 #[derive(Debug, Clone)]
 pub struct Broker {
     socket: PathBuf,
     call_timeout_ms: u64,
     handle: tokio::runtime::Handle,
+    connections: Pool,
 }
 
 impl Broker {
@@ -54,6 +58,7 @@ impl Broker {
             socket,
             call_timeout_ms,
             handle,
+            connections: Pool::default(),
         }
     }
 
@@ -99,7 +104,8 @@ impl Broker {
         })
     }
 
-    /// Sends one request on a fresh connection and reads a 200 answer's body.
+    /// Sends one request (on a kept connection when one is open, at most once) and reads a
+    /// 200 answer's body; the whole exchange is cut at `timeout_ms`.
     async fn exchange(
         &self,
         method: &str,
@@ -107,47 +113,33 @@ impl Broker {
         body: Option<Vec<u8>>,
         timeout_ms: u64,
     ) -> Result<Bytes, BrokerError> {
-        let work = async {
-            let stream = tokio::net::UnixStream::connect(&self.socket)
-                .await
-                .map_err(|e| BrokerError::Unavailable(format!("{}: {e}", self.socket.display())))?;
-            let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| BrokerError::Unavailable(e.to_string()))?;
-            let connection = tokio::spawn(connection);
-            let request = hyper::Request::builder()
-                .method(method)
-                .uri(path)
-                .header("host", "brokerd")
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::from(body.unwrap_or_default())))
-                .map_err(|e| BrokerError::Unavailable(e.to_string()))?;
-            let response = sender
-                .send_request(request)
-                .await
-                .map_err(|e| BrokerError::Unavailable(e.to_string()))?;
-            let status = response.status().as_u16();
-            let bytes = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
-                .collect()
-                .await
-                .map_err(|e| BrokerError::Unavailable(e.to_string()))?
-                .to_bytes();
-            connection.abort();
-            if status != 200 {
-                return Err(BrokerError::BadAnswer {
-                    status,
-                    message: String::from_utf8_lossy(&bytes).into_owned(),
-                });
-            }
-            Ok(bytes)
-        };
-        tokio::time::timeout(Duration::from_millis(timeout_ms), work)
-            .await
-            .unwrap_or_else(|_| {
-                Err(BrokerError::Unavailable(format!(
-                    "no answer within {timeout_ms} ms"
-                )))
-            })
+        let request = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "brokerd")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| BrokerError::Unavailable(e.to_string()))?;
+        let sent = self
+            .connections
+            .send(&self.socket, request, MAX_ANSWER_BYTES);
+        let (status, bytes) =
+            match tokio::time::timeout(Duration::from_millis(timeout_ms), sent).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(e)) => return Err(BrokerError::Unavailable(e.to_string())),
+                Err(_) => {
+                    return Err(BrokerError::Unavailable(format!(
+                        "no answer within {timeout_ms} ms"
+                    )));
+                }
+            };
+        if status != 200 {
+            return Err(BrokerError::BadAnswer {
+                status,
+                message: String::from_utf8_lossy(&bytes).into_owned(),
+            });
+        }
+        Ok(bytes)
     }
 }
 
