@@ -15,7 +15,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
         "foundation",
         &["text", "outcome", "journal", "config", "session", "llama"],
     ),
-    ("tools", &["tools", "broker"]),
+    ("tools", &["tools", "broker_conn", "broker"]),
     (
         "results and notes",
         &["outputs", "untrusted", "toolset", "memory"],
