@@ -17,6 +17,7 @@ use hyper_util::rt::TokioIo;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio_util::task::AbortOnDropHandle;
 
 /// The most connections to brokerd kept open while idle; more are open only while more
 /// requests are in flight, and are closed when their answer is read.
@@ -45,14 +46,8 @@ pub(crate) enum SendError {
 /// which closes the socket).
 struct Connection {
     sender: SendRequest<Full<Bytes>>,
-    driver: tokio::task::JoinHandle<()>,
+    _driver: AbortOnDropHandle<()>,
     idle_since: Instant,
-}
-
-impl Drop for Connection {
-    fn drop(&mut self) {
-        self.driver.abort();
-    }
 }
 
 impl Connection {
@@ -64,14 +59,14 @@ impl Connection {
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| SendError::NotConnected(e.to_string()))?;
-        let driver = tokio::spawn(async move {
+        let driver = AbortOnDropHandle::new(tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "a connection to brokerd ended");
             }
-        });
+        }));
         Ok(Connection {
             sender,
-            driver,
+            _driver: driver,
             idle_since: Instant::now(),
         })
     }

@@ -58,6 +58,12 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     let store = Store::new(&cfg.state_dir)
         .with_context(|| format!("cannot use the state dir {}", cfg.state_dir.display()))?;
     store.remove_stale();
+    // The session list comes from this index from now on; reading every log once happens
+    // here, before the socket answers, not in a client's request.
+    match store.summaries() {
+        Ok(all) => tracing::info!(sessions = all.len(), "sessions indexed"),
+        Err(e) => tracing::warn!(error = %e, "cannot index the sessions now; the first listing tries again"),
+    }
     let (port, tools) = tool_port(&cfg, runtime.handle());
     let api_options = ApiOptions::from_config(&cfg.api)?;
     let socket = cfg.socket.clone();

@@ -282,24 +282,22 @@ impl Backend for Engine {
     }
 
     fn sessions(&self) -> Result<SessionList, ApiFailure> {
-        let ids = self.inner.parts.store.list().map_err(store_failure)?;
+        // From the store's index: no log is read (issue 14).
+        let summaries = self.inner.parts.store.summaries().map_err(store_failure)?;
         let lanes = self.inner.lock_lanes();
-        let mut sessions = Vec::with_capacity(ids.len());
-        for id in ids {
-            let (last_turn, records) = match self.inner.parts.store.read(&id) {
-                Ok(records) => (status::last_turn(&records), records.len() as u64),
-                // A damaged log is still listed; `show` names the damage.
-                Err(_) => (0, 0),
-            };
-            let lane = lanes.get(&id);
-            sessions.push(SessionInfo {
-                busy: lane.is_some_and(Lane::is_running),
-                queued: lane.map_or(0, |l| l.queued() as u64),
-                id,
-                last_turn,
-                records,
-            });
-        }
+        let sessions = summaries
+            .into_iter()
+            .map(|(id, summary)| {
+                let lane = lanes.get(&id);
+                SessionInfo {
+                    busy: lane.is_some_and(Lane::is_running),
+                    queued: lane.map_or(0, |l| l.queued() as u64),
+                    id,
+                    last_turn: summary.last_turn,
+                    records: summary.records,
+                }
+            })
+            .collect();
         Ok(SessionList { sessions })
     }
 

@@ -4,18 +4,6 @@ use super::Inner;
 use bxcore::LogRecord;
 use proto::api::{BrokerStatus, LlamaStatus, LoopdStatus, SlotRoles, Status};
 
-/// The highest turn number in `records`.
-pub fn last_turn(records: &[LogRecord]) -> u64 {
-    records
-        .iter()
-        .filter_map(|r| match r {
-            LogRecord::User { turn, .. } => Some(*turn),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0)
-}
-
 /// The status now; asks the model server's `/health`.
 pub async fn status(inner: &std::sync::Arc<Inner>) -> Status {
     let client = inner.parts.client.clone();

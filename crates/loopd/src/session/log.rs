@@ -3,6 +3,7 @@
 use super::StoreError;
 use super::baseline::{self, Baseline};
 use super::hold::Hold;
+use super::index::{Index, Summary};
 use super::line::{self, GENESIS_DIGEST};
 use super::scan::scan;
 use bxcore::{CallId, Labels, LogRecord, SessionId, Timestamp, TurnEnd, Usage};
@@ -42,12 +43,19 @@ pub struct Session {
     /// The current epoch's baseline, once written.
     baseline: Option<Baseline>,
     _hold: Hold,
+    /// The store's index, told of every append.
+    index: Index,
 }
 
 impl Session {
     /// Opens the log at `dir`, cuts a torn last line, checks every line, and ends a turn that
     /// was left unfinished as `interrupted`.
-    pub(crate) fn open(id: SessionId, dir: PathBuf, hold: Hold) -> Result<Session, StoreError> {
+    pub(crate) fn open(
+        id: SessionId,
+        dir: PathBuf,
+        hold: Hold,
+        index: Index,
+    ) -> Result<Session, StoreError> {
         let path = dir.join(LOG_FILE);
         let mut file = match OpenOptions::new().read(true).append(true).open(&path) {
             Ok(file) => file,
@@ -100,6 +108,7 @@ impl Session {
             poisoned: false,
             baseline: None,
             _hold: hold,
+            index,
         };
         for record in found.records {
             session.note(record);
@@ -113,6 +122,7 @@ impl Session {
                 end: TurnEnd::Interrupted,
             })?;
         }
+        session.note_in_index();
         Ok(session)
     }
 
@@ -155,6 +165,7 @@ impl Session {
         self.len_bytes += text.len() as u64;
         self.last_digest = digest;
         self.note(record);
+        self.note_in_index();
         Ok(seq)
     }
 
@@ -263,7 +274,7 @@ impl Session {
     /// there, so the child is held like any session.
     pub fn store(&self) -> super::Store {
         let sessions_dir = self.dir.parent().unwrap_or(&self.dir).to_path_buf();
-        super::Store::from_parts(sessions_dir, self._hold.holds().clone())
+        super::Store::from_parts(sessions_dir, self._hold.holds().clone(), self.index.clone())
     }
 
     /// Every record, header first.
@@ -297,6 +308,15 @@ impl Session {
     /// The highest turn number so far (0 for none).
     pub fn last_turn(&self) -> u64 {
         self.last_turn
+    }
+
+    /// Tells the store's index this session's record count and last turn.
+    fn note_in_index(&self) {
+        let summary = Summary {
+            records: self.records.len() as u64,
+            last_turn: self.last_turn,
+        };
+        self.index.note(&self.id, summary);
     }
 
     /// The turn that has started and not ended, if any.

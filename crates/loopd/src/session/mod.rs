@@ -19,6 +19,7 @@ pub mod create;
 mod error;
 mod fsync;
 mod hold;
+mod index;
 mod line;
 mod log;
 mod scan;
@@ -26,6 +27,7 @@ mod scan;
 pub use baseline::{BASELINE_FORMAT_VERSION, Baseline};
 pub use error::StoreError;
 pub use hold::{Hold, Holds};
+pub use index::{Index, Summary};
 pub use log::{LOG_FILE, Session};
 
 /// The directory, inside a session's directory, that holds its stored outputs.
@@ -39,6 +41,7 @@ use std::path::{Path, PathBuf};
 pub struct Store {
     sessions_dir: PathBuf,
     holds: Holds,
+    index: Index,
 }
 
 impl Store {
@@ -49,14 +52,16 @@ impl Store {
         Ok(Store {
             sessions_dir,
             holds: Holds::default(),
+            index: Index::default(),
         })
     }
 
-    /// The store a session in `sessions_dir` came from, sharing its holds.
-    pub(crate) fn from_parts(sessions_dir: PathBuf, holds: Holds) -> Store {
+    /// The store a session in `sessions_dir` came from, sharing its holds and its index.
+    pub(crate) fn from_parts(sessions_dir: PathBuf, holds: Holds, index: Index) -> Store {
         Store {
             sessions_dir,
             holds,
+            index,
         }
     }
 
@@ -72,7 +77,7 @@ impl Store {
         let hold = self.hold(id)?;
         let dir = self.dir(id);
         create::make(&self.sessions_dir, id, &dir)?;
-        Session::open(id.clone(), dir, hold)
+        Session::open(id.clone(), dir, hold, self.index.clone())
     }
 
     /// Removes what crashes left (half-made sessions, temporary files of durable writes,
@@ -86,7 +91,7 @@ impl Store {
     /// it until the [`Session`] is dropped. A held session is [`StoreError::Busy`].
     pub fn open(&self, id: &SessionId) -> Result<Session, StoreError> {
         let hold = self.hold(id)?;
-        Session::open(id.clone(), self.dir(id), hold)
+        Session::open(id.clone(), self.dir(id), hold, self.index.clone())
     }
 
     /// Opens session `id`, creating it first if it does not exist.
@@ -119,6 +124,36 @@ impl Store {
         Ok(ids)
     }
 
+    /// Every session with its record count and last turn, sorted by id, from the index: no
+    /// log is read once it is built (the first call builds it, reading each log once; a log
+    /// that cannot be read is listed with zeros, and `show` names its damage).
+    pub fn summaries(&self) -> Result<Vec<(SessionId, Summary)>, StoreError> {
+        let mut failed = None;
+        let all = self.index.all(|| {
+            let ids = match self.list() {
+                Ok(ids) => ids,
+                Err(e) => {
+                    failed = Some(e);
+                    return Default::default();
+                }
+            };
+            ids.into_iter()
+                .map(|id| {
+                    let summary = self.read(&id).map(|r| summary_of(&r)).unwrap_or_default();
+                    (id, summary)
+                })
+                .collect()
+        });
+        match failed {
+            // Not built: the next call tries again.
+            Some(e) => {
+                self.index.forget();
+                Err(e)
+            }
+            None => Ok(all),
+        }
+    }
+
     /// Reads session `id`'s records without holding it or changing anything: every whole line
     /// is checked; a line being written (or torn) at the end is left out.
     pub fn read(&self, id: &SessionId) -> Result<Vec<LogRecord>, StoreError> {
@@ -147,5 +182,21 @@ impl Store {
         self.holds
             .take(id)
             .ok_or_else(|| StoreError::Busy(id.clone()))
+    }
+}
+
+/// The summary of a log's records: how many, and the highest turn number.
+pub fn summary_of(records: &[LogRecord]) -> Summary {
+    let last_turn = records
+        .iter()
+        .filter_map(|r| match r {
+            LogRecord::User { turn, .. } => Some(*turn),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    Summary {
+        records: records.len() as u64,
+        last_turn,
     }
 }
