@@ -5,7 +5,12 @@
 //!
 //! `cargo bench -p loopd --bench session_store`
 
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout
+)]
 
 use bxcore::{CallId, DataClass, LogRecord, SessionId, Timestamp, ToolOutcome};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -79,7 +84,9 @@ fn list(c: &mut Criterion) {
     let state = list_state();
     let store = Store::new(state.path()).unwrap();
     for s in 0..LIST_SESSIONS {
-        let mut session = store.create(&SessionId::new(&format!("s{s:04}")).unwrap()).unwrap();
+        let mut session = store
+            .create(&SessionId::new(&format!("s{s:04}")).unwrap())
+            .unwrap();
         for n in 1..LIST_RECORDS {
             session.append(tool_result(n)).unwrap();
         }
@@ -100,7 +107,9 @@ fn list(c: &mut Criterion) {
     group.bench_function("list_1000_sessions_reading_every_log", |b| {
         b.iter(|| {
             let ids = store.list().unwrap();
-            ids.iter().map(|id| store.read(id).unwrap().len()).sum::<usize>()
+            ids.iter()
+                .map(|id| store.read(id).unwrap().len())
+                .sum::<usize>()
         })
     });
     group.finish();

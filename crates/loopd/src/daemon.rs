@@ -62,7 +62,9 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     // here, before the socket answers, not in a client's request.
     match store.summaries() {
         Ok(all) => tracing::info!(sessions = all.len(), "sessions indexed"),
-        Err(e) => tracing::warn!(error = %e, "cannot index the sessions now; the first listing tries again"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot index the sessions now; the first listing tries again")
+        }
     }
     let (port, tools) = tool_port(&cfg, runtime.handle());
     let api_options = ApiOptions::from_config(&cfg.api)?;

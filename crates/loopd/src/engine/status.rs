@@ -1,7 +1,6 @@
 //! `GET /v1/status`: how loopd, the broker and the model server are.
 
 use super::Inner;
-use bxcore::LogRecord;
 use proto::api::{BrokerStatus, LlamaStatus, LoopdStatus, SlotRoles, Status};
 
 /// The status now; asks the model server's `/health`.
