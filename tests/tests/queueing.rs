@@ -131,6 +131,26 @@ fn a_full_queue_is_refused_as_busy() {
 }
 
 #[test]
+fn tasks_waiting_across_sessions_are_capped_and_the_places_come_back() {
+    let stack = slow_stack("[api]\nmax_waiting_tasks = 1\n");
+    let first = spawn_task(&stack, "a", "slow");
+    wait_until_busy(&stack, "a", 0);
+    // The one place: a task waiting behind the running one.
+    let second = spawn_task(&stack, "a", "then second");
+    wait_until_busy(&stack, "a", 1);
+    // Another session's task would wait too: refused, whatever session it names.
+    let out = stack.boxctl(&["task", "--session", "c", "third"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("max_waiting_tasks"), "{}", show(&out));
+    assert_eq!(first.wait_with_output().unwrap().status.code(), Some(0));
+    assert_eq!(second.wait_with_output().unwrap().status.code(), Some(0));
+    // Started tasks gave their places back.
+    let out = stack.boxctl(&["task", "--session", "c", "third again"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+}
+
+#[test]
 fn fifty_sessions_at_once() {
     const SESSIONS: usize = 50;
     let stack = Stack::start(StackOptions {

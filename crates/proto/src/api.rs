@@ -15,8 +15,8 @@
 //!
 //! Every error is an [`ApiError`] with a status: 400 bad JSON or session id (or a request head
 //! that is not HTTP/1.1), 404 unknown session or path, 409 the session's queue is full, 413
-//! body too large, 414 URI too long, 431 request head too large, 503 not ready, 507 the disk
-//! is full.
+//! body too large, 414 URI too long, 429 too many tasks wait (`[api] max_waiting_tasks`), 431
+//! request head too large, 503 not ready, 507 the disk is full.
 
 use bxcore::{DataClass, LogRecord, MemoryNote, SessionId, TaskId, Timestamp, TurnEnd};
 use serde::{Deserialize, Serialize};
@@ -332,6 +332,8 @@ pub mod error_kind {
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
     /// 409: the session's queue is full.
     pub const BUSY: &str = "busy";
+    /// 429: too many tasks wait across all sessions (`api.max_waiting_tasks`).
+    pub const TOO_MANY_TASKS: &str = "too_many_tasks";
     /// 413: the request body is larger than `api.max_body_bytes`.
     pub const TOO_LARGE: &str = "too_large";
     /// 414: the request's URI is longer than the HTTP layer reads.

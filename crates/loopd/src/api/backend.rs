@@ -36,6 +36,9 @@ pub enum ApiFailure {
     /// 500: something broke inside loopd.
     #[error("{0}")]
     Internal(String),
+    /// 429: too many tasks wait across all sessions (`[api] max_waiting_tasks`).
+    #[error("{0}")]
+    TooManyWaiting(String),
     /// 507: the disk is full (or the quota spent); says what could not be written.
     #[error("{0}")]
     InsufficientStorage(String),

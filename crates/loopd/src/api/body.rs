@@ -98,6 +98,9 @@ impl From<ApiFailure> for Problem {
                 (StatusCode::SERVICE_UNAVAILABLE, error_kind::UNAVAILABLE)
             }
             ApiFailure::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, error_kind::INTERNAL),
+            ApiFailure::TooManyWaiting(_) => {
+                (StatusCode::TOO_MANY_REQUESTS, error_kind::TOO_MANY_TASKS)
+            }
             ApiFailure::InsufficientStorage(_) => (
                 StatusCode::INSUFFICIENT_STORAGE,
                 error_kind::INSUFFICIENT_STORAGE,

@@ -12,6 +12,9 @@ pub struct Api {
     pub max_body_bytes: usize,
     /// How many tasks may wait for one busy session; one more gets 409. 0: none wait.
     pub session_queue_len: usize,
+    /// How many tasks may wait across all sessions (for their session or for a slot); one
+    /// more gets 429.
+    pub max_waiting_tasks: usize,
     /// The group whose members may use the socket (mode 0660). None: only root and loopd's own
     /// user.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -35,6 +38,7 @@ impl Default for Api {
         Api {
             max_body_bytes: 1_048_576,
             session_queue_len: 8,
+            max_waiting_tasks: 256,
             socket_group: None,
             page_records: 100,
             max_connections: 256,
@@ -51,6 +55,7 @@ impl Api {
             p.non_empty("api.socket_group", group);
         }
         p.at_least("api.page_records", self.page_records, 1);
+        p.at_least("api.max_waiting_tasks", self.max_waiting_tasks, 1);
         p.at_least("api.max_connections", self.max_connections, 1);
         p.at_least("api.header_read_timeout_ms", self.header_read_timeout_ms, 1);
         p.at_least("api.idle_timeout_ms", self.idle_timeout_ms, 1);

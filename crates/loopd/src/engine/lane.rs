@@ -20,6 +20,8 @@ pub struct Pending {
     pub reply: oneshot::Sender<Result<Submitted, ApiFailure>>,
     /// Its place among the named tasks, when its client named it.
     pub named: Option<Ticket>,
+    /// Its place under `[api] max_waiting_tasks`, given back once its turn starts.
+    pub waiting: super::waiting::Waiting,
 }
 
 impl Pending {

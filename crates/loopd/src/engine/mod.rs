@@ -12,6 +12,7 @@ mod lane;
 mod status;
 mod task_ids;
 mod unwind;
+mod waiting;
 mod worker;
 
 use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted};
@@ -109,6 +110,8 @@ struct Inner {
     named: Arc<task_ids::Live>,
     /// Counter for the ids of new sessions.
     new_ids: AtomicU64,
+    /// The tasks waiting now, across all sessions.
+    waiters: Arc<waiting::Waiters>,
     /// Notified each time a worker ends.
     worker_done: Notify,
 }
@@ -128,6 +131,7 @@ impl Engine {
                 starting: RwLock::new(()),
                 named: Arc::default(),
                 new_ids: AtomicU64::new(0),
+                waiters: Arc::default(),
                 worker_done: Notify::new(),
             }),
         }
@@ -257,11 +261,22 @@ impl Backend for Engine {
                 task_ids::Found::New(ticket) => Some(ticket),
             },
         };
+        let max_waiting = self.inner.parts.cfg.api.max_waiting_tasks;
+        let waiting = match waiting::Waiters::take(&self.inner.waiters, max_waiting) {
+            Ok(waiting) => waiting,
+            Err(why) => {
+                if let Some(ticket) = &named {
+                    ticket.refused(&why);
+                }
+                return Err(why);
+            }
+        };
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             text: task.text,
             reply,
             named,
+            waiting,
         };
         self.queue(&id, Work::Task(pending))?;
         answer.await.map_err(|_| {

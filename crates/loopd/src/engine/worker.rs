@@ -137,6 +137,8 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         accepted,
         events: receiver,
     }));
+    // It waits no more: its place under `[api] max_waiting_tasks` goes to the next one.
+    drop(pending.waiting);
     let feed = inner.lock_lanes().get(id).map(|lane| lane.feed());
     let parts = &inner.parts;
     let registry = crate::subagent::registry_for(&parts.tools.registry(id), id, &parts.cfg);
