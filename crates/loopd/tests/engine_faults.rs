@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The engine after faults, through a real engine over fakellama: a session directory a crash
 //! left without a log takes a task like a new session, and a turn thread that panics ends its
-//! turn as failed, gives back its slot and its lane, and the session takes the next task.
+//! turn as failed, gives back its slot and its lane, and the session takes the next task. Also
+//! the sessions it keeps open between tasks (issue 14).
 
 #[path = "llama_support/mod.rs"]
 mod llama_support;
@@ -169,4 +170,36 @@ fn a_turn_whose_tool_port_panics_ends_failed_and_the_session_takes_the_next_task
     assert_eq!(ends(&records).len(), 2, "{records:?}");
     assert!(matches!(ends(&records)[0], TurnEnd::Failed { .. }));
     assert_eq!(ends(&records)[1], TurnEnd::Done);
+}
+
+#[test]
+fn a_session_stays_open_between_its_tasks_and_is_closed_at_shutdown() {
+    use loopd::session::StoreError;
+    let bed = Bed::new(Arc::new(loopd::tools::FakeTools::new()));
+    let id = SessionId::new("kept").unwrap();
+    assert_eq!(bed.end_of(bed.submit("kept", "hello")), TurnEnd::Done);
+    // Once its lane is idle (its background work done), the session is still open: the next
+    // task starts from it instead of reading and verifying the log again.
+    let deadline = std::time::Instant::now() + Duration::from_millis(WAIT_MS);
+    loop {
+        let list = bed.engine.sessions().unwrap();
+        if list.sessions.iter().any(|s| s.id == id && !s.busy) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never idle: {list:?}");
+        std::thread::yield_now();
+    }
+    assert!(matches!(bed.store.open(&id), Err(StoreError::Busy(_))));
+    let next = bed.submit("kept", "hello again");
+    assert_eq!(next.accepted.turn, 2);
+    assert_eq!(bed.end_of(next), TurnEnd::Done);
+    assert_eq!(
+        ends(&bed.records("kept")),
+        vec![TurnEnd::Done, TurnEnd::Done]
+    );
+    // Shutdown closes it.
+    bed.fake
+        .rt
+        .block_on(bounded(bed.engine.shutdown(WAIT_MS), "the shutdown"));
+    assert_eq!(bed.store.open(&id).unwrap().last_turn(), 2);
 }

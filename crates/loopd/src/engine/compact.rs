@@ -41,7 +41,10 @@ pub fn run(
 
 fn compact(inner: &Inner, id: &SessionId) -> Result<CompactAnswer, ApiFailure> {
     let parts = &inner.parts;
-    let mut session = parts.store.open(id).map_err(store_failure)?;
+    let mut session = inner
+        .idle
+        .open(&parts.store, id, false)
+        .map_err(store_failure)?;
     // A compaction calls no tool and writes no baseline: the next turn does.
     let registry = Registry::new(Vec::new());
     let rt = super::worker::runtime(parts, &registry);

@@ -8,6 +8,7 @@
 //! takes the next task. The lane stays busy through the background work: one writer per log.
 
 mod compact;
+mod idle;
 mod lane;
 mod status;
 mod task_ids;
@@ -110,6 +111,8 @@ struct Inner {
     named: Arc<task_ids::Live>,
     /// Counter for the ids of new sessions.
     new_ids: AtomicU64,
+    /// Sessions kept open between their tasks.
+    idle: idle::IdleSessions,
     /// The tasks waiting now, across all sessions.
     waiters: Arc<waiting::Waiters>,
     /// Notified each time a worker ends.
@@ -132,6 +135,7 @@ impl Engine {
                 named: Arc::default(),
                 new_ids: AtomicU64::new(0),
                 waiters: Arc::default(),
+                idle: idle::IdleSessions::default(),
                 worker_done: Notify::new(),
             }),
         }
@@ -162,6 +166,8 @@ impl Engine {
         loop {
             let notified = self.inner.worker_done.notified();
             if self.inner.running() == 0 {
+                // Every session is closed: its log's lock and this process's hold let go.
+                self.inner.idle.close_all();
                 return;
             }
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
@@ -169,6 +175,7 @@ impl Engine {
                     running = self.inner.running(),
                     "turns still running at the end of the grace period"
                 );
+                self.inner.idle.close_all();
                 return;
             };
             let _ = tokio::time::timeout(left, notified).await;

@@ -95,7 +95,7 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         ));
         return None;
     }
-    let mut session = match inner.parts.store.open_or_create(id) {
+    let mut session = match inner.idle.open(&inner.parts.store, id, true) {
         Ok(session) => session,
         Err(e) => {
             tracing::error!(session = %id, error = %e, "cannot open the session");
@@ -190,4 +190,7 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     tracing::debug!(session = %id, "background work after the turn");
     let rt = runtime(&inner.parts, &ran.registry);
     finish_turn(&rt, &mut ran.session, &ran.result);
+    if !inner.shutting_down.load(Ordering::SeqCst) {
+        inner.idle.keep(ran.session);
+    }
 }

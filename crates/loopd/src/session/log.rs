@@ -305,6 +305,11 @@ impl Session {
         }
     }
 
+    /// Whether a write failed: the session refuses every append until it is opened again.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
     /// The highest turn number so far (0 for none).
     pub fn last_turn(&self) -> u64 {
         self.last_turn
