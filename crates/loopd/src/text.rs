@@ -52,4 +52,36 @@ mod tests {
         assert_eq!(floor_boundary("hé", 2), 1);
         assert_eq!(floor_boundary("hé", 9), 3);
     }
+
+    #[test]
+    fn cap_result_leaves_short_text_alone() {
+        assert_eq!(cap_result("hello", 10), ("hello".to_string(), false));
+        assert_eq!(cap_result("", 0), (String::new(), false));
+    }
+
+    #[test]
+    fn cap_result_keeps_text_of_exactly_the_cap() {
+        assert_eq!(cap_result("hello", 5), ("hello".to_string(), false));
+        assert_eq!(
+            cap_result("hello!", 5),
+            ("hello\n[truncated]".to_string(), true)
+        );
+    }
+
+    #[test]
+    fn cap_result_cuts_on_a_character_boundary() {
+        // "é" is 2 bytes, "€" is 3: byte 3 and 4 fall inside "€".
+        let text = "aé€b";
+        assert_eq!(cap_result(text, 3), ("aé\n[truncated]".to_string(), true));
+        assert_eq!(cap_result(text, 4), ("aé\n[truncated]".to_string(), true));
+        assert_eq!(cap_result(text, 5), ("aé\n[truncated]".to_string(), true));
+        assert_eq!(cap_result(text, 6), ("aé€\n[truncated]".to_string(), true));
+        assert_eq!(cap_result(text, 7), (text.to_string(), false));
+        assert_eq!(cap_result("€", 2), ("\n[truncated]".to_string(), true));
+        assert_eq!(cap_result("abc", 0), ("\n[truncated]".to_string(), true));
+        // The marker comes on top of the cap.
+        let (capped, cut) = cap_result(&"x".repeat(100), 10);
+        assert!(cut);
+        assert_eq!(capped.len(), 10 + "\n[truncated]".len());
+    }
 }

@@ -1,10 +1,11 @@
-//! The tools seam (seed M2b-03): registry, dispatch table, result cap and the fake tools.
+//! The tools seam (seed M2b-03): registry, dispatch table and the fake tools (the result cap is
+//! tested beside it, in `text`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bxcore::{CallId, DataClass, DenyReason, Labels, SessionId, Timestamp};
 use loopd::tools::{
-    CALL_TOOL, Dispatch, Entry, FIND_TOOL, FakeTools, Registry, ToolPort, cap_result, clock_schema,
+    CALL_TOOL, Dispatch, Entry, FIND_TOOL, FakeTools, Registry, ToolPort, clock_schema,
     dispatch, echo_schema,
 };
 use proto::{ToolRequest, ToolResponse, ToolSchema};
@@ -361,40 +362,6 @@ fn tool_schema_round_trips_and_refuses_unknown_fields() {
     let extra = r#"{"name":"x","description":"d","parameters":{},"strict":true}"#;
     let err = serde_json::from_str::<ToolSchema>(extra).unwrap_err();
     assert!(err.to_string().contains("unknown field"), "{err}");
-}
-
-// ---- cap_result ----
-
-#[test]
-fn cap_result_leaves_short_text_alone() {
-    assert_eq!(cap_result("hello", 10), ("hello".to_string(), false));
-    assert_eq!(cap_result("", 0), (String::new(), false));
-}
-
-#[test]
-fn cap_result_keeps_text_of_exactly_the_cap() {
-    assert_eq!(cap_result("hello", 5), ("hello".to_string(), false));
-    assert_eq!(
-        cap_result("hello!", 5),
-        ("hello\n[truncated]".to_string(), true)
-    );
-}
-
-#[test]
-fn cap_result_cuts_on_a_character_boundary() {
-    // "é" is 2 bytes, "€" is 3: byte 3 and 4 fall inside "€".
-    let text = "aé€b";
-    assert_eq!(cap_result(text, 3), ("aé\n[truncated]".to_string(), true));
-    assert_eq!(cap_result(text, 4), ("aé\n[truncated]".to_string(), true));
-    assert_eq!(cap_result(text, 5), ("aé\n[truncated]".to_string(), true));
-    assert_eq!(cap_result(text, 6), ("aé€\n[truncated]".to_string(), true));
-    assert_eq!(cap_result(text, 7), (text.to_string(), false));
-    assert_eq!(cap_result("€", 2), ("\n[truncated]".to_string(), true));
-    assert_eq!(cap_result("abc", 0), ("\n[truncated]".to_string(), true));
-    // The marker comes on top of the cap.
-    let (capped, cut) = cap_result(&"x".repeat(100), 10);
-    assert!(cut);
-    assert_eq!(capped.len(), 10 + "\n[truncated]".len());
 }
 
 // ---- FakeTools ----
