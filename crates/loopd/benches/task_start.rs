@@ -55,7 +55,7 @@ fn submit(rt: &tokio::runtime::Runtime, engine: &Engine, id: &str) -> (Duration,
         serde_json::from_value(serde_json::json!({"session": id, "text": "hello"})).unwrap();
     let started = Instant::now();
     let submitted = rt
-        .block_on(tokio::time::timeout(WAIT, engine.submit(task)))
+        .block_on(async { tokio::time::timeout(WAIT, engine.submit(task)).await })
         .unwrap()
         .unwrap();
     (started.elapsed(), submitted)
@@ -63,13 +63,16 @@ fn submit(rt: &tokio::runtime::Runtime, engine: &Engine, id: &str) -> (Duration,
 
 /// Waits for the turn's end, then for its lane to be idle (its session kept open).
 fn finish(rt: &tokio::runtime::Runtime, engine: &Engine, id: &SessionId, mut s: Submitted) {
-    rt.block_on(tokio::time::timeout(WAIT, async {
-        while let Some(event) = s.events.recv().await {
-            if matches!(event, TurnEvent::Ended { .. }) {
-                return;
+    rt.block_on(async {
+        tokio::time::timeout(WAIT, async {
+            while let Some(event) = s.events.recv().await {
+                if matches!(event, TurnEvent::Ended { .. }) {
+                    return;
+                }
             }
-        }
-    }))
+        })
+        .await
+    })
     .unwrap();
     let deadline = Instant::now() + WAIT;
     while engine

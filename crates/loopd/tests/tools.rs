@@ -5,8 +5,8 @@
 
 use bxcore::{CallId, DataClass, DenyReason, Labels, SessionId, Timestamp};
 use loopd::tools::{
-    CALL_TOOL, Dispatch, Entry, FIND_TOOL, FakeTools, Registry, ToolPort, clock_schema,
-    dispatch, echo_schema,
+    CALL_TOOL, Dispatch, Entry, FIND_TOOL, FakeTools, Registry, ToolPort, clock_schema, dispatch,
+    echo_schema,
 };
 use proto::{ToolRequest, ToolResponse, ToolSchema};
 use serde_json::json;
