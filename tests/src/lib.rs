@@ -319,6 +319,19 @@ impl Stack {
             .unwrap_or_else(|e| panic!("cannot run boxctl: {e}"))
     }
 
+    /// Starts boxctl against this stack with `args`, its output piped, without waiting.
+    pub fn spawn_boxctl(&self, args: &[&str]) -> std::process::Child {
+        Command::new(binary("boxctl"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run boxctl: {e}"))
+    }
+
     /// The session log of `id`, as text.
     pub fn log_text(&self, id: &str) -> String {
         std::fs::read_to_string(
@@ -330,6 +343,15 @@ impl Stack {
         )
         .unwrap_or_default()
     }
+}
+
+/// A command's output as text, for an assertion's message.
+pub fn show(out: &std::process::Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 #[cfg(test)]

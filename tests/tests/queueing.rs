@@ -2,8 +2,8 @@
 //! Cancel, per-session queues and many sessions at once, end to end.
 
 use bxcore::{LogRecord, SessionId, TurnEnd};
-use e2e::{Stack, StackOptions, binary};
-use std::process::{Child, Command, Output, Stdio};
+use e2e::{Stack, StackOptions, show};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// A reply long enough to stream for a while at the delay below.
@@ -29,22 +29,7 @@ fn slow_stack(loopd_toml: &str) -> Stack {
 }
 
 fn spawn_task(stack: &Stack, session: &str, text: &str) -> Child {
-    Command::new(binary("boxctl"))
-        .arg("--socket")
-        .arg(&stack.socket)
-        .args(["task", "--session", session, text])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    stack.spawn_boxctl(&["task", "--session", session, text])
 }
 
 /// Waits (bounded) until loopd lists `session` with a running turn and `queued` waiting.

@@ -4,8 +4,8 @@
 //! with 503, and only then closes its event streams and socket.
 
 use bxcore::{LogRecord, SessionId, TurnEnd, TurnEvent};
-use e2e::{Stack, StackOptions, binary};
-use std::process::{Child, Command, Output, Stdio};
+use e2e::{Stack, StackOptions, show};
+use std::process::{Child, Command, Output};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -23,22 +23,7 @@ reply = "Done at last."
 const WAIT_MS: u64 = 20_000;
 
 fn spawn_task(stack: &Stack, session: &str, text: &str) -> Child {
-    Command::new(binary("boxctl"))
-        .arg("--socket")
-        .arg(&stack.socket)
-        .args(["--json", "task", "--session", session, text])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    stack.spawn_boxctl(&["--json", "task", "--session", session, text])
 }
 
 /// `child`'s output once it exits; fails the test when that takes longer than [`WAIT_MS`].

@@ -4,10 +4,10 @@
 //! waits or runs, from the session log once it ended, and after loopd restarts too.
 
 use bxcore::{LogRecord, SessionId, TaskId, TurnEnd, TurnEvent};
-use e2e::{Stack, StackOptions, binary};
+use e2e::{Stack, StackOptions, show};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 /// "slow" tasks wait 2 s for their answer: long enough for a second submission to find them
@@ -40,22 +40,7 @@ fn task_args<'a>(session: Option<&'a str>, task_id: &'a str, text: &'a str) -> V
 }
 
 fn spawn_task(stack: &Stack, session: &str, task_id: &str, text: &str) -> Child {
-    Command::new(binary("boxctl"))
-        .arg("--socket")
-        .arg(&stack.socket)
-        .args(task_args(Some(session), task_id, text))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    stack.spawn_boxctl(&task_args(Some(session), task_id, text))
 }
 
 /// The turn events of a `boxctl --json task` that ended `done`.
