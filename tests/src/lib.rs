@@ -51,6 +51,11 @@ pub struct Running {
 }
 
 impl Running {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts `command` with its stdout captured line by line.
     pub fn start(mut command: Command) -> std::io::Result<Running> {
         let mut child = command

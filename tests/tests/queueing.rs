@@ -135,6 +135,59 @@ fn tasks_waiting_across_sessions_are_capped_and_the_places_come_back() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 }
 
+/// A number field of process `pid`'s `/proc/<pid>/status` (`Threads`, `VmRSS` in KiB).
+fn proc_status(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn many_sessions_at_once_take_no_thread_each() {
+    // E2E_MANY_SESSIONS=200 for the figure in docs/PERFORMANCE.md.
+    let sessions: u64 = std::env::var("E2E_MANY_SESSIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(40);
+    let stack = Stack::start(StackOptions {
+        script: "default_reply = \"fine\"\n[[rule]]\nwhen_contains = \"hold\"\ndelay_ms = 3000\nreply = \"held\"\n"
+            .into(),
+        ..StackOptions::default()
+    })
+    .unwrap();
+    let pid = stack.loopd.as_ref().unwrap().pid();
+    let mut tasks = vec![spawn_task(&stack, "holder", "hold the slot")];
+    wait_until_busy(&stack, "holder", 0);
+    tasks.extend((1..sessions).map(|n| spawn_task(&stack, &format!("wait-{n}"), "hello")));
+    // Every session has its lane started: the holder's turn runs, the others wait for it.
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
+    loop {
+        let out = stack.boxctl(&["--json", "status"]);
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if status["loopd"]["running"].as_u64() == Some(sessions) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never all waiting: {status}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (peak, rss_kib) = (proc_status(pid, "Threads"), proc_status(pid, "VmRSS"));
+    println!("{sessions} sessions at once: loopd has {peak} threads, {rss_kib} KiB resident");
+    assert!(
+        peak < sessions,
+        "loopd runs {peak} threads for {sessions} sessions at once"
+    );
+    for task in tasks {
+        let out = task.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    }
+}
+
 #[test]
 fn fifty_sessions_at_once() {
     const SESSIONS: usize = 50;

@@ -2,7 +2,8 @@
 //! sessions concurrently up to the number of main slots; answers the API (`Backend`).
 //!
 //! Each session with work has a lane: a bounded queue of waiting tasks and, while a turn runs,
-//! its `Stop`. A worker thread per busy lane opens the session (taking its hold), writes the
+//! its `Stop`. A worker of the fixed pool (`pool`) takes a lane with work, opens the session
+//! (taking its hold, or the one kept open: `idle`), writes the
 //! task's user record (then acknowledges it), runs the turn on a main slot, gives the main slot
 //! back, does the turn's background work (summaries, compaction) on the background slot, and
 //! takes the next task. The lane stays busy through the background work: one writer per log.
@@ -10,6 +11,7 @@
 mod compact;
 mod idle;
 mod lane;
+mod pool;
 mod status;
 mod task_ids;
 mod unwind;
@@ -111,6 +113,10 @@ struct Inner {
     named: Arc<task_ids::Live>,
     /// Counter for the ids of new sessions.
     new_ids: AtomicU64,
+    /// Lanes with work, waiting for a turn worker.
+    ready: Arc<pool::Ready>,
+    /// Whether the turn workers started (at the first task), or why they could not.
+    workers: std::sync::OnceLock<Result<(), String>>,
     /// Sessions kept open between their tasks.
     idle: idle::IdleSessions,
     /// The tasks waiting now, across all sessions.
@@ -136,6 +142,8 @@ impl Engine {
                 new_ids: AtomicU64::new(0),
                 waiters: Arc::default(),
                 idle: idle::IdleSessions::default(),
+                ready: Arc::default(),
+                workers: std::sync::OnceLock::new(),
                 worker_done: Notify::new(),
             }),
         }
@@ -205,10 +213,40 @@ impl Engine {
         if lane.is_busy() {
             lane.enqueue(work, self.inner.parts.cfg.api.session_queue_len, id)
         } else {
+            self.inner
+                .workers
+                .get_or_init(|| {
+                    pool::start(&self.inner, &self.inner.ready)
+                        .map_err(|e| format!("cannot start the turn workers: {e}"))
+                })
+                .clone()
+                .map_err(ApiFailure::Internal)?;
             let stop = lane.start();
-            worker::spawn(self.inner.clone(), id.clone(), work, stop)
-                .map_err(|e| ApiFailure::Internal(format!("cannot start a turn thread: {e}")))
+            let job = pool::Job {
+                id: id.clone(),
+                first: work,
+                stop,
+            };
+            // A lane waits here at most once and tasks are capped (`max_waiting_tasks`), so
+            // only a flood of compactions asked for meets this bound: refused like a task,
+            // the lane given back idle.
+            let max = self.inner.parts.cfg.api.max_waiting_tasks + pool::TURN_WORKERS;
+            self.inner.ready.push(job, max).map_err(|job| {
+                let _ = lane.next();
+                let job = *job;
+                job.first.refuse(ApiFailure::TooManyWaiting(
+                    "too many sessions wait for a turn worker".into(),
+                ));
+                ApiFailure::TooManyWaiting("too many sessions wait for a turn worker".into())
+            })
         }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle is gone: the turn workers end.
+        self.ready.close();
     }
 }
 

@@ -1,7 +1,7 @@
 //! The cap on tasks waiting across all sessions (`[api] max_waiting_tasks`): each waiting task
 //! holds a [`Waiting`] place from its submission until its user record is durable or it is
-//! refused, so loopd never holds more waiting tasks (and the threads and memory they take)
-//! than the cap, however many sessions submit at once.
+//! refused, so loopd never holds more waiting tasks (and the memory they take) than the cap,
+//! however many sessions submit at once.
 
 use crate::api::ApiFailure;
 use std::sync::Arc;

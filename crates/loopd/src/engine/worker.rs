@@ -1,4 +1,4 @@
-//! The thread that runs one session's tasks, one after another.
+//! One session's tasks, one after another, run by a pool worker (`pool`).
 
 use super::lane::{Pending, Work};
 use super::{EngineParts, Inner, store_failure, unwind};
@@ -12,20 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
 
-/// Starts the worker of session `id` with its first work.
-pub fn spawn(
-    inner: Arc<Inner>,
-    id: SessionId,
-    first: Work,
-    stop: Arc<Stop>,
-) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name(format!("turn-{id}"))
-        .spawn(move || work(&inner, &id, first, stop))
-        .map(|_| ())
-}
-
-fn work(inner: &Arc<Inner>, id: &SessionId, first: Work, stop: Arc<Stop>) {
+/// Runs session `id`'s work, from `first` to the end of its lane's queue, on a pool worker.
+pub(super) fn work(inner: &Arc<Inner>, id: &SessionId, first: Work, stop: Arc<Stop>) {
     let mut task = Some((first, stop));
     while let Some((work, stop)) = task {
         // A panic ends this work only: its waiting client is answered by the dropped reply,
