@@ -12,12 +12,18 @@ use std::sync::Mutex;
 /// The most sessions kept open with no task running on them.
 pub const MAX_IDLE_SESSIONS: usize = 64;
 
-/// The sessions kept open, least recently used first.
+/// The sessions kept open, least recently used first; none once closed (at shutdown).
 #[derive(Debug, Default)]
-pub(super) struct IdleSessions(Mutex<VecDeque<Session>>);
+pub(super) struct IdleSessions(Mutex<Kept>);
+
+#[derive(Debug, Default)]
+struct Kept {
+    sessions: VecDeque<Session>,
+    closed: bool,
+}
 
 impl IdleSessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Session>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -25,9 +31,8 @@ impl IdleSessions {
     pub fn open(&self, store: &Store, id: &SessionId, create: bool) -> Result<Session, StoreError> {
         let kept = {
             let mut idle = self.lock();
-            idle.iter()
-                .position(|s| s.id() == id)
-                .and_then(|at| idle.remove(at))
+            let at = idle.sessions.iter().position(|s| s.id() == id);
+            at.and_then(|at| idle.sessions.remove(at))
         };
         match kept {
             Some(session) => Ok(session),
@@ -36,9 +41,11 @@ impl IdleSessions {
         }
     }
 
-    /// Closes every session kept open (at shutdown).
+    /// Closes every session kept open and keeps none from now on (at shutdown).
     pub fn close_all(&self) {
-        self.lock().clear();
+        let mut idle = self.lock();
+        idle.closed = true;
+        idle.sessions.clear();
     }
 
     /// Keeps `session` open for its next task, when it is in a clean state.
@@ -47,9 +54,35 @@ impl IdleSessions {
             return;
         }
         let mut idle = self.lock();
-        idle.push_back(session);
-        while idle.len() > MAX_IDLE_SESSIONS {
-            idle.pop_front();
+        if idle.closed {
+            return;
         }
+        idle.sessions.push_back(session);
+        while idle.sessions.len() > MAX_IDLE_SESSIONS {
+            idle.sessions.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_is_kept_until_shutdown_and_none_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path()).unwrap();
+        let id = SessionId::new("s").unwrap();
+        let idle = IdleSessions::default();
+        idle.keep(idle.open(&store, &id, true).unwrap());
+        assert!(
+            matches!(store.open(&id), Err(StoreError::Busy(_))),
+            "kept open"
+        );
+        let session = idle.open(&store, &id, false).unwrap();
+        idle.close_all();
+        // A worker that finishes after shutdown began cannot keep its session.
+        idle.keep(session);
+        assert!(store.open(&id).is_ok(), "closed at shutdown");
     }
 }

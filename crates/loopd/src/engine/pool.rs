@@ -93,6 +93,11 @@ fn run(inner: &Weak<Inner>, ready: &Ready) {
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        super::worker::work(&inner, &job.id, job.first, job.stop);
+        // Each piece of work catches its own panic; this keeps the worker for a panic in the
+        // lane's bookkeeping around them.
+        let id = job.id.clone();
+        let _ = super::unwind::catch("a turn worker", &id, || {
+            super::worker::work(&inner, &job.id, job.first, job.stop)
+        });
     }
 }
