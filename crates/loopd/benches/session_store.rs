@@ -12,29 +12,19 @@
     clippy::print_stdout
 )]
 
-use bxcore::{CallId, DataClass, LogRecord, SessionId, Timestamp, ToolOutcome};
+#[path = "support/records.rs"]
+mod records;
+
+use bxcore::SessionId;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use loopd::session::Store;
+use records::tool_result;
 
 /// Records in the session that the open benchmark reads.
 const OPEN_RECORDS: u64 = 100_000;
 /// Sessions, and records in each, that the list benchmark lists.
 const LIST_SESSIONS: u64 = 1_000;
 const LIST_RECORDS: u64 = 1_000;
-
-fn tool_result(n: u64) -> LogRecord {
-    LogRecord::ToolResult {
-        time: Timestamp::now(),
-        call: CallId(n),
-        tool_call_id: format!("call{n}"),
-        content: "a tool result of a typical short length, about one line of text".into(),
-        class: DataClass::Internal,
-        untrusted: false,
-        truncated: false,
-        outcome: ToolOutcome::Ok,
-        by_loopd: false,
-    }
-}
 
 fn append(c: &mut Criterion) {
     let state = tempfile::tempdir().unwrap();

@@ -13,7 +13,10 @@
     clippy::print_stdout
 )]
 
-use bxcore::{CallId, DataClass, LogRecord, SessionId, Timestamp, ToolOutcome, TurnEvent};
+#[path = "support/records.rs"]
+mod records;
+
+use bxcore::{SessionId, TurnEvent};
 use loopd::api::{Backend, Submitted};
 use loopd::config::Config;
 use loopd::engine::{Engine, EngineParts, ToolSource};
@@ -21,6 +24,7 @@ use loopd::llama::{Client, ClientOptions, ServerInfo};
 use loopd::session::Store;
 use loopd::tools::{FakeTools, Registry};
 use proto::api::TaskRequest;
+use records::tool_result;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,20 +34,6 @@ const RECORDS: u64 = 100_000;
 const KEPT_TASKS: usize = 9;
 /// The longest any wait may take.
 const WAIT: Duration = Duration::from_secs(60);
-
-fn tool_result(n: u64) -> LogRecord {
-    LogRecord::ToolResult {
-        time: Timestamp::now(),
-        call: CallId(n),
-        tool_call_id: format!("call{n}"),
-        content: "a tool result of a typical short length, about one line of text".into(),
-        class: DataClass::Internal,
-        untrusted: false,
-        truncated: false,
-        outcome: ToolOutcome::Ok,
-        by_loopd: false,
-    }
-}
 
 fn state_dir() -> tempfile::TempDir {
     tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap())

@@ -26,11 +26,7 @@ pub fn run(
         return;
     }
     // The background slot is one: wait for it like a turn's background work does.
-    let permit = inner
-        .parts
-        .handle
-        .block_on(inner.background.clone().acquire_owned());
-    let Ok(_permit) = permit else {
+    let Some(_permit) = inner.background_permit() else {
         let _ = reply.send(Err(ApiFailure::Unavailable(
             "loopd is shutting down".into(),
         )));

@@ -233,11 +233,10 @@ impl Engine {
             let max = self.inner.parts.cfg.api.max_waiting_tasks + pool::TURN_WORKERS;
             self.inner.ready.push(job, max).map_err(|job| {
                 let _ = lane.next();
-                let job = *job;
-                job.first.refuse(ApiFailure::TooManyWaiting(
-                    "too many sessions wait for a turn worker".into(),
-                ));
-                ApiFailure::TooManyWaiting("too many sessions wait for a turn worker".into())
+                let why =
+                    ApiFailure::TooManyWaiting("too many sessions wait for a turn worker".into());
+                job.first.refuse(why.clone());
+                why
             })
         }
     }
@@ -253,6 +252,15 @@ impl Drop for Inner {
 impl Inner {
     fn lock_lanes(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Lane>> {
         self.lanes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits (blocking: from a turn worker) for the background slot; `None` once it is
+    /// closed.
+    fn background_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.parts
+            .handle
+            .block_on(Arc::clone(&self.background).acquire_owned())
+            .ok()
     }
 
     fn running(&self) -> usize {

@@ -165,11 +165,7 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     if inner.shutting_down.load(Ordering::SeqCst) {
         return;
     }
-    let permit = inner
-        .parts
-        .handle
-        .block_on(inner.background.clone().acquire_owned());
-    let Ok(_permit) = permit else {
+    let Some(_permit) = inner.background_permit() else {
         return;
     };
     if inner.shutting_down.load(Ordering::SeqCst) {

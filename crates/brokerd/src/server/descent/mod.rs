@@ -276,5 +276,4 @@ fn same_process(pid: u32, now: Option<i64>) -> Result<(), String> {
 }
 
 #[cfg(test)]
-#[path = "descent_tests.rs"]
 mod tests;
