@@ -85,4 +85,19 @@ mod tests {
         idle.keep(session);
         assert!(store.open(&id).is_ok(), "closed at shutdown");
     }
+
+    #[test]
+    fn a_session_with_a_turn_open_is_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path()).unwrap();
+        let id = SessionId::new("open").unwrap();
+        let idle = IdleSessions::default();
+        let mut session = idle.open(&store, &id, true).unwrap();
+        crate::turn::start_turn(&mut session, "a task").unwrap();
+        idle.keep(session);
+        // Opened from disk again, which ends the unfinished turn as interrupted.
+        let reopened = idle.open(&store, &id, false).unwrap();
+        assert_eq!(reopened.open_turn(), None);
+        assert_eq!(reopened.records().len(), 3);
+    }
 }
