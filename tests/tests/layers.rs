@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 const LOOPD_LAYERS: &[(&str, &[&str])] = &[
     (
         "foundation",
-        &["text", "outcome", "journal", "config", "session", "llama"],
+        &[
+            "text", "outcome", "blocking", "journal", "config", "session", "llama",
+        ],
     ),
     ("tools", &["tools", "broker_conn", "broker"]),
     (

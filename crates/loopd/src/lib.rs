@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod baseline;
+pub mod blocking;
 pub mod broker;
 pub mod broker_conn;
 pub mod compact;

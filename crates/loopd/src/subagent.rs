@@ -165,6 +165,7 @@ pub fn run(
     let child_rt = Runtime {
         cfg: &cfg,
         client: rt.client,
+        blocking: rt.blocking,
         port: rt.port,
         registry: &registry,
         system: &system,
@@ -218,7 +219,7 @@ fn run_watched(
     // Aborted when dropped, that is when the child's turn ends first.
     let _timer = {
         let (token, timed_out) = (child_stop.token().clone(), Arc::clone(&timed_out));
-        AbortOnDropHandle::new(rt.client.runtime().spawn(async move {
+        AbortOnDropHandle::new(rt.blocking.handle().spawn(async move {
             tokio::select! {
                 () = tokio::time::sleep(timeout) => {
                     timed_out.store(true, Ordering::SeqCst);

@@ -83,7 +83,7 @@ impl Bed {
                 model_path: String::new(),
                 build_info: String::new(),
             },
-            handle: fake.rt.handle().clone(),
+            blocking: fake.blocking(),
         });
         Bed {
             fake,

@@ -5,6 +5,7 @@
 //! again (the call fails once with "tool broker unavailable").
 
 use bxcore::{CallId, DataClass, Labels, SessionId};
+use loopd::blocking::Blocking;
 use loopd::broker::{Broker, MAX_IDLE_CONNECTIONS, UNAVAILABLE};
 use loopd::tools::ToolPort;
 use proto::{ToolRequest, ToolResponse};
@@ -176,7 +177,7 @@ impl StandIn {
                 tokio::spawn(serve(stream, index, plan, counts, held));
             }
         });
-        let broker = Broker::new(socket, 5_000, rt.handle().clone());
+        let broker = Broker::new(socket, 5_000, Blocking::new(rt.handle().clone()));
         StandIn {
             _dir: dir,
             rt,
@@ -237,12 +238,9 @@ fn assert_unavailable(response: ToolResponse) {
 fn calls_reuse_one_connection() {
     let stand_in = StandIn::start(0, |_, _| Action::Answer);
     for n in 0..5 {
-        assert_answered(stand_in.broker.call(&request(n)));
+        assert_answered(ToolPort::call(&stand_in.broker, &request(n)));
     }
-    stand_in
-        .rt
-        .block_on(stand_in.broker.health_async())
-        .unwrap();
+    stand_in.rt.block_on(stand_in.broker.health()).unwrap();
     assert_eq!(stand_in.requests(), 6);
     assert_eq!(stand_in.connections(), 1, "{}", stand_in.socket().display());
 }
@@ -254,7 +252,7 @@ fn a_connection_the_server_closed_between_calls_does_not_fail_the_next_call() {
     // connection before it has seen the EOF.
     let stand_in = StandIn::start(0, |_, _| Action::AnswerThenClose);
     for n in 0..20 {
-        assert_answered(stand_in.broker.call(&request(n)));
+        assert_answered(ToolPort::call(&stand_in.broker, &request(n)));
         stand_in.wait_closed(|c| &c.closed_by_server, n as usize + 1);
     }
     assert_eq!(stand_in.requests(), 20);
@@ -272,12 +270,12 @@ fn a_call_cut_on_a_reused_connection_fails_once_and_is_never_sent_again() {
             Action::Answer
         }
     });
-    assert_answered(stand_in.broker.call(&request(1)));
-    assert_unavailable(stand_in.broker.call(&request(2)));
+    assert_answered(ToolPort::call(&stand_in.broker, &request(1)));
+    assert_unavailable(ToolPort::call(&stand_in.broker, &request(2)));
     assert_eq!(stand_in.requests(), 2, "the cut request was sent again");
     assert_eq!(stand_in.connections(), 1);
     // The port recovers: the next call goes out on a new connection.
-    assert_answered(stand_in.broker.call(&request(3)));
+    assert_answered(ToolPort::call(&stand_in.broker, &request(3)));
     assert_eq!(stand_in.connections(), 2);
 }
 
@@ -290,7 +288,7 @@ fn a_call_cut_on_a_new_connection_fails_once_and_is_never_sent_again() {
             Action::Answer
         }
     });
-    assert_unavailable(stand_in.broker.call(&request(1)));
+    assert_unavailable(ToolPort::call(&stand_in.broker, &request(1)));
     assert_eq!(stand_in.requests(), 1, "the cut request was sent again");
     assert_eq!(stand_in.connections(), 1);
 }
@@ -308,7 +306,7 @@ fn concurrent_calls_use_their_own_connections_and_at_most_the_limit_stay_open() 
     let broker = &stand_in.broker;
     std::thread::scope(|scope| {
         let calls: Vec<_> = (0..concurrent)
-            .map(|n| scope.spawn(move || broker.call(&request(n as u64))))
+            .map(|n| scope.spawn(move || ToolPort::call(broker, &request(n as u64))))
             .collect();
         for call in calls {
             assert_answered(call.join().unwrap());
@@ -318,7 +316,7 @@ fn concurrent_calls_use_their_own_connections_and_at_most_the_limit_stay_open() 
     // The connections beyond the limit are closed, not kept idle.
     stand_in.wait_closed(|c| &c.closed_by_client, concurrent - MAX_IDLE_CONNECTIONS);
     for n in 0..concurrent {
-        assert_answered(stand_in.broker.call(&request(n as u64)));
+        assert_answered(ToolPort::call(&stand_in.broker, &request(n as u64)));
     }
     assert_eq!(
         stand_in.connections(),

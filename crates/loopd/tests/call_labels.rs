@@ -44,10 +44,12 @@ fn run(script: &str, registry: &Registry) -> (Session, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
     let store = Store::new(state.path()).unwrap();
     let cfg = Config::default();
+    let blocking = fake.blocking();
     let client = fake.client();
     let rt = Runtime {
         cfg: &cfg,
         client: &client,
+        blocking: &blocking,
         port: &Broker,
         registry,
         system: SYSTEM,

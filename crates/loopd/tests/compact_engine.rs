@@ -49,7 +49,7 @@ fn engine(bed: &Bed) -> Engine {
             model_path: String::new(),
             build_info: String::new(),
         },
-        handle: bed.fake.rt.handle().clone(),
+        blocking: bed.fake.blocking(),
     })
 }
 

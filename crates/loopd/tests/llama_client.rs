@@ -34,7 +34,7 @@ fn client_is_send_and_sync() {
 fn plain_answer_streams_content_in_order_with_usage_and_timings() {
     let fake = Fake::start(fakellama::Options::default());
     let client = fake.client();
-    let (events, done) = chat_retry(&client, &user("hello there"));
+    let (events, done) = chat_retry(&fake.blocking(), &client, &user("hello there"));
     let done = done.unwrap();
     assert!(events.len() > 1, "one event per token: {events:?}");
     assert!(events.iter().all(|e| matches!(e, ChatEvent::Content(_))));
@@ -55,7 +55,7 @@ fn plain_answer_streams_content_in_order_with_usage_and_timings() {
     assert_eq!(timings.predicted_n, r.completion_tokens as u64);
 
     // The same prompt again: the slot's cache is reused and reported.
-    let (_, again) = chat_retry(&client, &user("hello there"));
+    let (_, again) = chat_retry(&fake.blocking(), &client, &user("hello there"));
     let again = again.unwrap();
     let r = &fake.server.requests()[1];
     assert!(r.cache_n > 0);
@@ -92,8 +92,10 @@ fn request_body_has_llama_server_fields_and_openai_messages() {
         tools: tools(),
         thinking: true,
     };
-    chat_once(&client, &request).1.unwrap();
-    chat_once(&client, &user("no tools")).1.unwrap();
+    chat_once(&fake.blocking(), &client, &request).1.unwrap();
+    chat_once(&fake.blocking(), &client, &user("no tools"))
+        .1
+        .unwrap();
 
     let seen = fake.server.requests();
     let body = &seen[0].body;
@@ -145,7 +147,7 @@ fn tool_calls_are_assembled_from_fragments() {
     );
     let mut request = user("what time is it?");
     request.tools = tools();
-    let (events, done) = chat_retry(&fake.client(), &request);
+    let (events, done) = chat_retry(&fake.blocking(), &fake.client(), &request);
     let done = done.unwrap();
     assert!(events.is_empty(), "{events:?}");
     assert_eq!(done.finish_reason, "tool_calls");
@@ -179,7 +181,7 @@ fn reasoning_streams_as_its_own_events_when_thinking() {
     let client = fake.client();
     let mut request = user("question");
     request.thinking = true;
-    let (events, done) = chat_retry(&client, &request);
+    let (events, done) = chat_retry(&fake.blocking(), &client, &request);
     let done = done.unwrap();
     let reasoning: String = events
         .iter()
@@ -201,7 +203,7 @@ fn reasoning_streams_as_its_own_events_when_thinking() {
     assert_eq!(content_of(&events), "The answer.");
     assert_eq!(done.reasoning.as_deref(), Some("Let me think about it."));
 
-    let (events, done) = chat_retry(&client, &user("question"));
+    let (events, done) = chat_retry(&fake.blocking(), &client, &user("question"));
     assert!(!events.iter().any(|e| matches!(e, ChatEvent::Reasoning(_))));
     assert_eq!(done.unwrap().reasoning, None);
 }
@@ -209,7 +211,7 @@ fn reasoning_streams_as_its_own_events_when_thinking() {
 #[test]
 fn ping_comments_are_skipped() {
     let fake = Fake::script("[[rule]]\nreply = \"pong pong\"\nping = true\n");
-    let (events, done) = chat_retry(&fake.client(), &user("ping?"));
+    let (events, done) = chat_retry(&fake.blocking(), &fake.client(), &user("ping?"));
     assert_eq!(content_of(&events), "pong pong");
     assert_eq!(done.unwrap().content.as_deref(), Some("pong pong"));
 }
@@ -221,10 +223,10 @@ fn api_key_is_sent_and_its_absence_is_a_401() {
         ..Default::default()
     });
     let keyed = fake.client_with(|o| o.api_key = Some("sekrit".into()));
-    chat_retry(&keyed, &user("hi")).1.unwrap();
-    keyed.props().unwrap();
+    chat_retry(&fake.blocking(), &keyed, &user("hi")).1.unwrap();
+    fake.blocking().wait(keyed.props()).unwrap();
 
-    let (events, e) = chat_retry(&fake.client(), &user("hi"));
+    let (events, e) = chat_retry(&fake.blocking(), &fake.client(), &user("hi"));
     assert!(events.is_empty(), "a 401 is not retried: {events:?}");
     match e.unwrap_err() {
         InferError::Server {
@@ -255,8 +257,10 @@ fn api_key_file_from_the_config_is_used() {
         ..Default::default()
     };
     let options = loopd::llama::ClientOptions::from_config(&llama).unwrap();
-    let client = Client::new(options, fake.rt.handle().clone());
-    chat_retry(&client, &user("hi")).1.unwrap();
+    let client = Client::new(options);
+    chat_retry(&fake.blocking(), &client, &user("hi"))
+        .1
+        .unwrap();
 }
 
 #[test]
@@ -268,15 +272,16 @@ fn unix_socket_endpoint_works() {
     });
     let url = fake.server.url();
     assert!(url.starts_with("unix:"), "{url}");
-    let client = client_for(&url, fake.rt.handle().clone(), |_| {});
-    let (events, done) = chat_retry(&client, &user("over a socket"));
+    let client = client_for(&url, |_| {});
+    let (events, done) = chat_retry(&fake.blocking(), &client, &user("over a socket"));
     assert_eq!(content_of(&events), fakellama::FIXED_REPLY);
     assert!(done.is_ok());
-    assert_eq!(client.props().unwrap().n_ctx, fakellama::DEFAULT_N_CTX);
+    let props = fake.blocking().wait(client.props()).unwrap();
+    assert_eq!(props.n_ctx, fakellama::DEFAULT_N_CTX);
 }
 
 #[test]
-fn async_variants_run_inside_tasks() {
+fn the_async_client_runs_inside_tasks() {
     let fake = Fake::start(fakellama::Options::default());
     let client = fake.client();
     let got = fake.rt.block_on(async move {
@@ -284,9 +289,9 @@ fn async_variants_run_inside_tasks() {
             let never = tokio_util::sync::CancellationToken::new();
             let mut count = 0usize;
             let done = client
-                .chat_with_retry_async(&user("hi"), &mut |_| count += 1, &never)
+                .chat_with_retry(&user("hi"), &mut |_: &_| count += 1, &never)
                 .await;
-            let health = client.health_async().await;
+            let health = client.health().await;
             (done.map(|d| d.content), count, health)
         })
         .await
@@ -295,4 +300,19 @@ fn async_variants_run_inside_tasks() {
     assert_eq!(got.0.unwrap().as_deref(), Some(fakellama::FIXED_REPLY));
     assert!(got.1 > 0);
     assert_eq!(got.2.unwrap(), loopd::llama::Health::Ok);
+}
+
+#[test]
+fn a_blocking_wait_inside_an_async_task_is_an_error_not_a_panic() {
+    let fake = Fake::start(fakellama::Options::default());
+    let (client, blocking) = (fake.client(), fake.blocking());
+    let got = fake.rt.block_on(async move {
+        tokio::spawn(async move { blocking.wait(client.health()) })
+            .await
+            .unwrap()
+    });
+    let e = got.unwrap_err();
+    assert!(matches!(e, InferError::OnRuntimeThread(_)), "{e:?}");
+    assert!(e.to_string().contains("only for turn threads"), "{e}");
+    assert!(fake.server.requests().is_empty(), "nothing may be sent");
 }

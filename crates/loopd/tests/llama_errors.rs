@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use llama_support::{
     Fake, TEST_ATTEMPTS, attempts_of, chat_retry, client_for, content_of, dead_url, runtime, user,
 };
+use loopd::blocking::Blocking;
 use loopd::llama::{ChatEvent, InferError};
 
 /// How long a cancel may take to be noticed, with room for a slow test machine.
@@ -29,7 +30,7 @@ fn error_mid_stream_is_a_stream_error_with_the_servers_message() {
         error_mid_stream = { type = "server_error", message = "the model fell over" }
         "#,
     );
-    let (events, e) = chat_retry(&fake.client(), &user("go"));
+    let (events, e) = chat_retry(&fake.blocking(), &fake.client(), &user("go"));
     assert_eq!(content_of(&events), "partial answer");
     assert_eq!(
         e.unwrap_err(),
@@ -50,7 +51,7 @@ fn unavailable_after_content_is_not_retried() {
         error_mid_stream = { type = "unavailable_error", message = "going down" }
         "#,
     );
-    let (events, e) = chat_retry(&fake.client(), &user("go"));
+    let (events, e) = chat_retry(&fake.blocking(), &fake.client(), &user("go"));
     assert!(attempts_of(&events).is_empty(), "{events:?}");
     assert!(matches!(e, Err(InferError::Unavailable { .. })), "{e:?}");
     assert_eq!(fake.server.requests().len(), 1);
@@ -63,7 +64,7 @@ fn context_overflow_is_session_full_with_the_counts() {
         ..Default::default()
     });
     let long = "many words ".repeat(40);
-    let (events, e) = chat_retry(&fake.client(), &user(&long));
+    let (events, e) = chat_retry(&fake.blocking(), &fake.client(), &user(&long));
     assert!(events.is_empty());
     let seen = fake.server.requests();
     assert_eq!(seen.len(), 1);
@@ -87,7 +88,7 @@ fn unavailable_is_retried_with_backoff_then_succeeds() {
     let fake = Fake::script(&format!(
         "[[rule]]\ntimes = 2\n{LOADING_503}\n[[rule]]\nreply = \"back again\"\n"
     ));
-    let (events, done) = chat_retry(&fake.client(), &user("hi"));
+    let (events, done) = chat_retry(&fake.blocking(), &fake.client(), &user("hi"));
     assert_eq!(attempts_of(&events), [(1, 1), (2, 2)]);
     let ChatEvent::Attempt { error, .. } = &events[0] else {
         panic!("{events:?}")
@@ -101,7 +102,7 @@ fn unavailable_is_retried_with_backoff_then_succeeds() {
 #[test]
 fn unavailable_on_every_try_gives_up() {
     let fake = Fake::script(&format!("[[rule]]\n{LOADING_503}\n"));
-    let (events, e) = chat_retry(&fake.client(), &user("hi"));
+    let (events, e) = chat_retry(&fake.blocking(), &fake.client(), &user("hi"));
     assert_eq!(attempts_of(&events).len(), TEST_ATTEMPTS as usize - 1);
     assert_eq!(
         e.unwrap_err(),
@@ -116,8 +117,12 @@ fn unavailable_on_every_try_gives_up() {
 fn refused_connection_is_retried_then_a_connect_error() {
     let rt = runtime();
     let url = dead_url();
-    let client = client_for(&url, rt.handle().clone(), |_| {});
-    let (events, e) = chat_retry(&client, &user("anyone?"));
+    let client = client_for(&url, |_| {});
+    let (events, e) = chat_retry(
+        &Blocking::new(rt.handle().clone()),
+        &client,
+        &user("anyone?"),
+    );
     assert_eq!(attempts_of(&events), [(1, 1), (2, 2)]);
     let e = e.unwrap_err();
     assert!(matches!(&e, InferError::Connect { .. }), "{e:?}");
@@ -133,7 +138,7 @@ fn server_error_is_reported_with_its_message_and_not_retried() {
     let fake = Fake::script(
         "[[rule]]\nerror = { status = 500, type = \"server_error\", message = \"kaboom\" }\n",
     );
-    let (events, e) = chat_retry(&fake.client(), &user("hi"));
+    let (events, e) = chat_retry(&fake.blocking(), &fake.client(), &user("hi"));
     assert!(events.is_empty());
     let e = e.unwrap_err();
     assert_eq!(
@@ -177,16 +182,15 @@ fn cancel_from_another_thread_stops_a_slow_stream_promptly() {
             at
         });
         let mut events = Vec::new();
-        let outcome = client.chat_with_retry_until(
-            &user("talk"),
-            &mut |e| {
-                if matches!(e, ChatEvent::Content(_)) {
-                    let _ = first_content.send(());
-                }
-                events.push(e.clone());
-            },
-            &cancelled,
-        );
+        let mut note = |e: &ChatEvent| {
+            if matches!(e, ChatEvent::Content(_)) {
+                let _ = first_content.send(());
+            }
+            events.push(e.clone());
+        };
+        let outcome =
+            fake.blocking()
+                .wait(client.chat_with_retry(&user("talk"), &mut note, &cancelled));
         (outcome, canceller.join().unwrap(), events)
     });
     let noticed_after = set_at.elapsed().as_millis();
@@ -201,7 +205,7 @@ fn cancel_from_another_thread_stops_a_slow_stream_promptly() {
 #[test]
 fn cancel_during_the_backoff_wait_is_prompt() {
     let rt = runtime();
-    let client = client_for(&dead_url(), rt.handle().clone(), |o| {
+    let client = client_for(&dead_url(), |o| {
         o.retry_initial_backoff_ms = 60_000;
         o.retry_max_backoff_ms = 60_000;
     });
@@ -217,15 +221,16 @@ fn cancel_during_the_backoff_wait_is_prompt() {
             flag.cancel();
             at
         });
-        let outcome = client.chat_with_retry_until(
+        let mut note = |e: &ChatEvent| {
+            if matches!(e, ChatEvent::Attempt { .. }) {
+                let _ = attempted.send(());
+            }
+        };
+        let outcome = Blocking::new(rt.handle().clone()).wait(client.chat_with_retry(
             &user("hi"),
-            &mut |e| {
-                if matches!(e, ChatEvent::Attempt { .. }) {
-                    let _ = attempted.send(());
-                }
-            },
+            &mut note,
             &cancelled,
-        );
+        ));
         (outcome, canceller.join().unwrap())
     });
     assert_eq!(outcome.unwrap_err(), InferError::Cancelled);
@@ -237,7 +242,11 @@ fn a_cancelled_flag_stops_before_sending() {
     let fake = Fake::start(fakellama::Options::default());
     let cancelled = CancellationToken::new();
     cancelled.cancel();
-    let e = fake.client().chat(&user("hi"), &mut |_| {}, &cancelled);
+    let e = fake.blocking().wait(fake.client().chat(
+        &user("hi"),
+        &mut |_: &ChatEvent| {},
+        &cancelled,
+    ));
     assert_eq!(e.unwrap_err(), InferError::Cancelled);
     assert!(fake.server.requests().is_empty());
 }
@@ -249,7 +258,7 @@ fn a_slow_answer_times_out() {
         ..Default::default()
     });
     let client = fake.client_with(|o| o.request_timeout_ms = 200);
-    let (events, e) = chat_retry(&client, &user("hi"));
+    let (events, e) = chat_retry(&fake.blocking(), &client, &user("hi"));
     assert_eq!(e.unwrap_err(), InferError::Timeout { after_ms: 200 });
     assert!(attempts_of(&events).is_empty(), "a timeout is not retried");
 }
@@ -264,7 +273,7 @@ fn a_server_that_stops_sending_fails_the_call_at_the_stall_limit() {
     });
     let client = fake.client_with(|o| o.stall_timeout_ms = 200);
     let started = Instant::now();
-    let (events, e) = chat_retry(&client, &user("hi"));
+    let (events, e) = chat_retry(&fake.blocking(), &client, &user("hi"));
     let e = e.unwrap_err();
     assert_eq!(e, InferError::Stalled { after_ms: 200 });
     assert!(e.to_string().contains("llama.stall_timeout_ms"), "{e}");

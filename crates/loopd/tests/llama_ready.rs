@@ -5,6 +5,7 @@
 mod llama_support;
 
 use llama_support::{Fake, client_for, dead_url, runtime};
+use loopd::blocking::Blocking;
 use loopd::config::{Expect, Slots};
 use loopd::llama::{Health, InferError, ServerInfo, check_expectations};
 
@@ -20,13 +21,16 @@ fn wait_until_ready_waits_out_the_loading_period() {
         ..Default::default()
     });
     let client = fake.client();
+    let blocking = fake.blocking();
     assert_eq!(
-        client.health().unwrap(),
+        blocking.wait(client.health()).unwrap(),
         Health::Loading {
             message: "Loading model".into()
         }
     );
-    let info = client.wait_until_ready(GENEROUS_WAIT_MS).unwrap();
+    let info = blocking
+        .wait(client.wait_until_ready(GENEROUS_WAIT_MS))
+        .unwrap();
     assert_eq!(
         info,
         ServerInfo {
@@ -37,7 +41,7 @@ fn wait_until_ready_waits_out_the_loading_period() {
             build_info: fakellama::BUILD_INFO.into(),
         }
     );
-    assert_eq!(client.health().unwrap(), Health::Ok);
+    assert_eq!(blocking.wait(client.health()).unwrap(), Health::Ok);
 }
 
 #[test]
@@ -46,7 +50,10 @@ fn wait_until_ready_gives_up_after_its_bound() {
         loading_ms: 600_000,
         ..Default::default()
     });
-    let e = fake.client().wait_until_ready(300).unwrap_err();
+    let e = fake
+        .blocking()
+        .wait(fake.client().wait_until_ready(300))
+        .unwrap_err();
     assert!(matches!(&e, InferError::Unavailable { .. }), "{e:?}");
     let text = e.to_string();
     assert!(text.contains("Loading model"), "{text}");
@@ -56,8 +63,9 @@ fn wait_until_ready_gives_up_after_its_bound() {
 #[test]
 fn wait_until_ready_keeps_trying_a_refused_connection_up_to_its_bound() {
     let rt = runtime();
-    let client = client_for(&dead_url(), rt.handle().clone(), |_| {});
-    let e = client.wait_until_ready(300).unwrap_err();
+    let client = client_for(&dead_url(), |_| {});
+    let blocking = Blocking::new(rt.handle().clone());
+    let e = blocking.wait(client.wait_until_ready(300)).unwrap_err();
     assert!(matches!(&e, InferError::Connect { .. }), "{e:?}");
     assert!(e.to_string().contains("300 ms"), "{e}");
 }
@@ -68,7 +76,7 @@ fn server_info(n_ctx: u32, slots: u32) -> ServerInfo {
         slots,
         ..Default::default()
     });
-    fake.client().props().unwrap()
+    fake.blocking().wait(fake.client().props()).unwrap()
 }
 
 #[test]

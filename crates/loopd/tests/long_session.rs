@@ -260,7 +260,7 @@ fn heartbeat_stays_clean(bed: &Bed) {
             model_path: String::new(),
             build_info: String::new(),
         },
-        handle: bed.fake.rt.handle().clone(),
+        blocking: bed.fake.blocking(),
     });
     let counts = bed.fake.rt.block_on(async {
         let heartbeat = Heartbeat::start(Arc::new(engine.clone()), options);

@@ -58,10 +58,12 @@ impl Bed {
 
     fn task(&self, script: &str, registry: &Registry, id: &str) -> (TurnEnd, Session) {
         let fake = Fake::script(script);
+        let blocking = fake.blocking();
         let client = fake.client();
         let rt = Runtime {
             cfg: &self.cfg,
             client: &client,
+            blocking: &blocking,
             port: &LongPort,
             registry,
             system: SYSTEM,
@@ -219,11 +221,13 @@ fn read_output_refuses_unknown_handles_and_offsets_past_the_end() {
         "[[rule]]\nwhen_role = \"user\"\ntimes = 1\ntool_calls = [{{ name = \"call_tool\", arguments = \"{other}\" }}]\n\
          [[rule]]\nwhen_role = \"tool\"\nreply = \"ok\"\n"
     ));
+    let blocking = fake.blocking();
     let client = fake.client();
     let registry = Registry::m2b();
     let rt = Runtime {
         cfg: &bed.cfg,
         client: &client,
+        blocking: &blocking,
         port: &LongPort,
         registry: &registry,
         system: SYSTEM,

@@ -43,11 +43,13 @@ tool_calls = [{ name = "call_tool", arguments = "{\"name\":\"echo\",\"arguments\
 "#,
     );
     let mut session = bed.session("s");
+    let blocking = bed.fake.blocking();
     let client = bed.fake.client();
     let registry = Registry::m2b();
     let rt = Runtime {
         cfg: &bed.cfg,
         client: &client,
+        blocking: &blocking,
         port: &LongLog,
         registry: &registry,
         system: SYSTEM,

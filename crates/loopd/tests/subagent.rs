@@ -81,12 +81,14 @@ impl Bed {
         port: &dyn ToolPort,
         stop: &Stop,
     ) -> (Result<TurnEnd, TurnError>, Session) {
+        let blocking = self.fake.blocking();
         let client = self.fake.client();
         let sid = SessionId::new(id).unwrap();
         let registry = registry_for(&Registry::m2b(), &sid, &self.cfg);
         let rt = Runtime {
             cfg: &self.cfg,
             client: &client,
+            blocking: &blocking,
             port,
             registry: &registry,
             system: SYSTEM,

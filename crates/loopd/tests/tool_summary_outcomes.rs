@@ -67,11 +67,13 @@ tool_calls = [{}]
 
 /// Runs the task "go" on `session` with the [`Outcomes`] port (`finish_turn` included).
 fn go(bed: &Bed, session: &mut Session) -> TurnEnd {
+    let blocking = bed.fake.blocking();
     let client = bed.fake.client();
     let registry = Registry::m2b();
     let rt = Runtime {
         cfg: &bed.cfg,
         client: &client,
+        blocking: &blocking,
         port: &Outcomes,
         registry: &registry,
         system: SYSTEM,

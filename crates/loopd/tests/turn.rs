@@ -41,11 +41,13 @@ impl Bed {
         text: &str,
         port: &dyn ToolPort,
     ) -> (Result<TurnEnd, TurnError>, Vec<TurnEvent>, Session) {
+        let blocking = self.fake.blocking();
         let client = self.fake.client();
         let registry = Registry::m2b();
         let rt = Runtime {
             cfg: &self.cfg,
             client: &client,
+            blocking: &blocking,
             port,
             registry: &registry,
             system: SYSTEM,
@@ -302,11 +304,13 @@ reply = "ok"
 fn a_cancelled_turn_ends_as_cancelled_and_a_shutdown_as_interrupted() {
     for (shutdown, expected) in [(false, TurnEnd::Cancelled), (true, TurnEnd::Interrupted)] {
         let bed = Bed::new("default_reply = \"never\"\n");
+        let blocking = bed.fake.blocking();
         let client = bed.fake.client();
         let registry = Registry::m2b();
         let rt = Runtime {
             cfg: &bed.cfg,
             client: &client,
+            blocking: &blocking,
             port: &FakeTools::new(),
             registry: &registry,
             system: SYSTEM,
@@ -418,11 +422,13 @@ fn a_cancelled_turn_keeps_what_had_streamed_and_never_replays_it() {
         }),
         ..Bed::new("")
     };
+    let blocking = bed.fake.blocking();
     let client = bed.fake.client();
     let registry = Registry::m2b();
     let rt = Runtime {
         cfg: &bed.cfg,
         client: &client,
+        blocking: &blocking,
         port: &FakeTools::new(),
         registry: &registry,
         system: SYSTEM,

@@ -53,12 +53,14 @@ impl Bed {
         text: &str,
         max_tokens: Option<u32>,
     ) -> (TurnEnd, Vec<proto::ToolRequest>) {
+        let blocking = self.fake.blocking();
         let client = self.fake.client_with(|o| o.max_tokens = max_tokens);
         let registry = Registry::m2b();
         let port = FakeTools::new();
         let rt = Runtime {
             cfg: &self.cfg,
             client: &client,
+            blocking: &blocking,
             port: &port,
             registry: &registry,
             system: SYSTEM,

@@ -42,11 +42,13 @@ fn an_untrusted_result_reaches_the_model_marked_and_a_trusted_one_as_it_came() {
     let bed = Bed::new(SCRIPT);
     bed.fake.server.clear_requests();
     let mut session = bed.session("s");
+    let blocking = bed.fake.blocking();
     let client = bed.fake.client();
     let registry = Registry::m2b();
     let rt = Runtime {
         cfg: &bed.cfg,
         client: &client,
+        blocking: &blocking,
         port: &Mixed,
         registry: &registry,
         system: SYSTEM,

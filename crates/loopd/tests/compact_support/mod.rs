@@ -99,6 +99,7 @@ impl Bed {
 
     /// Runs `f` with a runtime over this bed's fakellama and `n_ctx` (or [`DUE_AFTER_TURN`]).
     pub fn with_rt<T>(&self, n_ctx: u32, f: impl FnOnce(&Runtime<'_>) -> T) -> T {
+        let blocking = self.fake.blocking();
         let client = self.fake.client();
         let registry = Registry::m2b();
         let mut cfg = self.cfg.clone();
@@ -111,6 +112,7 @@ impl Bed {
         let rt = Runtime {
             cfg: &cfg,
             client: &client,
+            blocking: &blocking,
             port: &FetchPort,
             registry: &registry,
             system: SYSTEM,

@@ -1,6 +1,7 @@
 //! Shared by the `llama_*` tests: fakellama on its own runtime, and a client for it.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+use loopd::blocking::Blocking;
 use loopd::llama::{
     ChatEvent, ChatMessage, ChatRequest, Client, ClientOptions, Completion, InferError,
 };
@@ -41,27 +42,28 @@ impl Fake {
         })
     }
 
+    /// The blocking adapter on the runtime fakellama runs on.
+    pub fn blocking(&self) -> Blocking {
+        Blocking::new(self.rt.handle().clone())
+    }
+
     pub fn client(&self) -> Client {
         self.client_with(|_| {})
     }
 
     pub fn client_with(&self, tweak: impl FnOnce(&mut ClientOptions)) -> Client {
-        client_for(&self.server.url(), self.rt.handle().clone(), tweak)
+        client_for(&self.server.url(), tweak)
     }
 }
 
 /// A client for `url` with fast retries.
-pub fn client_for(
-    url: &str,
-    handle: tokio::runtime::Handle,
-    tweak: impl FnOnce(&mut ClientOptions),
-) -> Client {
+pub fn client_for(url: &str, tweak: impl FnOnce(&mut ClientOptions)) -> Client {
     let mut options = ClientOptions::for_url(url).unwrap();
     options.retry_max_attempts = TEST_ATTEMPTS;
     options.retry_initial_backoff_ms = TEST_BACKOFF_INITIAL_MS;
     options.retry_max_backoff_ms = TEST_BACKOFF_MAX_MS;
     tweak(&mut options);
-    Client::new(options, handle)
+    Client::new(options)
 }
 
 /// A URL where nothing listens: a port that was just free.
@@ -84,24 +86,30 @@ pub fn user(text: &str) -> ChatRequest {
     }
 }
 
-/// `chat_with_retry`, with the events it reported.
+/// `chat_with_retry` (never cancelled), waited for through `blocking`, with the events it
+/// reported.
 pub fn chat_retry(
-    client: &Client,
-    request: &ChatRequest,
-) -> (Vec<ChatEvent>, Result<Completion, InferError>) {
-    let mut events = Vec::new();
-    let result = client.chat_with_retry(request, &mut |e| events.push(e.clone()));
-    (events, result)
-}
-
-/// One try (`chat`), with the events it reported.
-pub fn chat_once(
+    blocking: &Blocking,
     client: &Client,
     request: &ChatRequest,
 ) -> (Vec<ChatEvent>, Result<Completion, InferError>) {
     let mut events = Vec::new();
     let never = tokio_util::sync::CancellationToken::new();
-    let result = client.chat(request, &mut |e| events.push(e.clone()), &never);
+    let mut note = |e: &ChatEvent| events.push(e.clone());
+    let result = blocking.wait(client.chat_with_retry(request, &mut note, &never));
+    (events, result)
+}
+
+/// One try (`chat`), with the events it reported.
+pub fn chat_once(
+    blocking: &Blocking,
+    client: &Client,
+    request: &ChatRequest,
+) -> (Vec<ChatEvent>, Result<Completion, InferError>) {
+    let mut events = Vec::new();
+    let never = tokio_util::sync::CancellationToken::new();
+    let mut note = |e: &ChatEvent| events.push(e.clone());
+    let result = blocking.wait(client.chat(request, &mut note, &never));
     (events, result)
 }
 
