@@ -4,6 +4,11 @@
 //! grants apply). The child's final answer comes back as the tool result, labelled with the
 //! child's context label, so whatever the child read taints the parent as if it had read it.
 
+#[cfg(test)]
+mod dispatch_tests;
+#[cfg(test)]
+mod tests;
+
 use crate::baseline;
 use crate::config::Config;
 use crate::outcome::CallOutcome;

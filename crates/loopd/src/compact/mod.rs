@@ -16,10 +16,16 @@
 //! messages re-state it right after the carry ([`epoch_messages`]), so the request is never
 //! lost and the log never holds it twice.
 
-pub mod fit;
-pub mod mechanical;
-pub mod model;
-pub mod room;
+#[cfg(test)]
+mod answers_tests;
+#[cfg(test)]
+mod compact_tests;
+#[cfg(test)]
+mod fallback_tests;
+pub(crate) mod fit;
+pub(crate) mod mechanical;
+pub(crate) mod model;
+pub(crate) mod room;
 
 pub use room::{before_call, make_room};
 

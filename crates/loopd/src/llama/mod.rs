@@ -5,12 +5,18 @@
 //! for its calls through `blocking::Blocking`.
 
 mod client;
+#[cfg(test)]
+mod client_tests;
 mod endpoint;
 mod error;
+#[cfg(test)]
+mod errors_tests;
 mod measure;
 mod message;
 mod options;
 mod props;
+#[cfg(test)]
+mod ready_tests;
 mod retry;
 mod sse;
 mod stream;
