@@ -15,6 +15,7 @@
 
 use bxcore::{CallId, Labels, SessionId};
 use e2e::bin_dir;
+use loopd::blocking::Blocking;
 use loopd::broker::Broker;
 use proto::{ToolRequest, ToolResponse};
 use std::process::Command;
@@ -106,7 +107,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let broker = Broker::new(socket, 5_000, rt.handle().clone());
+    let broker = Broker::new(socket, 5_000, Blocking::new(rt.handle().clone()));
     let request = |n: usize, tool: &str| ToolRequest {
         session: SessionId::new("bench").unwrap(),
         turn: 1,
@@ -121,7 +122,7 @@ fn main() {
         let mut samples = Vec::with_capacity(CALLS);
         for n in 0..CALLS {
             let started = Instant::now();
-            let answer = broker.call(&request(n, tool));
+            let answer = ToolPort::call(&broker, &request(n, tool));
             samples.push(started.elapsed());
             assert_eq!(
                 matches!(answer, ToolResponse::Denied { .. }),

@@ -16,6 +16,7 @@
 use bxcore::{ModelTimings, SessionId, TurnEvent, Usage};
 use e2e::real::{LlamaServer, RealParts};
 use e2e::workspace_root;
+use loopd::blocking::Blocking;
 use loopd::config::Config;
 use loopd::llama::{Client, ClientOptions};
 use loopd::session::Store;
@@ -62,7 +63,8 @@ fn main() {
     let mut options = ClientOptions::for_url(&server.url).unwrap();
     // SmolLM2 at temperature 0 can ramble until its context is full: keep answers short.
     options.max_tokens = Some(MAX_ANSWER_TOKENS);
-    let client = Client::new(options, rt.handle().clone());
+    let client = Client::new(options);
+    let blocking = Blocking::new(rt.handle().clone());
     let state = tempfile::tempdir().unwrap();
     let store = Store::new(state.path()).unwrap();
     let cfg = Config::default();
@@ -72,10 +74,11 @@ fn main() {
     let runtime = Runtime {
         cfg: &cfg,
         client: &client,
+        blocking: &blocking,
         port: &port,
         registry: &registry,
         system: &system,
-        n_ctx: client.props().unwrap().n_ctx,
+        n_ctx: blocking.wait(client.props()).unwrap().n_ctx,
         children: &loopd::subagent::Subagents,
     };
     let mut session = store

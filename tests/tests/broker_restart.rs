@@ -6,6 +6,7 @@
 
 use bxcore::{CallId, Labels, SessionId};
 use e2e::{Running, start_brokerd};
+use loopd::blocking::Blocking;
 use loopd::broker::{Broker, UNAVAILABLE};
 use loopd::tools::ToolPort;
 use proto::{ToolRequest, ToolResponse};
@@ -73,18 +74,25 @@ fn brokerd_killed_between_calls_is_found_again_on_the_next_call() {
         "[[grants]]\ntool = \"echo\"\n[[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\n"
     );
     let rt = runtime();
-    let broker = Broker::new(dir.path().join("brokerd.sock"), 10_000, rt.handle().clone());
+    let broker = Broker::new(
+        dir.path().join("brokerd.sock"),
+        10_000,
+        Blocking::new(rt.handle().clone()),
+    );
 
     let brokerd = start_brokerd(dir.path(), &grants);
     for call in 1..=3 {
-        let echo = broker.call(&request(call, "echo", "{\"text\":\"ping\"}".into()));
+        let echo = ToolPort::call(
+            &broker,
+            &request(call, "echo", "{\"text\":\"ping\"}".into()),
+        );
         assert_ran(&echo);
     }
     kill(brokerd);
     let _brokerd = start_brokerd(dir.path(), &grants);
 
     let target = out.join("note.txt");
-    let written = broker.call(&write_request(4, &target, "once"));
+    let written = ToolPort::call(&broker, &write_request(4, &target, "once"));
     assert_ran(&written);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "once");
     assert_eq!(decided(dir.path(), "write_file"), 1);
@@ -115,16 +123,23 @@ fn brokerd_killed_mid_call_fails_the_call_once_and_never_runs_it_again() {
          [[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\n"
     );
     let rt = runtime();
-    let broker = Broker::new(dir.path().join("brokerd.sock"), 10_000, rt.handle().clone());
+    let broker = Broker::new(
+        dir.path().join("brokerd.sock"),
+        10_000,
+        Blocking::new(rt.handle().clone()),
+    );
     let brokerd = start_brokerd(dir.path(), &grants);
     // A call first, so the cut call goes out on a kept connection.
     let target = out.join("note.txt");
-    assert_ran(&broker.call(&write_request(1, &target, "first")));
+    assert_ran(&ToolPort::call(
+        &broker,
+        &write_request(1, &target, "first"),
+    ));
 
     let fetching = {
         let broker = broker.clone();
         let url = format!("{{\"url\":\"http://127.0.0.1:{port}/slow\"}}");
-        std::thread::spawn(move || broker.call(&request(2, "http_fetch", url)))
+        std::thread::spawn(move || ToolPort::call(&broker, &request(2, "http_fetch", url)))
     };
     let held = fetches
         .recv_timeout(Duration::from_millis(WAIT_MS))
@@ -141,7 +156,10 @@ fn brokerd_killed_mid_call_fails_the_call_once_and_never_runs_it_again() {
     }
     // The next call runs on the new brokerd, and brokerd (old or new) got the fetch once.
     let second = out.join("second.txt");
-    assert_ran(&broker.call(&write_request(3, &second, "second")));
+    assert_ran(&ToolPort::call(
+        &broker,
+        &write_request(3, &second, "second"),
+    ));
     assert_eq!(std::fs::read_to_string(&second).unwrap(), "second");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "first");
     assert_eq!(decided(dir.path(), "http_fetch"), 1);

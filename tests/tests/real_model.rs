@@ -436,10 +436,10 @@ fn loopds_client_parses_the_real_usage_and_timings() {
         .enable_all()
         .build()
         .unwrap();
-    let client = loopd::llama::Client::new(
-        loopd::llama::ClientOptions::for_url(&server.url).unwrap(),
-        runtime.handle().clone(),
-    );
+    let client =
+        loopd::llama::Client::new(loopd::llama::ClientOptions::for_url(&server.url).unwrap());
+    let blocking = loopd::blocking::Blocking::new(runtime.handle().clone());
+    let never = loopd::turn::Stop::new();
     let request = loopd::llama::ChatRequest {
         slot: 0,
         tools: vec![],
@@ -449,8 +449,9 @@ fn loopds_client_parses_the_real_usage_and_timings() {
         }],
     };
     let mut pieces = 0;
-    let done = client
-        .chat_with_retry(&request, &mut |_| pieces += 1)
+    let mut count = |_: &loopd::llama::ChatEvent| pieces += 1;
+    let done = blocking
+        .wait(client.chat_with_retry(&request, &mut count, never.token()))
         .unwrap();
     assert!(pieces > 0);
     assert_eq!(done.finish_reason, "stop");
@@ -459,7 +460,10 @@ fn loopds_client_parses_the_real_usage_and_timings() {
     assert!(timings.prompt_n > 0 && timings.prompt_ms > 0.0);
     assert_eq!(timings.predicted_n, done.usage.completion_tokens);
     // The same request again: everything but one token comes from the slot's cache.
-    let again = client.chat_with_retry(&request, &mut |_| {}).unwrap();
+    let mut ignore = |_: &loopd::llama::ChatEvent| {};
+    let again = blocking
+        .wait(client.chat_with_retry(&request, &mut ignore, never.token()))
+        .unwrap();
     let timings = again.timings.expect("the server's timings");
     assert_eq!(timings.prompt_n, 1);
     assert_eq!(timings.cache_n, again.usage.prompt_tokens - 1);

@@ -18,6 +18,7 @@
 )]
 
 use bxcore::SessionId;
+use loopd::blocking::Blocking;
 use loopd::config::Config;
 use loopd::llama::{Client, ClientOptions};
 use loopd::session::Store;
@@ -68,15 +69,14 @@ fn main() {
     cfg.baseline.system = state.path().join("system.md");
     cfg.state_dir = state.path().to_path_buf();
     let store = Store::new(state.path()).unwrap();
-    let client = Client::new(
-        ClientOptions::for_url(&fake.url()).unwrap(),
-        rt.handle().clone(),
-    );
+    let client = Client::new(ClientOptions::for_url(&fake.url()).unwrap());
+    let blocking = Blocking::new(rt.handle().clone());
     let registry = Registry::m2b();
     let port = FakeTools::new();
     let runtime = Runtime {
         cfg: &cfg,
         client: &client,
+        blocking: &blocking,
         port: &port,
         registry: &registry,
         system: SYSTEM,

@@ -18,6 +18,7 @@ mod records;
 
 use bxcore::{SessionId, TurnEvent};
 use loopd::api::{Backend, Submitted};
+use loopd::blocking::Blocking;
 use loopd::config::Config;
 use loopd::engine::{Engine, EngineParts, ToolSource};
 use loopd::llama::{Client, ClientOptions, ServerInfo};
@@ -105,10 +106,7 @@ fn main() {
     let engine = Engine::new(EngineParts {
         cfg: cfg.clone(),
         store: Store::new(state.path()).unwrap(),
-        client: Arc::new(Client::new(
-            ClientOptions::for_url(&fake.url()).unwrap(),
-            rt.handle().clone(),
-        )),
+        client: Arc::new(Client::new(ClientOptions::for_url(&fake.url()).unwrap())),
         port: Arc::new(FakeTools::new()),
         tools: ToolSource::Fake(Registry::m2b()),
         system: "You are a benchmark.".into(),
@@ -119,7 +117,7 @@ fn main() {
             model_path: String::new(),
             build_info: String::new(),
         },
-        handle: rt.handle().clone(),
+        blocking: Blocking::new(rt.handle().clone()),
     });
     let (first, submitted) = submit(&rt, &engine, "big");
     finish(&rt, &engine, &id, submitted);

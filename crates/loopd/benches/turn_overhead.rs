@@ -18,6 +18,7 @@
 use bxcore::{SessionId, TurnEvent};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use loopd::blocking::Blocking;
 use loopd::config::Config;
 use loopd::llama::{Client, ClientOptions};
 use loopd::session::Store;
@@ -84,13 +85,15 @@ fn in_process(rt: &tokio::runtime::Runtime, url: &str) {
     let base = std::env::var_os("TURN_BENCH_DIR").unwrap_or_else(|| std::env::temp_dir().into());
     let state = tempfile::tempdir_in(&base).unwrap();
     let store = Store::new(state.path()).unwrap();
-    let client = Client::new(ClientOptions::for_url(url).unwrap(), rt.handle().clone());
+    let client = Client::new(ClientOptions::for_url(url).unwrap());
+    let blocking = Blocking::new(rt.handle().clone());
     let cfg = Config::default();
     let registry = Registry::m2b();
     let port = FakeTools::new();
     let runtime = Runtime {
         cfg: &cfg,
         client: &client,
+        blocking: &blocking,
         port: &port,
         registry: &registry,
         system: "You are a benchmark.",

@@ -8,6 +8,7 @@
 //! again on the next call, while a call that may have reached brokerd and got no answer fails
 //! as unavailable and is never resent (a `write_file` must not run twice).
 
+use crate::blocking::{Blocking, OnRuntimeThread};
 use crate::broker_conn::Pool;
 pub use crate::broker_conn::{MAX_IDLE_CONNECTIONS, MAX_IDLE_MS};
 use crate::tools::ToolPort;
@@ -39,25 +40,30 @@ pub enum BrokerError {
         /// What was wrong.
         message: String,
     },
+    /// The request was waited for on a thread of the async runtime (a bug in loopd: see
+    /// `blocking`); nothing was sent.
+    #[error(transparent)]
+    OnRuntimeThread(#[from] OnRuntimeThread),
 }
 
-/// A client of brokerd; its clones share its kept connections.
+/// A client of brokerd; its clones share its kept connections. Its own methods are async; as
+/// a [`ToolPort`] (called from turn threads) it waits for them through its [`Blocking`].
 #[derive(Debug, Clone)]
 pub struct Broker {
     socket: PathBuf,
     call_timeout_ms: u64,
-    handle: tokio::runtime::Handle,
+    blocking: Blocking,
     connections: Pool,
 }
 
 impl Broker {
-    /// A client of brokerd at `socket`; calls are cut at `call_timeout_ms`. Blocking calls
-    /// run on `handle` (call them from turn threads, never from inside an async task).
-    pub fn new(socket: PathBuf, call_timeout_ms: u64, handle: tokio::runtime::Handle) -> Broker {
+    /// A client of brokerd at `socket`; calls are cut at `call_timeout_ms`. As a `ToolPort`
+    /// it waits through `blocking`.
+    pub fn new(socket: PathBuf, call_timeout_ms: u64, blocking: Blocking) -> Broker {
         Broker {
             socket,
             call_timeout_ms,
-            handle,
+            blocking,
             connections: Pool::default(),
         }
     }
@@ -67,8 +73,8 @@ impl Broker {
         &self.socket
     }
 
-    /// The tools brokerd offers `session` (async).
-    pub async fn catalogue_async(&self, session: &SessionId) -> Result<Catalogue, BrokerError> {
+    /// The tools brokerd offers `session`.
+    pub async fn catalogue(&self, session: &SessionId) -> Result<Catalogue, BrokerError> {
         let path = format!("/v1/catalogue?session={session}");
         let body = self.exchange("GET", &path, None, PROBE_TIMEOUT_MS).await?;
         serde_json::from_slice(&body).map_err(|e| BrokerError::BadAnswer {
@@ -77,20 +83,15 @@ impl Broker {
         })
     }
 
-    /// The tools brokerd offers `session` (blocking).
-    pub fn catalogue(&self, session: &SessionId) -> Result<Catalogue, BrokerError> {
-        self.handle.block_on(self.catalogue_async(session))
-    }
-
-    /// Whether brokerd answers its health check (async).
-    pub async fn health_async(&self) -> Result<(), BrokerError> {
+    /// Whether brokerd answers its health check.
+    pub async fn health(&self) -> Result<(), BrokerError> {
         self.exchange("GET", "/v1/health", None, PROBE_TIMEOUT_MS)
             .await
             .map(|_| ())
     }
 
-    /// One call (async).
-    pub async fn call_async(&self, request: &ToolRequest) -> Result<ToolResponse, BrokerError> {
+    /// One call.
+    pub async fn call(&self, request: &ToolRequest) -> Result<ToolResponse, BrokerError> {
         let body = serde_json::to_vec(request).map_err(|e| BrokerError::BadAnswer {
             status: 0,
             message: format!("cannot encode the request: {e}"),
@@ -143,9 +144,11 @@ impl Broker {
     }
 }
 
+/// The port's methods share the names of the async ones they wait for, so those are named by
+/// their type (`Broker::call`) here.
 impl ToolPort for Broker {
     fn catalogue(&self, session: &SessionId) -> Option<Catalogue> {
-        match Broker::catalogue(self, session) {
+        match self.blocking.wait(Broker::catalogue(self, session)) {
             Ok(catalogue) => Some(catalogue),
             Err(e) => {
                 tracing::warn!(%session, error = %e, "no catalogue from brokerd");
@@ -155,7 +158,7 @@ impl ToolPort for Broker {
     }
 
     fn call(&self, request: &ToolRequest) -> ToolResponse {
-        match self.handle.block_on(self.call_async(request)) {
+        match self.blocking.wait(Broker::call(self, request)) {
             Ok(response) => response,
             Err(e) => {
                 tracing::warn!(session = %request.session, tool = %request.tool, error = %e, "tool call through brokerd failed");

@@ -5,6 +5,7 @@
 
 use crate::api::{ApiOptions, bind_socket, serve};
 use crate::baseline::read_system_prompt;
+use crate::blocking::Blocking;
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::engine::{Engine, EngineParts, ToolSource};
@@ -32,10 +33,11 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     let system = read_system_prompt(&cfg.baseline.system)?;
     let options = ClientOptions::from_config(&cfg.llama).context("llama settings")?;
-    let client = Arc::new(Client::new(options, runtime.handle().clone()));
+    let client = Arc::new(Client::new(options));
+    let blocking = Blocking::new(runtime.handle().clone());
     tracing::info!(url = %cfg.llama.url, "waiting for llama-server");
-    let server = client
-        .wait_until_ready(cfg.llama.health_wait_ms)
+    let server = blocking
+        .wait(client.wait_until_ready(cfg.llama.health_wait_ms))
         .with_context(|| format!("llama-server at {} is not ready", cfg.llama.url))?;
     if let Err(problems) = check_expectations(&cfg.expect, &cfg.slots, &server) {
         bail!(
@@ -66,7 +68,7 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
             tracing::warn!(error = %e, "cannot index the sessions now; the first listing tries again")
         }
     }
-    let (port, tools) = tool_port(&cfg, runtime.handle());
+    let (port, tools) = tool_port(&cfg, &blocking);
     let api_options = ApiOptions::from_config(&cfg.api)?;
     let socket = cfg.socket.clone();
     let heartbeat =
@@ -79,7 +81,7 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         tools,
         system,
         server,
-        handle: runtime.handle().clone(),
+        blocking,
     });
     runtime.block_on(async {
         let listener = bind_socket(&socket, api_options.allowed_gid)
@@ -105,11 +107,11 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
 
 /// The tool port and where registries come from: brokerd when `[broker] socket` is set,
 /// else loopd's fake tools (and a warning saying so).
-fn tool_port(cfg: &Config, handle: &tokio::runtime::Handle) -> (Arc<dyn ToolPort>, ToolSource) {
+fn tool_port(cfg: &Config, blocking: &Blocking) -> (Arc<dyn ToolPort>, ToolSource) {
     match &cfg.broker.socket {
         Some(socket) => {
-            let broker = Broker::new(socket.clone(), cfg.broker.call_timeout_ms, handle.clone());
-            match handle.block_on(broker.health_async()) {
+            let broker = Broker::new(socket.clone(), cfg.broker.call_timeout_ms, blocking.clone());
+            match blocking.wait(broker.health()) {
                 Ok(()) => tracing::info!(socket = %socket.display(), "brokerd answers"),
                 Err(e) => {
                     tracing::warn!(error = %e, "brokerd does not answer yet; tool calls fail until it does")

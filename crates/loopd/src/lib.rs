@@ -5,25 +5,29 @@
 //! a Unix socket. See `docs/ARCHITECTURE.md` for where each piece lives.
 
 pub mod api;
-pub mod baseline;
+pub(crate) mod baseline;
+pub mod blocking;
 pub mod broker;
-pub mod broker_conn;
+pub(crate) mod broker_conn;
 pub mod compact;
 pub mod config;
 pub mod daemon;
 pub mod engine;
-pub mod heartbeat;
-pub mod journal;
+pub(crate) mod heartbeat;
+pub(crate) mod journal;
 pub mod llama;
-pub mod memory;
-pub mod outcome;
-pub mod outputs;
-pub mod runtime;
+pub(crate) mod memory;
+pub(crate) mod outcome;
+pub(crate) mod outputs;
+pub(crate) mod runtime;
 pub mod session;
 pub mod subagent;
-pub mod summarise;
-pub mod text;
+pub(crate) mod summarise;
+pub(crate) mod text;
 pub mod tools;
-pub mod toolset;
+pub(crate) mod toolset;
 pub mod turn;
-pub mod untrusted;
+pub(crate) mod untrusted;
+
+#[cfg(test)]
+pub(crate) mod test_support;

@@ -3,6 +3,7 @@
 //! and `summarise`, which all take a `Runtime`; the child runner is a trait so that `turn`
 //! never imports `subagent`, which runs turns itself.
 
+use crate::blocking::Blocking;
 use crate::config::Config;
 use crate::llama::Client;
 use crate::outcome::CallOutcome;
@@ -19,6 +20,8 @@ pub struct Runtime<'a> {
     pub cfg: &'a Config,
     /// The model server.
     pub client: &'a Client,
+    /// How this thread waits for the clients' futures (turns run on threads of their own).
+    pub blocking: &'a Blocking,
     /// Where tools that loopd does not answer itself go (brokerd, or `FakeTools`).
     pub port: &'a dyn ToolPort,
     /// The tools of this epoch.

@@ -4,6 +4,11 @@
 //! grants apply). The child's final answer comes back as the tool result, labelled with the
 //! child's context label, so whatever the child read taints the parent as if it had read it.
 
+#[cfg(test)]
+mod dispatch_tests;
+#[cfg(test)]
+mod tests;
+
 use crate::baseline;
 use crate::config::Config;
 use crate::outcome::CallOutcome;
@@ -165,6 +170,7 @@ pub fn run(
     let child_rt = Runtime {
         cfg: &cfg,
         client: rt.client,
+        blocking: rt.blocking,
         port: rt.port,
         registry: &registry,
         system: &system,
@@ -218,7 +224,7 @@ fn run_watched(
     // Aborted when dropped, that is when the child's turn ends first.
     let _timer = {
         let (token, timed_out) = (child_stop.token().clone(), Arc::clone(&timed_out));
-        AbortOnDropHandle::new(rt.client.runtime().spawn(async move {
+        AbortOnDropHandle::new(rt.blocking.handle().spawn(async move {
             tokio::select! {
                 () = tokio::time::sleep(timeout) => {
                     timed_out.store(true, Ordering::SeqCst);

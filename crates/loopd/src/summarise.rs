@@ -9,9 +9,14 @@
 //! log naming the call ([`FAILED_NOTE`]) and that result is kept whole, never tried again, so a
 //! summary that cannot be made does not cost a model call after every turn.
 
+#[cfg(test)]
+mod call_tests;
+#[cfg(test)]
+mod outcomes_tests;
+
 use crate::baseline::messages_with_carry;
 use crate::config::Config;
-use crate::llama::{ChatMessage, ChatRequest, InferError};
+use crate::llama::{ChatEvent, ChatMessage, ChatRequest, InferError};
 use crate::runtime::Runtime;
 use crate::session::Session;
 use crate::text::cap_chars;
@@ -19,6 +24,7 @@ use crate::tools::target_tool;
 use bxcore::sanitize::neutralise;
 use bxcore::{CallId, DataClass, Labels, LogRecord, Timestamp, ToolCall, ToolOutcome};
 use std::collections::{HashMap, HashSet};
+use tokio_util::sync::CancellationToken;
 
 /// The prompt file of a summary, beside the system prompt.
 pub const SUMMARISE_PROMPT_FILE: &str = "summarise.md";
@@ -69,7 +75,10 @@ pub fn missing(rt: &Runtime<'_>, session: &mut Session) -> Result<(), String> {
             tools: Vec::new(),
             thinking: true,
         };
-        let text = match rt.client.chat_with_retry(&request, &mut |_| {}) {
+        let never = CancellationToken::new();
+        let mut ignore = |_: &ChatEvent| {};
+        let chat = rt.client.chat_with_retry(&request, &mut ignore, &never);
+        let text = match rt.blocking.wait(chat) {
             Ok(completion) => completion.content.unwrap_or_default(),
             Err(e) => {
                 tracing::warn!(session = %session.id(), %call, error = %e, "loopd: tool summary");

@@ -13,7 +13,15 @@ use bxcore::{LogRecord, TaskId, Timestamp, TurnEnd, TurnEvent};
 use std::time::Instant;
 
 mod call;
+#[cfg(test)]
+mod call_labels_tests;
+#[cfg(test)]
+mod recovery_tests;
 mod repeats;
+#[cfg(test)]
+mod result_cap_tests;
+#[cfg(test)]
+mod tests;
 
 pub use crate::baseline::CUT_CALL;
 pub use crate::llama::FINISH_LENGTH;
@@ -238,9 +246,10 @@ fn model_call(
         on_event(&turn_event(event));
     };
     let started = Instant::now();
-    let answer = rt
-        .client
-        .chat_with_retry_until(&request, &mut forward, stop.token());
+    let answer = rt.blocking.wait(
+        rt.client
+            .chat_with_retry(&request, &mut forward, stop.token()),
+    );
     let model_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     match answer {
         Ok(completion) => Ok(Ok((completion, model_us))),

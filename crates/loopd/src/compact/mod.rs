@@ -16,10 +16,16 @@
 //! messages re-state it right after the carry ([`epoch_messages`]), so the request is never
 //! lost and the log never holds it twice.
 
-pub mod fit;
-pub mod mechanical;
-pub mod model;
-pub mod room;
+#[cfg(test)]
+mod answers_tests;
+#[cfg(test)]
+mod compact_tests;
+#[cfg(test)]
+mod fallback_tests;
+pub(crate) mod fit;
+pub(crate) mod mechanical;
+pub(crate) mod model;
+pub(crate) mod room;
 
 pub use room::{before_call, make_room};
 
@@ -226,7 +232,7 @@ fn without_model(
         made = mechanical::carry(&source, max_chars);
         made.carry = neutralise(&made.carry).into_owned();
         tries += 1;
-        let Ok(tokens) = rt.client.text_tokens(&made.carry) else {
+        let Ok(tokens) = rt.blocking.wait(rt.client.text_tokens(&made.carry)) else {
             break;
         };
         if tokens <= room || tries >= fit::FIT_MAX_MEASUREMENTS || max_chars == 0 {

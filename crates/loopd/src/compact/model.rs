@@ -7,13 +7,14 @@ use super::fit::{FitError, Parts, fit};
 use super::{COMPACT_PROMPT_FILE, CompactError, carried_request};
 use crate::baseline::messages_with_carry;
 use crate::llama::FINISH_LENGTH;
-use crate::llama::{ChatMessage, ChatRequest, Client};
+use crate::llama::{ChatEvent, ChatMessage, ChatRequest, Client};
 use crate::runtime::Runtime;
 use crate::session::Session;
 use crate::text::cap_chars;
 use bxcore::LogRecord;
 use bxcore::sanitize::neutralise;
 use std::collections::HashMap;
+use tokio_util::sync::CancellationToken;
 
 /// The fewest characters a carry may have: a shorter answer is no summary (issue 12: an
 /// answer cut to `## Notes`, 8 characters, became the carry and the session lost everything).
@@ -83,8 +84,10 @@ pub fn ask(
         tools: Vec::new(),
         thinking: rt.cfg.r#loop.thinking,
     };
-    let measure =
-        &mut |messages: &[ChatMessage]| rt.client.prompt_tokens(&request(messages.to_vec()));
+    let measure = &mut |messages: &[ChatMessage]| {
+        rt.blocking
+            .wait(rt.client.prompt_tokens(&request(messages.to_vec())))
+    };
     let messages = match fit(&parts, budget, measure) {
         Ok(messages) => messages,
         Err(FitError::TooBig { tokens, budget }) => {
@@ -102,7 +105,12 @@ pub fn ask(
         }
     };
     let client: Client = rt.client.with_max_tokens(answer_tokens);
-    let completion = client.chat_with_retry(&request(messages), &mut |_| {})?;
+    let never = CancellationToken::new();
+    let completion = rt.blocking.wait(client.chat_with_retry(
+        &request(messages),
+        &mut |_: &ChatEvent| {},
+        &never,
+    ))?;
     if completion.finish_reason == FINISH_LENGTH {
         return Err(CompactError::Cut {
             tokens: completion.usage.completion_tokens,

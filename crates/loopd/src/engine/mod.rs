@@ -8,9 +8,17 @@
 //! back, does the turn's background work (summaries, compaction) on the background slot, and
 //! takes the next task. The lane stays busy through the background work: one writer per log.
 
+#[cfg(test)]
+mod background_work_tests;
 mod compact;
+#[cfg(test)]
+mod compact_tests;
+#[cfg(test)]
+mod faults_tests;
 mod idle;
 mod lane;
+#[cfg(test)]
+mod long_session_tests;
 mod pool;
 mod status;
 mod task_ids;
@@ -19,6 +27,7 @@ mod waiting;
 mod worker;
 
 use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted};
+use crate::blocking::{Blocking, OnRuntimeThread};
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::llama::{Client, ServerInfo};
@@ -52,8 +61,9 @@ pub struct EngineParts {
     pub system: String,
     /// What the model server reported at start.
     pub server: ServerInfo,
-    /// The runtime the API runs on (turn threads use it to wait for a main slot).
-    pub handle: tokio::runtime::Handle,
+    /// How turn threads wait for async work (the clients, a main or background slot), on
+    /// the runtime the API runs on.
+    pub blocking: Blocking,
 }
 
 /// Where the tools of a task come from.
@@ -72,20 +82,22 @@ pub enum ToolSource {
 impl ToolSource {
     /// The registry for a task of `session`. A broker that cannot be asked leaves loopd's own
     /// tools only; its calls would fail anyway, and the turn can still answer.
-    fn registry(&self, session: &SessionId) -> Registry {
+    fn registry(&self, session: &SessionId, blocking: &Blocking) -> Registry {
         match self {
             ToolSource::Fake(registry) => registry.clone(),
-            ToolSource::Broker { broker, core_tools } => match broker.catalogue(session) {
-                Ok(catalogue) => crate::toolset::registry(&catalogue, core_tools),
-                Err(e) => {
-                    tracing::warn!(%session, error = %e, "no catalogue from brokerd; loopd's own tools only");
-                    let empty = proto::Catalogue {
-                        session: session.clone(),
-                        tools: Vec::new(),
-                    };
-                    crate::toolset::registry(&empty, core_tools)
+            ToolSource::Broker { broker, core_tools } => {
+                match blocking.wait(broker.catalogue(session)) {
+                    Ok(catalogue) => crate::toolset::registry(&catalogue, core_tools),
+                    Err(e) => {
+                        tracing::warn!(%session, error = %e, "no catalogue from brokerd; loopd's own tools only");
+                        let empty = proto::Catalogue {
+                            session: session.clone(),
+                            tools: Vec::new(),
+                        };
+                        crate::toolset::registry(&empty, core_tools)
+                    }
                 }
-            },
+            }
         }
     }
 }
@@ -257,10 +269,12 @@ impl Inner {
     /// Waits (blocking: from a turn worker) for the background slot; `None` once it is
     /// closed.
     fn background_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let background = Arc::clone(&self.background);
         self.parts
-            .handle
-            .block_on(Arc::clone(&self.background).acquire_owned())
+            .blocking
+            .wait(async { Ok::<_, OnRuntimeThread>(background.acquire_owned().await.ok()) })
             .ok()
+            .flatten()
     }
 
     fn running(&self) -> usize {

@@ -5,11 +5,8 @@ use proto::api::{BrokerStatus, LlamaStatus, LoopdStatus, SlotRoles, Status};
 
 /// The status now; asks the model server's `/health`.
 pub async fn status(inner: &std::sync::Arc<Inner>) -> Status {
-    let client = inner.parts.client.clone();
-    let health = tokio::task::spawn_blocking(move || client.health()).await;
-    let (ok, error) = match health {
-        Ok(Ok(_)) => (true, None),
-        Ok(Err(e)) => (false, Some(e.to_string())),
+    let (ok, error) = match inner.parts.client.health().await {
+        Ok(_) => (true, None),
         Err(e) => (false, Some(e.to_string())),
     };
     let (running, queued) = {
@@ -54,7 +51,7 @@ async fn broker_status(tools: &super::ToolSource) -> BrokerStatus {
             note: crate::tools::FAKE_TOOLS_NOTE.to_string(),
         },
         super::ToolSource::Broker { broker, .. } => {
-            let health = broker.health_async().await;
+            let health = broker.health().await;
             BrokerStatus {
                 kind: "brokerd".to_string(),
                 socket: Some(broker.socket().display().to_string()),

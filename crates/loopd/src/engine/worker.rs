@@ -3,6 +3,7 @@
 use super::lane::{Pending, Work};
 use super::{EngineParts, Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
+use crate::blocking::OnRuntimeThread;
 use crate::session::Session;
 use crate::tools::Registry;
 use crate::turn::{Runtime, Stop, TurnError, finish_turn, run_foreground, start_task};
@@ -52,6 +53,7 @@ pub(super) fn runtime<'a>(parts: &'a EngineParts, registry: &'a Registry) -> Run
     Runtime {
         cfg: &parts.cfg,
         client: &parts.client,
+        blocking: &parts.blocking,
         port: parts.port.as_ref(),
         registry,
         system: &parts.system,
@@ -64,13 +66,21 @@ pub(super) fn runtime<'a>(parts: &'a EngineParts, registry: &'a Registry) -> Run
 /// The main-slot permit is given back on return, and the submitter's event stream ends (its
 /// sender is dropped here, after the turn's `ended` event). `None`: the task did not run.
 fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> Option<Ran> {
+    let slots = inner.slots.clone();
     let permit = inner
         .parts
-        .handle
-        .block_on(inner.slots.clone().acquire_owned());
-    let Ok(_permit) = permit else {
-        pending.refuse(ApiFailure::Unavailable("loopd is shutting down".into()));
-        return None;
+        .blocking
+        .wait(async { Ok::<_, OnRuntimeThread>(slots.acquire_owned().await.ok()) });
+    let _permit = match permit {
+        Ok(Some(permit)) => permit,
+        Ok(None) => {
+            pending.refuse(ApiFailure::Unavailable("loopd is shutting down".into()));
+            return None;
+        }
+        Err(e) => {
+            pending.refuse(ApiFailure::Internal(e.to_string()));
+            return None;
+        }
     };
     let no_shutdown_meanwhile = inner.starting.read().unwrap_or_else(|p| p.into_inner());
     if inner.shutting_down.load(Ordering::SeqCst) {
@@ -129,7 +139,8 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
     drop(pending.waiting);
     let feed = inner.lock_lanes().get(id).map(|lane| lane.feed());
     let parts = &inner.parts;
-    let registry = crate::subagent::registry_for(&parts.tools.registry(id), id, &parts.cfg);
+    let registry =
+        crate::subagent::registry_for(&parts.tools.registry(id, &parts.blocking), id, &parts.cfg);
     let mut on_event = |event: &TurnEvent| {
         if let Some(named) = &pending.named {
             named.event(event);

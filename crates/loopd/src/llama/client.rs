@@ -1,16 +1,13 @@
 //! The client: one streamed chat completion per try, retries with backoff, `/health`,
 //! `/props`, and waiting for a loading server.
 //!
-//! The public methods block: they drive the request with [`Handle::block_on`] on loopd's
-//! (multi-thread) tokio runtime, so they must be called from plain threads (turn threads),
-//! never from inside an async task, where `block_on` panics. The `*_async` variants are for
-//! async code.
+//! Async only: turn threads wait for its futures through `crate::blocking::Blocking`, the one
+//! blocking adapter.
 
 use std::time::Duration;
 
 use http::Method;
 use http_body_util::BodyExt;
-use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use super::error::InferError;
@@ -43,7 +40,6 @@ const MAX_PROBE_BODY_BYTES: usize = 4 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct Client {
     options: ClientOptions,
-    runtime: Handle,
 }
 
 fn stream_error(message: String) -> InferError {
@@ -54,14 +50,9 @@ fn stream_error(message: String) -> InferError {
 }
 
 impl Client {
-    /// A client that runs its requests on `runtime` (a multi-thread runtime's handle).
-    pub fn new(options: ClientOptions, runtime: Handle) -> Client {
-        Client { options, runtime }
-    }
-
-    /// The runtime its requests run on (for timers that go with a blocking call).
-    pub fn runtime(&self) -> &Handle {
-        &self.runtime
+    /// A client with `options`.
+    pub fn new(options: ClientOptions) -> Client {
+        Client { options }
     }
 
     /// The options it was made with.
@@ -71,56 +62,45 @@ impl Client {
 
     /// One try of a streamed chat completion: content and reasoning deltas go to `on_event`
     /// as they arrive. Cancelling `cancelled` ends it at once with
-    /// [`InferError::Cancelled`] (the connection is closed). Blocks; panics inside an async
-    /// task.
-    pub fn chat(
+    /// [`InferError::Cancelled`] (the connection is closed).
+    pub async fn chat<F>(
         &self,
         request: &ChatRequest,
-        on_event: &mut dyn FnMut(&ChatEvent),
+        on_event: &mut F,
         cancelled: &CancellationToken,
-    ) -> Result<Completion, InferError> {
+    ) -> Result<Completion, InferError>
+    where
+        F: FnMut(&ChatEvent) + ?Sized,
+    {
         let mut streamed = false;
-        self.runtime
-            .block_on(self.chat_once(request, on_event, cancelled, &mut streamed))
+        self.chat_once(request, on_event, cancelled, &mut streamed)
+            .await
     }
 
     /// [`Client::chat`], retried on 503 and connection errors with bounded exponential
-    /// backoff, each failed try reported as [`ChatEvent::Attempt`]. Blocks; panics inside an
-    /// async task.
-    pub fn chat_with_retry(
+    /// backoff, each failed try reported as [`ChatEvent::Attempt`]; it stops, also while
+    /// waiting between tries, once `cancelled` is cancelled.
+    pub async fn chat_with_retry<F>(
         &self,
         request: &ChatRequest,
-        on_event: &mut dyn FnMut(&ChatEvent),
-    ) -> Result<Completion, InferError> {
-        let never = CancellationToken::new();
-        self.chat_with_retry_until(request, on_event, &never)
-    }
-
-    /// [`Client::chat_with_retry`] that stops, also while waiting between tries, once
-    /// `cancelled` is cancelled. Blocks; panics inside an async task.
-    pub fn chat_with_retry_until(
-        &self,
-        request: &ChatRequest,
-        on_event: &mut dyn FnMut(&ChatEvent),
+        on_event: &mut F,
         cancelled: &CancellationToken,
-    ) -> Result<Completion, InferError> {
-        self.runtime
-            .block_on(self.chat_retrying(request, on_event, cancelled))
+    ) -> Result<Completion, InferError>
+    where
+        F: FnMut(&ChatEvent) + ?Sized,
+    {
+        self.chat_retrying(request, on_event, cancelled).await
     }
 
     /// The tokens of the prompt `request` would be rendered into, as llama-server counts them
-    /// (`/apply-template`, then `/tokenize`), without running it. Blocks; panics inside an
-    /// async task.
-    pub fn prompt_tokens(&self, request: &ChatRequest) -> Result<u32, InferError> {
-        self.runtime
-            .block_on(super::measure::prompt_tokens(&self.options, request))
+    /// (`/apply-template`, then `/tokenize`), without running it.
+    pub async fn prompt_tokens(&self, request: &ChatRequest) -> Result<u32, InferError> {
+        super::measure::prompt_tokens(&self.options, request).await
     }
 
     /// The tokens of `text` alone, as llama-server's tokeniser counts them (`/tokenize`).
-    /// Blocks; panics inside an async task.
-    pub fn text_tokens(&self, text: &str) -> Result<u32, InferError> {
-        self.runtime
-            .block_on(super::measure::text_tokens(&self.options, text))
+    pub async fn text_tokens(&self, text: &str) -> Result<u32, InferError> {
+        super::measure::text_tokens(&self.options, text).await
     }
 
     /// The same client with answers of at most `max_tokens` tokens (a compaction's answer is
@@ -128,51 +108,11 @@ impl Client {
     pub fn with_max_tokens(&self, max_tokens: u32) -> Client {
         let mut options = self.options.clone();
         options.max_tokens = Some(max_tokens);
-        Client::new(options, self.runtime.clone())
+        Client::new(options)
     }
 
-    /// Asks `/health`. Blocks; panics inside an async task.
-    pub fn health(&self) -> Result<Health, InferError> {
-        self.runtime.block_on(self.health_async())
-    }
-
-    /// Reads `/props`. Blocks; panics inside an async task.
-    pub fn props(&self) -> Result<ServerInfo, InferError> {
-        self.runtime.block_on(self.props_async())
-    }
-
-    /// Waits up to `health_wait_ms` while `/health` says the model is loading or the
-    /// connection is refused (asking every [`HEALTH_POLL_INTERVAL_MS`]), then reads `/props`.
-    /// Blocks; panics inside an async task.
-    pub fn wait_until_ready(&self, health_wait_ms: u64) -> Result<ServerInfo, InferError> {
-        self.runtime
-            .block_on(self.wait_until_ready_async(health_wait_ms))
-    }
-
-    /// [`Client::chat`] for async code.
-    pub async fn chat_async(
-        &self,
-        request: &ChatRequest,
-        on_event: &mut (dyn FnMut(&ChatEvent) + Send),
-        cancelled: &CancellationToken,
-    ) -> Result<Completion, InferError> {
-        let mut streamed = false;
-        self.chat_once(request, on_event, cancelled, &mut streamed)
-            .await
-    }
-
-    /// [`Client::chat_with_retry_until`] for async code.
-    pub async fn chat_with_retry_async(
-        &self,
-        request: &ChatRequest,
-        on_event: &mut (dyn FnMut(&ChatEvent) + Send),
-        cancelled: &CancellationToken,
-    ) -> Result<Completion, InferError> {
-        self.chat_retrying(request, on_event, cancelled).await
-    }
-
-    /// [`Client::health`] for async code.
-    pub async fn health_async(&self) -> Result<Health, InferError> {
+    /// Asks `/health`.
+    pub async fn health(&self) -> Result<Health, InferError> {
         let exchange = self.probe(HEALTH_PATH).await?;
         if exchange.status == 200 {
             return Ok(Health::Ok);
@@ -185,8 +125,8 @@ impl Client {
         }
     }
 
-    /// [`Client::props`] for async code.
-    pub async fn props_async(&self) -> Result<ServerInfo, InferError> {
+    /// Reads `/props`.
+    pub async fn props(&self) -> Result<ServerInfo, InferError> {
         let exchange = self.probe(PROPS_PATH).await?;
         let status = exchange.status;
         if status != 200 {
@@ -197,15 +137,13 @@ impl Client {
         ServerInfo::from_props(&body)
     }
 
-    /// [`Client::wait_until_ready`] for async code.
-    pub async fn wait_until_ready_async(
-        &self,
-        health_wait_ms: u64,
-    ) -> Result<ServerInfo, InferError> {
+    /// Waits up to `health_wait_ms` while `/health` says the model is loading or the
+    /// connection is refused (asking every [`HEALTH_POLL_INTERVAL_MS`]), then reads `/props`.
+    pub async fn wait_until_ready(&self, health_wait_ms: u64) -> Result<ServerInfo, InferError> {
         let deadline = Instant::now() + Duration::from_millis(health_wait_ms);
         let mut reported = false;
         loop {
-            let why = match self.health_async().await {
+            let why = match self.health().await {
                 Ok(Health::Ok) => break,
                 Ok(Health::Loading { message }) => InferError::Unavailable { message },
                 Err(e @ InferError::Connect { .. }) => e,
@@ -232,7 +170,7 @@ impl Client {
             let step = Duration::from_millis(HEALTH_POLL_INTERVAL_MS).min(deadline - now);
             tokio::time::sleep(step).await;
         }
-        let info = self.props_async().await?;
+        let info = self.props().await?;
         tracing::info!(
             n_ctx = info.n_ctx,
             slots = info.total_slots,

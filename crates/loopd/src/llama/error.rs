@@ -93,6 +93,10 @@ pub enum InferError {
         /// What is wrong.
         message: String,
     },
+    /// The call was waited for on a thread of the async runtime (a bug in loopd: see
+    /// `blocking`); nothing was sent.
+    #[error(transparent)]
+    OnRuntimeThread(#[from] crate::blocking::OnRuntimeThread),
 }
 
 /// `, TYPE` after the status, or nothing when the answer had no type.

@@ -1,17 +1,22 @@
 //! The llama-server client: chat completions (streamed), retries, and the start-up checks
 //! against `/health` and `/props`.
 //!
-//! The client is blocking on purpose: turns run on their own threads (see `turn`), and the
-//! seeds' code calls `client.chat_with_retry(&request, &mut |_| {})` directly. Inside, it
-//! drives hyper on loopd's tokio runtime.
+//! The client is async only, over hyper. Turns run on their own threads (see `turn`) and wait
+//! for its calls through `blocking::Blocking`.
 
 mod client;
+#[cfg(test)]
+mod client_tests;
 mod endpoint;
 mod error;
+#[cfg(test)]
+mod errors_tests;
 mod measure;
 mod message;
 mod options;
 mod props;
+#[cfg(test)]
+mod ready_tests;
 mod retry;
 mod sse;
 mod stream;

@@ -15,14 +15,22 @@
 //!   what a crash leaves is cleared (see [`create`]).
 
 mod baseline;
-pub mod create;
+pub(crate) mod create;
+#[cfg(test)]
+mod create_tests;
 mod error;
+#[cfg(test)]
+mod format_fixture_tests;
 mod fsync;
 mod hold;
 mod index;
+#[cfg(test)]
+mod index_tests;
 mod line;
 mod log;
 mod scan;
+#[cfg(test)]
+mod store_tests;
 
 pub use baseline::{BASELINE_FORMAT_VERSION, Baseline};
 pub use error::StoreError;

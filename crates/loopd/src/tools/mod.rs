@@ -18,6 +18,8 @@ use proto::{ToolRequest, ToolResponse};
 mod dispatch;
 mod fake;
 mod registry;
+#[cfg(test)]
+mod tests;
 
 pub use dispatch::{
     Dispatch, dispatch, find_tool_labels, parse_subagent_task, subagent_dispatch, target_tool,

@@ -1,0 +1,17 @@
+//! loopd's integration tests: what goes through its public surface (the daemon binary, the
+//! HTTP API, the CLI, the brokerd client), in one test binary with a module per concern.
+//! Tests of one internal module are unit tests beside its code (`src/<module>/*_tests.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod api_common;
+mod fake_llama;
+
+mod api_limits;
+mod api_peer;
+mod api_routes;
+mod api_shutdown;
+mod api_sse;
+mod broker_conn;
+mod broker_port;
+mod cli;
+mod daemon_faults;
