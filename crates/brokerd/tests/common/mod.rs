@@ -8,7 +8,7 @@ use brokerd::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
 use brokerd::{Broker, ToolSet};
 use bxcore::{CallId, DataClass, Labels, SessionId};
 use bytes::Bytes;
-use http::{Method, Request, StatusCode};
+use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use proto::{ToolRequest, ToolSchema};
@@ -193,6 +193,17 @@ pub async fn http(
     path: &str,
     body: Option<Vec<u8>>,
 ) -> (StatusCode, Vec<u8>) {
+    let (status, _, bytes) = exchange(socket, method, path, body).await;
+    (status, bytes)
+}
+
+/// One HTTP/1.1 request over the Unix socket at `socket`: status, headers and body.
+pub async fn exchange(
+    socket: &Path,
+    method: Method,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> (StatusCode, HeaderMap, Vec<u8>) {
     let stream = UnixStream::connect(socket).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
@@ -209,11 +220,11 @@ pub async fn http(
         .body(Full::new(Bytes::from(body.unwrap_or_default())))
         .unwrap();
     let response = sender.send_request(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let (parts, body) = response.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
     drop(sender);
     driver.abort();
-    (status, bytes.to_vec())
+    (parts.status, parts.headers, bytes.to_vec())
 }
 
 /// `http` whose body is JSON.
