@@ -198,8 +198,14 @@ async fn a_wrong_method_is_told_the_method_the_path_takes() {
     ] {
         let (status, headers, _) = exchange(&s.socket, method, path, None).await;
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
-        let allow = headers.get(http::header::ALLOW).map(|v| v.to_str().unwrap());
-        assert_eq!(allow, Some(allowed), "405 for {path} names the method it takes");
+        let allow = headers
+            .get(http::header::ALLOW)
+            .map(|v| v.to_str().unwrap());
+        assert_eq!(
+            allow,
+            Some(allowed),
+            "405 for {path} names the method it takes"
+        );
     }
     s.stop.send(()).unwrap();
     s.server.await.unwrap();

@@ -1,8 +1,19 @@
-//! Serving HTTP/1.1 over a Unix socket, shared by loopd's API and brokerd: the accept loop
-//! with its connection limits and the graceful drain at shutdown.
+//! HTTP/1.1 over a Unix socket, the one implementation for boxmaker's servers (loopd's API,
+//! brokerd) and clients (loopd's broker port, boxctl, the tests):
+//!
+//! - [`socket`]: binding a daemon's socket (a stale one replaced, its mode and group);
+//! - [`peer`]: who may connect by user (`SO_PEERCRED`: root, the daemon's user, its group);
+//! - [`answer`] and [`request`]: the one error body format ([`proto::api::ApiError`]), JSON
+//!   answers, the 403/503/400 answers before the routes, request bodies within a byte cap;
+//! - [`serve`]: the accept loop with its connection limits and the graceful drain;
+//! - [`client`]: connect, handshake, send one request, read a body within a cap;
+//! - [`pool`]: kept connections to one socket that send a request at most once.
+//!
+//! Where the words differ by daemon (its name, its config keys) they come from its [`Names`].
 //!
 //! A daemon brings a [`Handler`]: its peer check, its routes, and its error bodies for a
-//! refused peer (403) and for a full server (503). [`serve`] does the rest:
+//! refused peer (403) and for a full server (503), usually [`answer::refused`] and
+//! [`answer::overloaded`]. [`serve`] does the rest:
 //!
 //! - at most [`Limits::max_connections`] open connections. At the cap the loop still accepts
 //!   (so the kernel's backlog never fills) and makes room by closing the oldest connection
@@ -39,14 +50,23 @@
 //! ```
 
 mod activity;
+pub mod answer;
 mod body;
+pub mod client;
 mod io;
 mod malformed;
+mod names;
 mod open;
+pub mod peer;
+pub mod pool;
+pub mod request;
 mod serve;
+pub mod socket;
 
 pub use body::RequestBody;
+pub use names::Names;
 pub use serve::serve;
+pub use socket::{SocketError, bind_socket, resolve_group};
 
 use http::{Request, Response, StatusCode};
 use std::error::Error;

@@ -7,7 +7,6 @@
 pub mod api;
 pub mod baseline;
 pub mod broker;
-pub mod broker_conn;
 pub mod compact;
 pub mod config;
 pub mod daemon;
