@@ -1,5 +1,5 @@
 //! What brokerd's tests share: test-only tools, grants and requests, a broker over a temporary
-//! audit log, and a small hyper client over a `UnixStream`.
+//! audit log, and requests sent with bxhttp's client.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use brokerd::audit::AuditLog;
@@ -10,12 +10,10 @@ use bxcore::{CallId, DataClass, Labels, SessionId};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use proto::{ToolRequest, ToolSchema};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use tokio::net::UnixStream;
 use tokio::sync::oneshot;
 
 /// A session id.
@@ -204,11 +202,6 @@ pub async fn exchange(
     path: &str,
     body: Option<Vec<u8>>,
 ) -> (StatusCode, HeaderMap, Vec<u8>) {
-    let stream = UnixStream::connect(socket).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    let driver = tokio::spawn(conn);
     let mut builder = Request::builder()
         .method(method)
         .uri(path)
@@ -219,11 +212,9 @@ pub async fn exchange(
     let request = builder
         .body(Full::new(Bytes::from(body.unwrap_or_default())))
         .unwrap();
-    let response = sender.send_request(request).await.unwrap();
+    let response = bxhttp::client::send(socket, request).await.unwrap();
     let (parts, body) = response.into_parts();
     let bytes = body.collect().await.unwrap().to_bytes();
-    drop(sender);
-    driver.abort();
     (parts.status, parts.headers, bytes.to_vec())
 }
 
