@@ -99,7 +99,7 @@ impl Problem {
             error_kind::TOO_LARGE,
             format!(
                 "the request body is larger than {max_body_bytes} bytes ({})",
-                names.max_body_bytes_key
+                names.max_body_bytes_key()
             ),
         )
     }
@@ -129,7 +129,8 @@ pub fn refused(names: &Names, why: &str) -> Response<Body> {
 pub fn overloaded(names: &Names, why: &str) -> Response<Body> {
     let message = format!(
         "{} is at {}: {why}; try again shortly",
-        names.daemon, names.max_connections_key
+        names.daemon,
+        names.max_connections_key()
     );
     Problem::new(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -150,12 +151,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    const NAMES: Names = Names {
-        daemon: "testd",
-        group_key: "test.socket_group",
-        max_connections_key: "test.max_connections",
-        max_body_bytes_key: "test.max_body_bytes",
-    };
+    use crate::names::TEST_NAMES as NAMES;
 
     async fn error_of(response: Response<Body>) -> ApiError {
         let bytes = response.into_body().collect().await.unwrap().to_bytes();

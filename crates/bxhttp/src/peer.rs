@@ -129,12 +129,7 @@ mod tests {
     #[tokio::test]
     async fn our_own_user_passes_and_the_refusal_names_the_daemon_and_its_key() {
         let (ours, _theirs) = UnixStream::pair().unwrap();
-        let names = Names {
-            daemon: "testd",
-            group_key: "test.socket_group",
-            max_connections_key: "test.max_connections",
-            max_body_bytes_key: "test.max_body_bytes",
-        };
+        let names = crate::names::TEST_NAMES;
         let me = nix::unistd::getuid().as_raw();
         let cred = check_user(&ours, &names, me, None).await.unwrap();
         assert_eq!(cred.uid(), me);

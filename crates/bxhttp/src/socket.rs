@@ -127,12 +127,7 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
-    const NAMES: Names = Names {
-        daemon: "testd",
-        group_key: "test.socket_group",
-        max_connections_key: "test.max_connections",
-        max_body_bytes_key: "test.max_body_bytes",
-    };
+    use crate::names::TEST_NAMES as NAMES;
 
     #[tokio::test]
     async fn bind_replaces_a_stale_socket_and_refuses_a_live_one() {

@@ -34,19 +34,14 @@ pub use bxhttp::peer::peer_allowed;
 use crate::broker::Broker;
 use crate::config::Config;
 use bxhttp::{Names, RequestBody};
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use routes::{Body, handle};
 use std::path::Path;
 use std::sync::Arc;
 use tokio::net::{UnixListener, UnixStream};
 
 /// brokerd's name and its config keys, in the errors bxhttp words for it.
-pub const NAMES: Names = Names {
-    daemon: "brokerd",
-    group_key: "socket_group",
-    max_connections_key: "limits.max_connections",
-    max_body_bytes_key: "limits.max_body_bytes",
-};
+pub const NAMES: Names = Names::new("brokerd", "socket_group", "limits");
 
 /// The socket's mode with no `socket_group`: brokerd's user only.
 pub const SOCKET_MODE_PRIVATE: u32 = 0o600;
@@ -129,6 +124,7 @@ struct Server {
 
 impl bxhttp::Handler for Server {
     type Body = Body;
+    const NAMES: Names = NAMES;
 
     fn check_peer(&self, stream: &UnixStream) -> impl Future<Output = Result<(), String>> + Send {
         peer::check_peer(stream, &self.options)
@@ -149,17 +145,5 @@ impl bxhttp::Handler for Server {
                 Err(never) => match never {},
             }
         }
-    }
-
-    fn refused(&self, why: &str) -> Response<Body> {
-        bxhttp::answer::refused(&NAMES, why)
-    }
-
-    fn overloaded(&self, why: &str) -> Response<Body> {
-        bxhttp::answer::overloaded(&NAMES, why)
-    }
-
-    fn malformed(&self, status: StatusCode, why: &str) -> Response<Body> {
-        bxhttp::answer::malformed(status, why)
     }
 }

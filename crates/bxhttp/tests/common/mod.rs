@@ -53,6 +53,7 @@ fn ms_param(request: &Request<RequestBody>) -> u64 {
 
 impl Handler for TestHandler {
     type Body = TestBody;
+    const NAMES: bxhttp::Names = bxhttp::Names::new("test", "test.socket_group", "test");
 
     async fn check_peer(&self, _stream: &UnixStream) -> Result<(), String> {
         if self.refuse {

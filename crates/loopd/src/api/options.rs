@@ -6,12 +6,7 @@ use std::path::Path;
 use tokio::net::UnixListener;
 
 /// loopd's name and the `[api]` keys, in the errors bxhttp words for it.
-pub const NAMES: Names = Names {
-    daemon: "loopd",
-    group_key: "api.socket_group",
-    max_connections_key: "api.max_connections",
-    max_body_bytes_key: "api.max_body_bytes",
-};
+pub const NAMES: Names = Names::new("loopd", "api.socket_group", "api");
 
 /// The API socket's mode: read and write for its user and group, nothing for others.
 pub const SOCKET_MODE: u32 = 0o660;

@@ -4,8 +4,8 @@
 use super::body::Body;
 use super::routes::{Ctx, handle};
 use super::{ApiOptions, Backend, NAMES};
-use bxhttp::RequestBody;
-use http::{Request, Response, StatusCode};
+use bxhttp::{Names, RequestBody};
+use http::{Request, Response};
 use std::sync::Arc;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
@@ -49,6 +49,7 @@ struct Api<B> {
 
 impl<B: Backend> bxhttp::Handler for Api<B> {
     type Body = Body;
+    const NAMES: Names = NAMES;
 
     async fn check_peer(&self, stream: &UnixStream) -> Result<(), String> {
         let options = &self.ctx.options;
@@ -67,17 +68,5 @@ impl<B: Backend> bxhttp::Handler for Api<B> {
                 Err(never) => match never {},
             }
         }
-    }
-
-    fn refused(&self, why: &str) -> Response<Body> {
-        bxhttp::answer::refused(&NAMES, why)
-    }
-
-    fn overloaded(&self, why: &str) -> Response<Body> {
-        bxhttp::answer::overloaded(&NAMES, why)
-    }
-
-    fn malformed(&self, status: StatusCode, why: &str) -> Response<Body> {
-        bxhttp::answer::malformed(status, why)
     }
 }
