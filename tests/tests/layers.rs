@@ -15,7 +15,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
         "foundation",
         &["text", "outcome", "journal", "config", "session", "llama"],
     ),
-    ("tools", &["tools", "broker_conn", "broker"]),
+    ("tools", &["tools", "broker"]),
     (
         "results and notes",
         &["outputs", "untrusted", "toolset", "memory"],

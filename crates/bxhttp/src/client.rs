@@ -1,6 +1,6 @@
 //! Calling HTTP/1.1 over a Unix socket: connect, handshake, the connection driven on a task
 //! that ends with its owner ([`AbortOnDropHandle`]), one request sent, and an answer's body
-//! read within a byte cap. The kept connections of [`crate::pool`] are built on it.
+//! read within a byte cap. The kept connections of `pool` are built on it.
 
 use bytes::Bytes;
 use http::{Request, Response};

@@ -16,7 +16,7 @@ use proto::api::{
     SessionList, SlotRoles, Status, TaskAccepted, TaskRequest,
 };
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -318,7 +318,7 @@ impl Body for Chunks {
 
 /// Sends `request` on a new connection to `socket`; the answer's status, headers and body.
 pub async fn send<B: bxhttp::client::RequestBody>(
-    socket: &PathBuf,
+    socket: &Path,
     request: Request<B>,
 ) -> (StatusCode, HeaderMap, AnswerBody) {
     let response = bounded(bxhttp::client::send(socket, request))
