@@ -44,13 +44,13 @@ pub enum ClientError {
     },
 }
 
-/// A bound on what a request body must be for hyper's client.
-pub trait RequestBody:
+/// What a request body must be for hyper's client to send it (on its connection task).
+pub trait SendBody:
     Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
 {
 }
 
-impl<B> RequestBody for B where
+impl<B> SendBody for B where
     B: Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
 {
 }
@@ -80,7 +80,7 @@ pub async fn connect(socket: &Path) -> Result<UnixStream, ClientError> {
         })
 }
 
-impl<B: RequestBody> Connection<B> {
+impl<B: SendBody> Connection<B> {
     /// Connects to `socket` and shakes hands; the connection is driven on the current runtime.
     pub async fn open(socket: &Path) -> Result<Connection<B>, ClientError> {
         Connection::handshake(connect(socket).await?).await
@@ -123,7 +123,7 @@ impl<B: RequestBody> Connection<B> {
 
 /// Sends `request` on a new connection to `socket`: the answer's head and its body (which
 /// holds the connection until it is dropped).
-pub async fn send<B: RequestBody>(
+pub async fn send<B: SendBody>(
     socket: &Path,
     request: Request<B>,
 ) -> Result<Response<AnswerBody>, ClientError> {

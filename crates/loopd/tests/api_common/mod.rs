@@ -317,7 +317,7 @@ impl Body for Chunks {
 }
 
 /// Sends `request` on a new connection to `socket`; the answer's status, headers and body.
-pub async fn send<B: bxhttp::client::RequestBody>(
+pub async fn send<B: bxhttp::client::SendBody>(
     socket: &Path,
     request: Request<B>,
 ) -> (StatusCode, HeaderMap, AnswerBody) {
