@@ -19,7 +19,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
             "text", "outcome", "blocking", "journal", "config", "session", "llama",
         ],
     ),
-    ("tools", &["tools", "broker_conn", "broker"]),
+    ("tools", &["tools", "broker"]),
     (
         "results and notes",
         &["outputs", "untrusted", "toolset", "memory"],

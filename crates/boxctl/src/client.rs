@@ -1,13 +1,12 @@
-//! A client of loopd's API over its Unix socket: one HTTP/1.1 connection per request, JSON
-//! answers, and turn events read from server-sent events.
+//! A client of loopd's API over its Unix socket: one HTTP/1.1 connection per request
+//! ([`bxhttp::client`]), JSON answers, and turn events read from server-sent events.
 
 use crate::sse::{SseItem, SseParser};
 use bxcore::{SessionId, TurnEvent};
+use bxhttp::client::{AnswerBody, ClientError as HttpError};
 use bytes::Bytes;
 use http::{Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use proto::api::{
     ApiError, CancelAnswer, CompactAnswer, MemoryList, NotificationList, RecordsPage,
     SSE_EVENT_TURN, SessionList, Status, TaskAccepted, TaskRequest,
@@ -17,7 +16,6 @@ use std::collections::VecDeque;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio::net::UnixStream;
 
 /// Where loopd's socket is installed.
 pub const DEFAULT_SOCKET: &str = "/run/boxmaker/loopd.sock";
@@ -102,7 +100,7 @@ pub enum StreamItem {
 #[derive(Debug)]
 pub struct EventStream {
     socket: PathBuf,
-    body: Incoming,
+    body: AnswerBody,
     parser: SseParser,
     pending: VecDeque<SseItem>,
 }
@@ -173,19 +171,7 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
         event_stream: bool,
-    ) -> Result<hyper::Response<Incoming>, ClientError> {
-        let stream =
-            UnixStream::connect(&self.socket)
-                .await
-                .map_err(|e| ClientError::Unreachable {
-                    socket: self.socket.clone(),
-                    kind: e.kind(),
-                    detail: e.to_string(),
-                })?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| lost(&self.socket, e))?;
-        tokio::spawn(connection);
+    ) -> Result<hyper::Response<AnswerBody>, ClientError> {
         let mut request = Request::builder()
             .method(method)
             .uri(format!("http://loopd{path}"))
@@ -199,10 +185,16 @@ impl Client {
         let request = request
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| ClientError::Protocol(format!("cannot build the request: {e}")))?;
-        let response = sender
-            .send_request(request)
+        let response = bxhttp::client::send(&self.socket, request)
             .await
-            .map_err(|e| lost(&self.socket, e))?;
+            .map_err(|e| match e {
+                HttpError::Connect { socket, source } => ClientError::Unreachable {
+                    socket,
+                    kind: source.kind(),
+                    detail: source.to_string(),
+                },
+                other => lost(&self.socket, other),
+            })?;
         if response.status().is_success() {
             return Ok(response);
         }
@@ -211,7 +203,7 @@ impl Client {
         Err(api_error(status, &raw))
     }
 
-    async fn read_text(&self, body: Incoming) -> Result<String, ClientError> {
+    async fn read_text(&self, body: AnswerBody) -> Result<String, ClientError> {
         let bytes = body
             .collect()
             .await

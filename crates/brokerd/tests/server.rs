@@ -7,7 +7,7 @@ mod common;
 use brokerd::config::Limits;
 use brokerd::server::{SOCKET_MODE_PRIVATE, ServerOptions, bind_socket, peer_allowed, serve};
 use bxcore::{DataClass, DenyReason};
-use common::{broker, config, grant, http, http_json, request, sid, tools};
+use common::{broker, config, exchange, grant, http, http_json, request, sid, tools};
 use http::{Method, StatusCode};
 use proto::{Catalogue, ToolResponse};
 use std::os::unix::fs::PermissionsExt;
@@ -184,6 +184,29 @@ async fn server_refuses_bad_requests_saying_why() {
     // Nothing was decided, so nothing was audited.
     let audit = std::fs::read_to_string(s.state_dir.join("audit.jsonl")).unwrap();
     assert!(audit.is_empty(), "{audit}");
+    s.stop.send(()).unwrap();
+    s.server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_wrong_method_is_told_the_method_the_path_takes() {
+    let s = start().await;
+    for (method, path, allowed) in [
+        (Method::GET, "/v1/call", "POST"),
+        (Method::POST, "/v1/health", "GET"),
+        (Method::DELETE, "/v1/catalogue?session=main", "GET"),
+    ] {
+        let (status, headers, _) = exchange(&s.socket, method, path, None).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        let allow = headers
+            .get(http::header::ALLOW)
+            .map(|v| v.to_str().unwrap());
+        assert_eq!(
+            allow,
+            Some(allowed),
+            "405 for {path} names the method it takes"
+        );
+    }
     s.stop.send(()).unwrap();
     s.server.await.unwrap();
 }

@@ -1,8 +1,19 @@
-//! Serving HTTP/1.1 over a Unix socket, shared by loopd's API and brokerd: the accept loop
-//! with its connection limits and the graceful drain at shutdown.
+//! HTTP/1.1 over a Unix socket, the one implementation for boxmaker's servers (loopd's API,
+//! brokerd) and clients (loopd's broker port, boxctl, the tests):
 //!
-//! A daemon brings a [`Handler`]: its peer check, its routes, and its error bodies for a
-//! refused peer (403) and for a full server (503). [`serve`] does the rest:
+//! - [`socket`]: binding a daemon's socket (a stale one replaced, its mode and group);
+//! - [`peer`]: who may connect by user (`SO_PEERCRED`: root, the daemon's user, its group);
+//! - [`answer`] and [`request`]: the one error body format ([`proto::api::ApiError`]), JSON
+//!   answers, the 403/503/400 answers before the routes, request bodies within a byte cap;
+//! - [`serve`]: the accept loop with its connection limits and the graceful drain;
+//! - [`client`]: connect, handshake, send one request, read a body within a cap;
+//! - [`pool`]: kept connections to one socket that send a request at most once.
+//!
+//! Where the words differ by daemon (its name, its config keys) they come from its [`Names`].
+//!
+//! A daemon brings a [`Handler`]: its peer check, its routes, and its [`Names`] for the words
+//! of the error bodies it gives a refused peer (403) and a full server (503). [`serve`] does
+//! the rest:
 //!
 //! - at most [`Limits::max_connections`] open connections. At the cap the loop still accepts
 //!   (so the kernel's backlog never fills) and makes room by closing the oldest connection
@@ -39,14 +50,23 @@
 //! ```
 
 mod activity;
+pub mod answer;
 mod body;
+pub mod client;
 mod io;
 mod malformed;
+mod names;
 mod open;
+pub mod peer;
+pub mod pool;
+pub mod request;
 mod serve;
+pub mod socket;
 
 pub use body::RequestBody;
+pub use names::Names;
 pub use serve::serve;
+pub use socket::{SocketError, bind_socket, resolve_group};
 
 use http::{Request, Response, StatusCode};
 use std::error::Error;
@@ -89,12 +109,18 @@ pub struct Limits {
 }
 
 /// What a daemon brings to [`serve`]: who may connect, what it answers, and its error bodies.
+/// The error bodies are provided in the one format ([`answer`]), worded with
+/// [`Handler::NAMES`]; a handler overrides them only to answer otherwise.
 pub trait Handler: Send + Sync + 'static {
-    /// The body of its answers.
+    /// The body of its answers; it can carry bxhttp's own answers ([`answer::Body`]).
     type Body: hyper::body::Body<Data: Send, Error: Into<Box<dyn Error + Send + Sync>>>
+        + From<answer::Body>
         + Send
         + Unpin
         + 'static;
+
+    /// The daemon's name and config keys, for the words of its error bodies.
+    const NAMES: Names;
 
     /// Whether the peer of `stream` may use the server; `Err` says why not (logged, and given
     /// to [`Handler::refused`]).
@@ -108,15 +134,21 @@ pub trait Handler: Send + Sync + 'static {
     ) -> impl Future<Output = Response<Self::Body>> + Send + use<Self>;
 
     /// The 403 a refused peer gets; `why` is what [`Handler::check_peer`] said.
-    fn refused(&self, why: &str) -> Response<Self::Body>;
+    fn refused(&self, why: &str) -> Response<Self::Body> {
+        answer::refused(&Self::NAMES, why).map(Into::into)
+    }
 
     /// The 503 a connection gets when the server is at its cap and every connection has a
     /// request in flight; `why` says so.
-    fn overloaded(&self, why: &str) -> Response<Self::Body>;
+    fn overloaded(&self, why: &str) -> Response<Self::Body> {
+        answer::overloaded(&Self::NAMES, why).map(Into::into)
+    }
 
     /// The answer to a request hyper could not read: `status` is 400 (not HTTP/1.1), 414 (URI
     /// longer than [`MAX_URI_BYTES`]) or 431 (head larger than [`MAX_HEAD_BYTES`] or more than
     /// [`MAX_HEADER_FIELDS`] fields), `why` says what was wrong. It is sent in place of
     /// hyper's own empty answer, and the connection is closed.
-    fn malformed(&self, status: StatusCode, why: &str) -> Response<Self::Body>;
+    fn malformed(&self, status: StatusCode, why: &str) -> Response<Self::Body> {
+        answer::malformed(status, why).map(Into::into)
+    }
 }

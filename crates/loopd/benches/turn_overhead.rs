@@ -190,19 +190,13 @@ fn daemon_rss(rt: &tokio::runtime::Runtime, url: &str) {
 
 /// Sends one task with `Accept: text/event-stream` and reads the stream to its end.
 async fn stream_task(socket: &std::path::Path, body: String) {
-    let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(connection);
     let request = hyper::Request::post("/v1/tasks")
         .header("host", "loopd")
         .header("accept", "text/event-stream")
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body)))
         .unwrap();
-    let response = sender.send_request(request).await.unwrap();
+    let response = bxhttp::client::send(socket, request).await.unwrap();
     assert!(response.status().is_success(), "{}", response.status());
     let text = response.into_body().collect().await.unwrap().to_bytes();
     assert!(String::from_utf8_lossy(&text).contains("\"ended\""));

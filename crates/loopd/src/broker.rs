@@ -3,16 +3,16 @@
 //!
 //! A broker that is down or slow never fails a turn: the model gets
 //! `Failed("tool broker unavailable: ...")` and the turn goes on. Requests go out on kept-open
-//! connections (`broker_conn`), each at most once: a connection brokerd closed (its idle
+//! connections (`bxhttp::pool`), each at most once: a connection brokerd closed (its idle
 //! timeout, a restart) is replaced before the request is sent, so a restarted brokerd is found
 //! again on the next call, while a call that may have reached brokerd and got no answer fails
 //! as unavailable and is never resent (a `write_file` must not run twice).
 
 use crate::blocking::{Blocking, OnRuntimeThread};
-use crate::broker_conn::Pool;
-pub use crate::broker_conn::{MAX_IDLE_CONNECTIONS, MAX_IDLE_MS};
 use crate::tools::ToolPort;
 use bxcore::SessionId;
+use bxhttp::pool::Pool;
+pub use bxhttp::pool::{MAX_IDLE_CONNECTIONS, MAX_IDLE_MS};
 use bytes::Bytes;
 use http_body_util::Full;
 use proto::{Catalogue, ToolRequest, ToolResponse};
@@ -61,10 +61,10 @@ impl Broker {
     /// it waits through `blocking`.
     pub fn new(socket: PathBuf, call_timeout_ms: u64, blocking: Blocking) -> Broker {
         Broker {
+            connections: Pool::new(socket.clone(), "brokerd"),
             socket,
             call_timeout_ms,
             blocking,
-            connections: Pool::default(),
         }
     }
 
@@ -121,9 +121,7 @@ impl Broker {
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| BrokerError::Unavailable(e.to_string()))?;
-        let sent = self
-            .connections
-            .send(&self.socket, request, MAX_ANSWER_BYTES);
+        let sent = self.connections.send(request, MAX_ANSWER_BYTES);
         let (status, bytes) =
             match tokio::time::timeout(Duration::from_millis(timeout_ms), sent).await {
                 Ok(Ok(answer)) => answer,

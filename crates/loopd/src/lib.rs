@@ -8,7 +8,6 @@ pub mod api;
 pub(crate) mod baseline;
 pub mod blocking;
 pub mod broker;
-pub(crate) mod broker_conn;
 pub mod compact;
 pub mod config;
 pub mod daemon;

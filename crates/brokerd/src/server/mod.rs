@@ -27,19 +27,44 @@
 pub mod descent;
 mod peer;
 mod routes;
-mod socket;
 
-pub use peer::peer_allowed;
-pub use socket::{SOCKET_MODE_GROUP, SOCKET_MODE_PRIVATE, SocketError, bind_socket, resolve_group};
+pub use bxhttp::SocketError;
+pub use bxhttp::peer::peer_allowed;
 
 use crate::broker::Broker;
 use crate::config::Config;
-use bxhttp::RequestBody;
-use http::{Request, Response, StatusCode};
-use proto::api::error_kind;
-use routes::{Body, Problem, handle};
+use bxhttp::{Names, RequestBody};
+use http::{Request, Response};
+use routes::{Body, handle};
+use std::path::Path;
 use std::sync::Arc;
 use tokio::net::{UnixListener, UnixStream};
+
+/// brokerd's name and its config keys, in the errors bxhttp words for it.
+pub const NAMES: Names = Names::new("brokerd", "socket_group", "limits");
+
+/// The socket's mode with no `socket_group`: brokerd's user only.
+pub const SOCKET_MODE_PRIVATE: u32 = 0o600;
+
+/// The socket's mode with a `socket_group`: brokerd's user and that group.
+pub const SOCKET_MODE_GROUP: u32 = 0o660;
+
+/// The gid of group `name` (`socket_group`).
+pub fn resolve_group(name: &str) -> Result<u32, SocketError> {
+    bxhttp::resolve_group(&NAMES, name)
+}
+
+/// Binds the socket at `path`: replaces a stale socket file, binds, and sets mode
+/// [`SOCKET_MODE_PRIVATE`], or [`SOCKET_MODE_GROUP`] and group `gid` when one is given. Must be
+/// called inside a tokio runtime.
+pub fn bind_socket(path: &Path, gid: Option<u32>) -> Result<UnixListener, SocketError> {
+    let mode = if gid.is_some() {
+        SOCKET_MODE_GROUP
+    } else {
+        SOCKET_MODE_PRIVATE
+    };
+    bxhttp::bind_socket(&NAMES, path, mode, gid)
+}
 
 /// How long open connections may take to finish once the server stops, in milliseconds.
 pub const SHUTDOWN_DRAIN_MS: u64 = 2_000;
@@ -99,6 +124,7 @@ struct Server {
 
 impl bxhttp::Handler for Server {
     type Body = Body;
+    const NAMES: Names = NAMES;
 
     fn check_peer(&self, stream: &UnixStream) -> impl Future<Output = Result<(), String>> + Send {
         peer::check_peer(stream, &self.options)
@@ -119,25 +145,5 @@ impl bxhttp::Handler for Server {
                 Err(never) => match never {},
             }
         }
-    }
-
-    fn refused(&self, why: &str) -> Response<Body> {
-        let message = format!("this peer may not use brokerd: {why}");
-        Problem::new(StatusCode::FORBIDDEN, error_kind::FORBIDDEN, message).into_response()
-    }
-
-    fn overloaded(&self, why: &str) -> Response<Body> {
-        let message = format!("brokerd is at limits.max_connections: {why}; try again shortly");
-        Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            error_kind::UNAVAILABLE,
-            message,
-        )
-        .into_response()
-    }
-
-    fn malformed(&self, status: StatusCode, why: &str) -> Response<Body> {
-        let kind = error_kind::unreadable(status.as_u16());
-        Problem::new(status, kind, why).into_response()
     }
 }

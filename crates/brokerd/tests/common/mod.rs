@@ -1,5 +1,5 @@
 //! What brokerd's tests share: test-only tools, grants and requests, a broker over a temporary
-//! audit log, and a small hyper client over a `UnixStream`.
+//! audit log, and requests sent with bxhttp's client.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use brokerd::audit::AuditLog;
@@ -8,14 +8,12 @@ use brokerd::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
 use brokerd::{Broker, ToolSet};
 use bxcore::{CallId, DataClass, Labels, SessionId};
 use bytes::Bytes;
-use http::{Method, Request, StatusCode};
+use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use proto::{ToolRequest, ToolSchema};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use tokio::net::UnixStream;
 use tokio::sync::oneshot;
 
 /// A session id.
@@ -193,11 +191,17 @@ pub async fn http(
     path: &str,
     body: Option<Vec<u8>>,
 ) -> (StatusCode, Vec<u8>) {
-    let stream = UnixStream::connect(socket).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    let driver = tokio::spawn(conn);
+    let (status, _, bytes) = exchange(socket, method, path, body).await;
+    (status, bytes)
+}
+
+/// One HTTP/1.1 request over the Unix socket at `socket`: status, headers and body.
+pub async fn exchange(
+    socket: &Path,
+    method: Method,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> (StatusCode, HeaderMap, Vec<u8>) {
     let mut builder = Request::builder()
         .method(method)
         .uri(path)
@@ -208,12 +212,10 @@ pub async fn http(
     let request = builder
         .body(Full::new(Bytes::from(body.unwrap_or_default())))
         .unwrap();
-    let response = sender.send_request(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    drop(sender);
-    driver.abort();
-    (status, bytes.to_vec())
+    let response = bxhttp::client::send(socket, request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    (parts.status, parts.headers, bytes.to_vec())
 }
 
 /// `http` whose body is JSON.

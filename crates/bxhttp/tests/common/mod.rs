@@ -9,7 +9,6 @@ use http::{Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame};
-use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -54,6 +53,7 @@ fn ms_param(request: &Request<RequestBody>) -> u64 {
 
 impl Handler for TestHandler {
     type Body = TestBody;
+    const NAMES: bxhttp::Names = bxhttp::Names::new("test", "test.socket_group", "test");
 
     async fn check_peer(&self, _stream: &UnixStream) -> Result<(), String> {
         if self.refuse {
@@ -271,15 +271,12 @@ impl Served {
 
 /// Sends a GET of `path` on a new HTTP connection over `stream`; the status and body.
 pub async fn get_on(stream: UnixStream, path: &str) -> (StatusCode, String) {
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let connection = bxhttp::client::Connection::handshake(stream).await.unwrap();
     let request = Request::get(path)
         .header("host", "test")
         .body(Full::new(Bytes::new()))
         .unwrap();
-    let response = tokio::time::timeout(WAIT, sender.send_request(request))
+    let response = tokio::time::timeout(WAIT, connection.send(request))
         .await
         .expect("no answer in time")
         .unwrap();

@@ -2,8 +2,8 @@
 //!
 //! The routes and bodies are in [`proto::api`]. This module binds the socket (mode 0660,
 //! optionally owned by `api.socket_group`), checks each peer with `SO_PEERCRED`, serves the
-//! routes with hyper through [`bxhttp`] (the connection cap and timeouts of `[api]`), and
-//! streams turn events as server-sent events. What it serves comes from a [`Backend`]: the
+//! routes with hyper, all through [`bxhttp`] (the connection cap and timeouts of `[api]`, the
+//! error bodies), and streams turn events as server-sent events. What it serves comes from a [`Backend`]: the
 //! engine in loopd, a stand-in in tests.
 //!
 //! ```no_run
@@ -19,16 +19,17 @@
 mod backend;
 mod body;
 mod options;
-mod peer;
 mod routes;
 mod server;
-mod socket;
 mod sse;
 
 pub use backend::{ApiFailure, Backend, Submitted};
 pub use bxhttp::Limits;
-pub use options::{ApiOptions, MAX_PAGE_RECORDS, SHUTDOWN_DRAIN_MS, SSE_PING_INTERVAL_MS};
-pub use peer::peer_allowed;
+pub use bxhttp::SocketError;
+pub use bxhttp::peer::peer_allowed;
+pub use options::{
+    ApiOptions, MAX_PAGE_RECORDS, NAMES, SHUTDOWN_DRAIN_MS, SOCKET_MODE, SSE_PING_INTERVAL_MS,
+    bind_socket, resolve_group,
+};
 pub use server::serve;
-pub use socket::{SOCKET_MODE, SocketError, bind_socket, resolve_group};
 pub use sse::{comment_frame, turn_frame};

@@ -1,6 +1,27 @@
-//! The API's limits and who may use it.
+//! The API's limits and who may use it, and its socket: bound by [`bxhttp::socket`] with
+//! loopd's policy (mode 0660 always, optionally `api.socket_group`) and loopd's words.
 
-use super::socket::{SocketError, resolve_group};
+use bxhttp::{Names, SocketError};
+use std::path::Path;
+use tokio::net::UnixListener;
+
+/// loopd's name and the `[api]` keys, in the errors bxhttp words for it.
+pub const NAMES: Names = Names::new("loopd", "api.socket_group", "api");
+
+/// The API socket's mode: read and write for its user and group, nothing for others.
+pub const SOCKET_MODE: u32 = 0o660;
+
+/// The gid of group `name` (`api.socket_group`).
+pub fn resolve_group(name: &str) -> Result<u32, SocketError> {
+    bxhttp::resolve_group(&NAMES, name)
+}
+
+/// Binds the API socket at `path`: removes a stale socket file there (one nobody answers
+/// on), binds, sets mode [`SOCKET_MODE`], and gives it to group `gid` when one is set.
+/// Must be called inside a tokio runtime.
+pub fn bind_socket(path: &Path, gid: Option<u32>) -> Result<UnixListener, SocketError> {
+    bxhttp::bind_socket(&NAMES, path, SOCKET_MODE, gid)
+}
 
 /// The most records one page of `GET /v1/sessions/{id}` holds, whatever `limit` asks for.
 pub const MAX_PAGE_RECORDS: u64 = 1_000;
@@ -99,5 +120,18 @@ mod tests {
         let err = ApiOptions::from_config(&api).unwrap_err().to_string();
         assert!(err.contains("no-such-group-boxmaker-test"), "{err}");
         assert!(err.contains("no such group"), "{err}");
+        assert!(err.starts_with("api.socket_group "), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_socket_is_bound_0660_and_a_live_one_names_loopd() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api.sock");
+        let _listener = bind_socket(&path, None).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().mode() & 0o777;
+        assert_eq!(mode, SOCKET_MODE);
+        let err = bind_socket(&path, None).unwrap_err().to_string();
+        assert!(err.contains("is loopd already running?"), "{err}");
     }
 }

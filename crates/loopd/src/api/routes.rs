@@ -5,7 +5,7 @@ use super::sse::{follow_stream, task_stream};
 use super::{ApiFailure, ApiOptions, Backend, MAX_PAGE_RECORDS};
 use bxcore::SessionId;
 use http::{Method, Request, Response, StatusCode, header};
-use proto::api::{TaskRequest, error_kind, reserved};
+use proto::api::{TaskRequest, reserved};
 use std::convert::Infallible;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -160,23 +160,11 @@ where
 {
     let path = request.uri().path().to_owned();
     let Some(route) = Route::parse(&path) else {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            error_kind::NOT_FOUND,
-            format!("no such path: {path}"),
-        ));
+        return Err(Problem::no_such_path(&path));
     };
     let allowed = route.method();
     if request.method() != allowed {
-        let message = format!("{path} takes {allowed}, not {}", request.method());
-        return Err(Problem {
-            allow: Some(allowed),
-            ..Problem::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                error_kind::METHOD_NOT_ALLOWED,
-                message,
-            )
-        });
+        return Err(Problem::wrong_method(&path, allowed, request.method()));
     }
     let backend = &ctx.backend;
     let ping_ms = ctx.options.sse_ping_interval_ms;

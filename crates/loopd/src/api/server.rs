@@ -1,13 +1,11 @@
 //! The API as a [`bxhttp::Handler`]: loopd's peer check, routes and error bodies, served by
 //! bxhttp's accept loop (connection cap, timeouts, bounded drain at shutdown).
 
-use super::body::{Body, Problem};
-use super::peer::check_peer;
+use super::body::Body;
 use super::routes::{Ctx, handle};
-use super::{ApiOptions, Backend};
-use bxhttp::RequestBody;
-use http::{Request, Response, StatusCode};
-use proto::api::error_kind;
+use super::{ApiOptions, Backend, NAMES};
+use bxhttp::{Names, RequestBody};
+use http::{Request, Response};
 use std::sync::Arc;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
@@ -18,7 +16,7 @@ use tokio::sync::watch;
 /// rest, and removes the socket file. Everything is served until then, so the daemon's
 /// `shutdown` is where the engine stops taking tasks and lets its turns end.
 ///
-/// Each connection's peer is checked first (see [`super::peer_allowed`]); a refused peer
+/// Each connection's peer is checked first (see [`bxhttp::peer::check_user`]); a refused peer
 /// gets a 403 and the connection is closed. At `api.max_connections` a connection without a
 /// request in flight is closed to make room, or the new one gets a 503 (see [`bxhttp`]).
 pub async fn serve<B: Backend>(
@@ -51,11 +49,12 @@ struct Api<B> {
 
 impl<B: Backend> bxhttp::Handler for Api<B> {
     type Body = Body;
+    const NAMES: Names = NAMES;
 
     async fn check_peer(&self, stream: &UnixStream) -> Result<(), String> {
-        check_peer(stream, &self.ctx.options)
-            .await
-            .map_err(|refused| refused.why)
+        let options = &self.ctx.options;
+        bxhttp::peer::check_user(stream, &NAMES, options.own_uid, options.allowed_gid).await?;
+        Ok(())
     }
 
     fn handle(
@@ -69,25 +68,5 @@ impl<B: Backend> bxhttp::Handler for Api<B> {
                 Err(never) => match never {},
             }
         }
-    }
-
-    fn refused(&self, why: &str) -> Response<Body> {
-        let message = format!("this user may not use loopd: {why}");
-        Problem::new(StatusCode::FORBIDDEN, error_kind::FORBIDDEN, message).into_response()
-    }
-
-    fn overloaded(&self, why: &str) -> Response<Body> {
-        let message = format!("loopd is at api.max_connections: {why}; try again shortly");
-        Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            error_kind::UNAVAILABLE,
-            message,
-        )
-        .into_response()
-    }
-
-    fn malformed(&self, status: StatusCode, why: &str) -> Response<Body> {
-        let kind = error_kind::unreadable(status.as_u16());
-        Problem::new(status, kind, why).into_response()
     }
 }

@@ -13,7 +13,7 @@ use proto::api::{
 };
 use std::os::unix::fs::MetadataExt;
 
-async fn error_of(body: hyper::body::Incoming) -> ApiError {
+async fn error_of(body: bxhttp::client::AnswerBody) -> ApiError {
     let raw = text(body).await;
     serde_json::from_str(&raw).unwrap_or_else(|e| panic!("not an ApiError ({e}): {raw}"))
 }

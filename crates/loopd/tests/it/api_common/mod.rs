@@ -1,27 +1,26 @@
 //! What the API tests share: a scripted stand-in `Backend`, a server on a temporary socket,
-//! and a small hyper client over a `UnixStream`.
+//! and requests sent with bxhttp's client.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use bxcore::{
     CallId, DataClass, LogRecord, SessionId, Timestamp, ToolCall, ToolOutcome, TurnEnd, TurnEvent,
 };
+use bxhttp::client::AnswerBody;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::{Body, Frame, Incoming};
-use hyper_util::rt::TokioIo;
+use hyper::body::{Body, Frame};
 use loopd::api::{ApiFailure, ApiOptions, Backend, Limits, Submitted, bind_socket, serve};
 use proto::api::{
     BrokerStatus, CancelAnswer, CompactAnswer, LlamaStatus, LoopdStatus, RecordsPage, SessionInfo,
     SessionList, SlotRoles, Status, TaskAccepted, TaskRequest,
 };
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::net::UnixStream;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// How long a test waits for anything before it fails, in milliseconds.
@@ -318,18 +317,13 @@ impl Body for Chunks {
 }
 
 /// Sends `request` on a new connection to `socket`; the answer's status, headers and body.
-pub async fn send<B>(socket: &PathBuf, request: Request<B>) -> (StatusCode, HeaderMap, Incoming)
-where
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let stream = bounded(UnixStream::connect(socket)).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+pub async fn send<B: bxhttp::client::SendBody>(
+    socket: &Path,
+    request: Request<B>,
+) -> (StatusCode, HeaderMap, AnswerBody) {
+    let response = bounded(bxhttp::client::send(socket, request))
         .await
         .unwrap();
-    tokio::spawn(conn);
-    let response = bounded(sender.send_request(request)).await.unwrap();
     let (parts, body) = response.into_parts();
     (parts.status, parts.headers, body)
 }
@@ -363,18 +357,18 @@ pub fn get(path: &str) -> Request<Empty<Bytes>> {
 }
 
 /// The whole body as text.
-pub async fn text(body: Incoming) -> String {
+pub async fn text(body: AnswerBody) -> String {
     let bytes = bounded(body.collect()).await.unwrap().to_bytes();
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
 /// The whole body as JSON.
-pub async fn json(body: Incoming) -> serde_json::Value {
+pub async fn json(body: AnswerBody) -> serde_json::Value {
     serde_json::from_str(&text(body).await).unwrap()
 }
 
 /// Reads `body` until `done` says the text so far is enough; the text read.
-pub async fn read_until(body: &mut Incoming, done: impl Fn(&str) -> bool) -> String {
+pub async fn read_until(body: &mut AnswerBody, done: impl Fn(&str) -> bool) -> String {
     let mut seen = String::new();
     while !done(&seen) {
         let frame = bounded(body.frame()).await;

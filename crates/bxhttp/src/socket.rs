@@ -1,34 +1,39 @@
-//! Binding loopd's API socket: a stale file removed, mode 0660, optionally a group.
+//! Binding a daemon's socket: a stale socket file replaced (never anything else), the mode the
+//! daemon asks for, and optionally a group; and the group's name resolved to its gid.
 
+use crate::Names;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use tokio::net::UnixListener;
 
-/// The API socket's mode: read and write for its user and group, nothing for others.
-pub const SOCKET_MODE: u32 = 0o660;
-
-/// Why the API socket could not be set up.
+/// Why a socket could not be set up. The messages name the daemon's config key and the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
-    /// `api.socket_group` names no group.
-    #[error("api.socket_group {name:?}: no such group")]
+    /// The group key names no group.
+    #[error("{key} {name:?}: no such group")]
     NoSuchGroup {
+        /// The config key that named it.
+        key: &'static str,
         /// The group name.
         name: String,
     },
     /// The group database could not be read.
-    #[error("api.socket_group {name:?}: cannot look the group up: {source}")]
+    #[error("{key} {name:?}: cannot look the group up: {source}")]
     GroupLookup {
+        /// The config key that named it.
+        key: &'static str,
         /// The group name.
         name: String,
         /// What failed.
         source: nix::Error,
     },
     /// Another process answers on the socket.
-    #[error("{}: another process is listening on this socket (is loopd already running?)", path.display())]
+    #[error("{}: another process is listening on this socket (is {daemon} already running?)", path.display())]
     InUse {
+        /// The daemon that wanted it.
+        daemon: &'static str,
         /// The socket.
         path: PathBuf,
     },
@@ -56,14 +61,17 @@ fn io_error(path: &Path, step: impl Into<String>) -> impl FnOnce(io::Error) -> S
     move |source| SocketError::Io { path, step, source }
 }
 
-/// The gid of group `name`.
-pub fn resolve_group(name: &str) -> Result<u32, SocketError> {
+/// The gid of group `name`, which the daemon's `names.group_key` gave.
+pub fn resolve_group(names: &Names, name: &str) -> Result<u32, SocketError> {
+    let key = names.group_key;
     match nix::unistd::Group::from_name(name) {
         Ok(Some(group)) => Ok(group.gid.as_raw()),
         Ok(None) => Err(SocketError::NoSuchGroup {
+            key,
             name: name.to_string(),
         }),
         Err(source) => Err(SocketError::GroupLookup {
+            key,
             name: name.to_string(),
             source,
         }),
@@ -71,7 +79,7 @@ pub fn resolve_group(name: &str) -> Result<u32, SocketError> {
 }
 
 /// Removes a socket file at `path` that nobody answers on; refuses to touch anything else.
-fn remove_stale(path: &Path) -> Result<(), SocketError> {
+fn remove_stale(names: &Names, path: &Path) -> Result<(), SocketError> {
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -84,6 +92,7 @@ fn remove_stale(path: &Path) -> Result<(), SocketError> {
     }
     if std::os::unix::net::UnixStream::connect(path).is_ok() {
         return Err(SocketError::InUse {
+            daemon: names.daemon,
             path: path.to_path_buf(),
         });
     }
@@ -91,19 +100,24 @@ fn remove_stale(path: &Path) -> Result<(), SocketError> {
     fs::remove_file(path).map_err(io_error(path, "remove the stale socket"))
 }
 
-/// Binds the API socket at `path`: removes a stale socket file there (one nobody answers
-/// on), binds, sets mode [`SOCKET_MODE`], and gives it to group `gid` when one is set.
-/// Must be called inside a tokio runtime.
-pub fn bind_socket(path: &Path, gid: Option<u32>) -> Result<UnixListener, SocketError> {
-    remove_stale(path)?;
+/// Binds the socket at `path`: removes a stale socket file there (one nobody answers on),
+/// binds, sets `mode`, and gives it to group `gid` when one is set. The mode is the daemon's
+/// policy (who else may connect is its choice). Must be called inside a tokio runtime.
+pub fn bind_socket(
+    names: &Names,
+    path: &Path,
+    mode: u32,
+    gid: Option<u32>,
+) -> Result<UnixListener, SocketError> {
+    remove_stale(names, path)?;
     let listener = UnixListener::bind(path).map_err(io_error(path, "bind"))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(SOCKET_MODE))
-        .map_err(io_error(path, "set mode 0660"))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map_err(io_error(path, format!("set mode {mode:o}")))?;
     if let Some(gid) = gid {
         std::os::unix::fs::chown(path, None, Some(gid))
             .map_err(io_error(path, format!("give the socket to group {gid}")))?;
     }
-    tracing::info!(path = %path.display(), ?gid, "loopd API socket bound");
+    tracing::info!(daemon = names.daemon, path = %path.display(), mode = format!("{mode:o}"), ?gid, "socket bound");
     Ok(listener)
 }
 
@@ -113,15 +127,21 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
+    use crate::names::TEST_NAMES as NAMES;
+
     #[tokio::test]
     async fn bind_replaces_a_stale_socket_and_refuses_a_live_one() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("api.sock");
         drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
-        let listener = bind_socket(&path, None).unwrap();
-        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, SOCKET_MODE);
-        let err = bind_socket(&path, None).unwrap_err();
+        let listener = bind_socket(&NAMES, &path, 0o600, None).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        let err = bind_socket(&NAMES, &path, 0o600, None).unwrap_err();
         assert!(matches!(err, SocketError::InUse { .. }), "{err}");
+        assert!(
+            err.to_string().contains("is testd already running?"),
+            "{err}"
+        );
         drop(listener);
     }
 
@@ -130,24 +150,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("not-a-socket");
         fs::write(&path, b"keep me").unwrap();
-        let err = bind_socket(&path, None).unwrap_err();
+        let err = bind_socket(&NAMES, &path, 0o660, None).unwrap_err();
         assert!(err.to_string().contains("is not a socket"), "{err}");
         assert_eq!(fs::read(&path).unwrap(), b"keep me");
     }
 
     #[tokio::test]
-    async fn bind_gives_the_socket_to_our_own_group() {
+    async fn bind_gives_the_socket_its_mode_and_our_own_group() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("api.sock");
         let gid = nix::unistd::getegid().as_raw();
-        let _listener = bind_socket(&path, Some(gid)).unwrap();
-        assert_eq!(fs::metadata(&path).unwrap().gid(), gid);
+        let _listener = bind_socket(&NAMES, &path, 0o660, Some(gid)).unwrap();
+        let meta = fs::metadata(&path).unwrap();
+        assert_eq!((meta.mode() & 0o777, meta.gid()), (0o660, gid));
     }
 
     #[test]
-    fn resolve_group_finds_root_and_names_a_missing_group() {
-        assert_eq!(resolve_group("root").unwrap(), 0);
-        let err = resolve_group("no-such-group-boxmaker-test").unwrap_err();
+    fn resolve_group_finds_root_and_names_a_missing_group_by_its_key() {
+        assert_eq!(resolve_group(&NAMES, "root").unwrap(), 0);
+        let err = resolve_group(&NAMES, "no-such-group-boxmaker-test").unwrap_err();
         assert!(matches!(err, SocketError::NoSuchGroup { .. }), "{err}");
+        assert!(err.to_string().starts_with("test.socket_group "), "{err}");
     }
 }

@@ -1,0 +1,188 @@
+//! Kept-open HTTP/1 connections to one Unix socket, and the one rule for sending on them: a
+//! request goes out at most once (loopd's connections to brokerd).
+//!
+//! A connection per call cost a connect, a handshake and the server's peer check each time
+//! (about half of a call's round trip to brokerd), so connections are kept and reused, one
+//! request at a time each, at most [`MAX_IDLE_CONNECTIONS`] of them idle (loopd's turns run
+//! concurrently: the main and background slots, subagents). The server closes idle ones (its
+//! `header_read_timeout_ms`), a restart closes all of them, so a kept connection may be dead
+//! when it is picked. Such a request is sent again on another connection only when hyper gave
+//! it back unsent (`TrySendError::take_message`); one that may have reached the server is never
+//! resent, since a tool such as `write_file` would run twice: that request fails as
+//! [`SendError::Lost`] instead.
+
+use crate::client::{Connection, read_body};
+use bytes::Bytes;
+use http_body_util::Full;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The most connections to one socket kept open while idle; more are open only while more
+/// requests are in flight, and are closed when their answer is read.
+pub const MAX_IDLE_CONNECTIONS: usize = 4;
+/// A connection idle longer than this, in milliseconds, is closed rather than reused: well
+/// below brokerd's default `header_read_timeout_ms` (10 000), so a request is not sent on a
+/// connection at the moment the server closes it (a request lost that way could not be told
+/// from one the server received, and would fail).
+pub const MAX_IDLE_MS: u64 = 5_000;
+
+/// A request sent through a [`Pool`].
+pub type Request = hyper::Request<Full<Bytes>>;
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// Nothing was sent: no connection could be made.
+    #[error("{0}")]
+    NotConnected(String),
+    /// The request may have reached the server, or its answer broke off: never send it again.
+    #[error("{0}")]
+    Lost(String),
+}
+
+/// One kept connection and since when it waits for a request.
+struct Kept {
+    connection: Connection<Full<Bytes>>,
+    idle_since: Instant,
+}
+
+impl Kept {
+    /// Opens a connection to `socket` and starts its driver on the current runtime.
+    async fn open(socket: &Path) -> Result<Kept, SendError> {
+        let connection = Connection::open(socket)
+            .await
+            .map_err(|e| SendError::NotConnected(e.to_string()))?;
+        Ok(Kept {
+            connection,
+            idle_since: Instant::now(),
+        })
+    }
+
+    /// Whether it may be picked: open, and not idle so long that brokerd may be closing it.
+    fn usable(&self) -> bool {
+        !self.connection.is_closed()
+            && self.idle_since.elapsed() < Duration::from_millis(MAX_IDLE_MS)
+    }
+}
+
+/// The idle connections to one socket, shared by every clone.
+#[derive(Clone)]
+pub struct Pool {
+    socket: PathBuf,
+    server: &'static str,
+    idle: Arc<Mutex<Vec<Kept>>>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).len();
+        f.debug_struct("Pool")
+            .field("socket", &self.socket)
+            .field("idle", &idle)
+            .finish()
+    }
+}
+
+impl Pool {
+    /// A pool of connections to `socket`, where `server` (e.g. `brokerd`) answers: its name
+    /// is in the errors.
+    pub fn new(socket: PathBuf, server: &'static str) -> Pool {
+        Pool {
+            socket,
+            server,
+            idle: Arc::default(),
+        }
+    }
+
+    /// The socket it connects to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The most recently used idle connection that may be picked; the dead and stale ones
+    /// found on the way are closed.
+    fn take(&self) -> Option<Kept> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(connection) = idle.pop() {
+            if connection.usable() {
+                return Some(connection);
+            }
+        }
+        None
+    }
+
+    /// Keeps `connection` for the next request, unless it is closed or the pool is full.
+    fn keep(&self, mut connection: Kept) {
+        if connection.connection.is_closed() {
+            return;
+        }
+        connection.idle_since = Instant::now();
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE_CONNECTIONS {
+            idle.push(connection);
+        }
+    }
+
+    /// Sends `request` and reads the whole answer (at most `max_bytes` of body): on a kept
+    /// connection when one is open, else on a new one. A request hyper gives back unsent is
+    /// sent on the next connection; every kept connection is tried at most once, and a new one
+    /// ends the tries either way.
+    pub async fn send(
+        &self,
+        mut request: Request,
+        max_bytes: usize,
+    ) -> Result<(u16, Bytes), SendError> {
+        for tries in 0..=MAX_IDLE_CONNECTIONS {
+            let kept = if tries < MAX_IDLE_CONNECTIONS {
+                self.take()
+            } else {
+                None
+            };
+            let fresh = kept.is_none();
+            let mut connection = match kept {
+                Some(connection) => connection,
+                None => Kept::open(&self.socket).await?,
+            };
+            // A connection that ended (brokerd closed it, restarted) is found here, before
+            // anything is sent on it.
+            if let Err(e) = connection.connection.sender.ready().await {
+                if fresh {
+                    return Err(SendError::NotConnected(format!(
+                        "{} closed a new connection: {e}",
+                        self.server
+                    )));
+                }
+                continue;
+            }
+            let response = match connection.connection.sender.try_send_request(request).await {
+                Ok(response) => response,
+                Err(mut e) => match e.take_message() {
+                    Some(unsent) if !fresh => {
+                        tracing::debug!(server = self.server, error = %e.into_error(), "a kept connection had closed; sending on another");
+                        request = unsent;
+                        continue;
+                    }
+                    Some(_) => {
+                        return Err(SendError::NotConnected(format!(
+                            "{} closed a new connection: {}",
+                            self.server,
+                            e.into_error()
+                        )));
+                    }
+                    None => return Err(SendError::Lost(e.into_error().to_string())),
+                },
+            };
+            let status = response.status().as_u16();
+            let body = read_body(response.into_body(), max_bytes)
+                .await
+                .map_err(|e| SendError::Lost(e.to_string()))?;
+            self.keep(connection);
+            return Ok((status, body));
+        }
+        Err(SendError::NotConnected(format!(
+            "no connection to {}",
+            self.server
+        )))
+    }
+}
