@@ -6,9 +6,10 @@
 //! request at a time each, at most [`MAX_IDLE_CONNECTIONS`] of them idle (loopd's turns run
 //! concurrently: the main and background slots, subagents). The server closes idle ones (its
 //! `header_read_timeout_ms`), a restart closes all of them, so a kept connection may be dead
-//! when it is picked. Such a request is sent again on another connection only when hyper gave
-//! it back unsent (`TrySendError::take_message`); one that may have reached the server is never
-//! resent, since a tool such as `write_file` would run twice: that request fails as
+//! when it is picked. Such a request is sent again on another connection only when it provably
+//! did not reach the server: hyper gave it back unsent (`TrySendError::take_message`), or
+//! writing it on a kept connection failed with EPIPE (the server had closed it before hyper saw
+//! the close). One that may have reached the server is never resent, since a tool such as `write_file` would run twice: that request fails as
 //! [`SendError::Lost`] instead.
 
 use crate::client::{Connection, read_body};
@@ -155,23 +156,34 @@ impl Pool {
                 }
                 continue;
             }
+            // Kept for the one case where hyper consumes a request that provably did not
+            // reach the server: a kept connection whose write failed with EPIPE.
+            let copy = (!fresh).then(|| copy_of(&request));
             let response = match connection.connection.sender.try_send_request(request).await {
                 Ok(response) => response,
-                Err(mut e) => match e.take_message() {
-                    Some(unsent) if !fresh => {
-                        tracing::debug!(server = self.server, error = %e.into_error(), "a kept connection had closed; sending on another");
-                        request = unsent;
-                        continue;
+                Err(mut e) => {
+                    let unsent = e.take_message();
+                    let error = e.into_error();
+                    match (unsent, copy) {
+                        (Some(unsent), _) if !fresh => {
+                            tracing::debug!(server = self.server, %error, "a kept connection had closed; sending on another");
+                            request = unsent;
+                            continue;
+                        }
+                        (Some(_), _) => {
+                            return Err(SendError::NotConnected(format!(
+                                "{} closed a new connection: {error}",
+                                self.server
+                            )));
+                        }
+                        (None, Some(copy)) if never_delivered(&error) => {
+                            tracing::debug!(server = self.server, %error, "a kept connection's peer had closed before the request was written; sending on another");
+                            request = copy;
+                            continue;
+                        }
+                        (None, _) => return Err(SendError::Lost(error.to_string())),
                     }
-                    Some(_) => {
-                        return Err(SendError::NotConnected(format!(
-                            "{} closed a new connection: {}",
-                            self.server,
-                            e.into_error()
-                        )));
-                    }
-                    None => return Err(SendError::Lost(e.into_error().to_string())),
-                },
+                }
             };
             let status = response.status().as_u16();
             let body = read_body(response.into_body(), max_bytes)
@@ -185,4 +197,31 @@ impl Pool {
             self.server
         )))
     }
+}
+
+/// A copy of `request` to send again: its method, URI, version, headers and body (the body's
+/// bytes are shared, not copied).
+fn copy_of(request: &Request) -> Request {
+    let mut copy = hyper::Request::new(request.body().clone());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    copy
+}
+
+/// Whether `error` proves the request never reached the server whole: writing it failed with
+/// EPIPE, which a Unix socket answers only once its peer has closed, so the server cannot have
+/// read the rest of the request, and no server acts on part of one. This is the race of a kept
+/// connection the server closed (idle timeout, restart) just as it was picked, before hyper
+/// saw the close; any other failure may have come after the server read the whole request.
+fn never_delivered(error: &hyper::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::BrokenPipe;
+        }
+        source = e.source();
+    }
+    false
 }
