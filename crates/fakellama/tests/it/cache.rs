@@ -1,7 +1,7 @@
 //! Slots and the prompt cache: cache_n / prompt_n, slot choice, waiting for a busy slot.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The shapes of chat answers: plain, streamed, tools, errors, limits.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use fakellama::Options;

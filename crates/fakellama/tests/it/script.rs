@@ -1,7 +1,7 @@
 //! Script rules: order, times, conditions, default reply, scripted errors, parse errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use fakellama::{Script, ScriptError};

@@ -2,7 +2,7 @@
 //! already open finish within the drain time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{WAIT, limits, read_to_close, send_raw, serve};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! room, a busy one never is, and when every connection is busy a new one gets 503.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use bxhttp::Limits;
 use common::{get_on, limits, read_to_close, send_raw, serve};

@@ -2,7 +2,7 @@
 //! handler at work is not; and the drain at shutdown.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use bxhttp::Limits;
 use common::{BIG_BYTES, WAIT, get_on, limits, read_to_close, send_raw, serve};

@@ -2,7 +2,7 @@
 //! gets the handler's error answer with its body, not hyper's empty one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{get_on, limits, read_to_close, serve};
 use http::StatusCode;

@@ -3,7 +3,7 @@
 //! errors in the middle of a stream, a history holding a call whose arguments are not JSON.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

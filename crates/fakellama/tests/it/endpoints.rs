@@ -1,7 +1,7 @@
 //! fakellama's non-chat endpoints, API key, loading period, listening, the binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::io::BufRead;
 use std::time::Duration;
