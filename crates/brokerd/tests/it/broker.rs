@@ -3,7 +3,7 @@
 //! and the audit log read back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use brokerd::audit::{AUDIT_FILE, AuditDecision, AuditEvent, AuditLog, args_sha256};
 use brokerd::config::Limits;

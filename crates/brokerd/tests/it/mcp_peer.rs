@@ -5,7 +5,7 @@
 //! parent, as loopd is a non-descendant) is served. No Node.js or network needed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use brokerd::daemon::SERVING;
 use http::{Method, StatusCode};

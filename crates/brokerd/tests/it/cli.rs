@@ -2,7 +2,7 @@
 //! run for real over a temporary socket.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use brokerd::audit::{AuditDecision, AuditLog};
 use brokerd::daemon::SERVING;

@@ -2,7 +2,7 @@
 //! globs, egress, untrusted contexts, per-turn rate limits, and the bounded counters.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use brokerd::config::{Grant, WhenUntrusted};
 use brokerd::policy::{CallCounters, Decision, Grants, decide};

@@ -4,7 +4,7 @@
 //! body, and so does a request head hyper cannot read (431 here).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use brokerd::config::Limits;
 use brokerd::server::{ServerOptions, bind_socket, serve};

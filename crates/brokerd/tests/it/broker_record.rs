@@ -3,7 +3,7 @@
 //! labels each tool's description.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use brokerd::audit::{AUDIT_FILE, AuditDecision, AuditEvent, AuditLog, args_sha256};
 use brokerd::config::Limits;

@@ -2,7 +2,7 @@
 //! 400 for a bad body, 413 over the body limit, 404 and 405, the socket's mode, and shutdown.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use brokerd::config::Limits;
 use brokerd::server::{SOCKET_MODE_PRIVATE, ServerOptions, bind_socket, peer_allowed, serve};

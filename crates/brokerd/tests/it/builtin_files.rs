@@ -10,9 +10,7 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
 
-#[path = "builtin_files/race.rs"]
 mod race;
-#[path = "builtin_files/write_file.rs"]
 mod write_file;
 
 /// A result cap large enough for every test that does not test the cap.
