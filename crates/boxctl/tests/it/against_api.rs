@@ -3,7 +3,7 @@
 //! the real engine and fakellama live in the workspace's `tests/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod api_stub;
+use crate::api_stub;
 
 use api_stub::*;
 use bxcore::{TurnEnd, TurnEvent};

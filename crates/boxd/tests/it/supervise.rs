@@ -3,7 +3,7 @@
 //! and systemd's notify socket.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use nix::sys::signal::Signal;
 use std::os::unix::net::UnixDatagram;

@@ -4,7 +4,7 @@
 //! runtime dir, and a socket served by another process is not taken for a child's readiness.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use nix::sys::signal::Signal;
 use support::{KillOnDrop, Setup, runs, wait_until};
