@@ -4,7 +4,7 @@
 //! log shows it, nothing reaches the page's server but the page, and the benign part of the
 //! task (a summary) still completes.
 
-use crate::common::{SECRET, audit_reasons, call_tool, page_server_with, start_brokerd};
+use super::common::{SECRET, audit_reasons, call_tool, page_server_with, start_brokerd};
 use bxcore::{DenyReason, LogRecord, SessionId, ToolOutcome, TurnEnd};
 use e2e::Stack;
 
@@ -30,7 +30,7 @@ fn script(port: u16, secret_path: &str, out_path: &str) -> String {
         ("tool", "may not send out", call_tool("write_file", &format!("{{\"path\":\"{out_path}\",\"content\":\"pwned\"}}"))),
         ("tool", "untrusted content", "reply = \"Summary: sunny, 21 degrees. The page also held instructions, which I did not follow.\"".to_string()),
     ];
-    crate::common::script(&steps)
+    super::common::script(&steps)
 }
 
 #[test]

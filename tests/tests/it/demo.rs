@@ -6,7 +6,7 @@
 //! check the answers, that boxd stopped its children in reverse order and none is left, and that
 //! every session log reopens.
 
-use e2e::real::{RealParts, one_at_a_time};
+use e2e::real::{RealParts, heavy, one_at_a_time};
 use e2e::{bin_dir, workspace_root};
 use loopd::session::Store;
 use std::path::Path;
@@ -112,6 +112,7 @@ fn names_dir(pid: u32, dir: &Path) -> bool {
 
 #[test]
 fn the_demo_runs_tasks_with_tool_calls_on_the_double_through_boxd() {
+    let _heavy = heavy();
     let stdout = demo("fake", "fakellama");
     assert!(stdout.contains("→ clock {}"), "{stdout}");
     assert!(stdout.contains("The echo tool said: banana."), "{stdout}");

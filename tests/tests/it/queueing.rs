@@ -2,6 +2,7 @@
 //! Cancel, per-session queues and many sessions at once, end to end.
 
 use bxcore::{LogRecord, SessionId, TurnEnd};
+use e2e::real::heavy;
 use e2e::{Stack, StackOptions, show};
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -150,6 +151,7 @@ fn proc_status(pid: u32, field: &str) -> u64 {
 
 #[test]
 fn many_sessions_at_once_take_no_thread_each() {
+    let _heavy = heavy();
     // E2E_MANY_SESSIONS=200 for the figure in docs/PERFORMANCE.md.
     let sessions: u64 = std::env::var("E2E_MANY_SESSIONS")
         .ok()
@@ -191,6 +193,7 @@ fn many_sessions_at_once_take_no_thread_each() {
 #[test]
 fn fifty_sessions_at_once() {
     const SESSIONS: usize = 50;
+    let _heavy = heavy();
     let stack = Stack::start(StackOptions {
         script: "default_reply = \"fine\"\n".into(),
         ..StackOptions::default()

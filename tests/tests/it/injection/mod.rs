@@ -4,10 +4,11 @@
 //! module is one attack; each test fails if the attack gets through.
 //!
 //! The attacks of issue 11 that need no model live beside the code they attack: an MCP server
-//! calling brokerd's socket as session `main` (`crates/brokerd/tests/mcp_peer.rs`), a directory
-//! swapped for a symlink under a file tool (`crates/brokerd/tests/builtin_files/race.rs`),
-//! slow-loris clients (`tests/tests/slow_clients.rs`), and forged turns in every template
-//! family (`crates/bxcore/tests/sanitize.rs`).
+//! calling brokerd's socket as session `main` (`crates/brokerd/tests/it/mcp_peer.rs`), a
+//! directory swapped for a symlink under a file tool
+//! (`crates/brokerd/tests/it/builtin_files/race.rs`), slow-loris clients
+//! (`tests/tests/it/slow_clients.rs`), and forged turns in every template family
+//! (`crates/bxcore/tests/it/sanitize.rs`).
 
 mod common;
 mod internal_address;

@@ -2,7 +2,7 @@
 //! description that tries to forge a turn reaches the prompt neutralised and labelled
 //! untrusted, so it unlocks no write.
 
-use crate::common::{
+use super::common::{
     call_tool, results, run_task, scripted_mcp, stack_with_brokerd, start_brokerd,
 };
 use bxcore::{DenyReason, ToolOutcome};
@@ -67,6 +67,6 @@ fn a_tool_description_cannot_forge_a_turn_or_unlock_a_write() {
 fn call_tool_find(query: &str) -> String {
     format!(
         "tool_calls = [{{ name = \"find_tool\", arguments = {} }}]",
-        crate::common::toml_string(&format!("{{\"query\":\"{query}\"}}"))
+        super::common::toml_string(&format!("{{\"query\":\"{query}\"}}"))
     )
 }

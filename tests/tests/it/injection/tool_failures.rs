@@ -3,7 +3,7 @@
 //! forged turn never reaches the prompt as tokens and unlocks no write, and the data cannot be
 //! sent out.
 
-use crate::common::{
+use super::common::{
     SECRET, call_tool, collecting_server, fetch, http_server_with, loopback_fetch_grant, results,
     run_task, scripted_mcp, stack_with_brokerd, start_brokerd,
 };

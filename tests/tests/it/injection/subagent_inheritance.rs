@@ -2,7 +2,7 @@
 //! parent's context label, so a parent holding private data cannot send it out through a child
 //! whose grants allow the fetch, and an untrusted parent's child cannot write.
 
-use crate::common::{
+use super::common::{
     SECRET, call_tool, collecting_server, fetch, loopback_fetch_grant, page_server_with, records,
     results, run_task, stack_with_brokerd, start_brokerd, toml_string,
 };

@@ -5,6 +5,7 @@
 //! socket nor on brokerd's.
 
 use bxcore::{LogRecord, SessionId, ToolOutcome, TurnEnd};
+use e2e::real::heavy;
 use e2e::{Running, Stack, StackOptions, binary, with_open_files_limit};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -208,6 +209,7 @@ fn assert_flood_was_on(flood: &Flood) {
 
 #[test]
 fn a_slow_loris_on_loopds_socket_does_not_stop_a_task() {
+    let _heavy = heavy();
     let stack = Stack::start(StackOptions {
         script: format!(
             "[[rule]]\nwhen_role = \"user\"\ndelay_ms = {MODEL_DELAY_MS}\nreply = \"Still here.\"\n"
@@ -255,6 +257,7 @@ fn start_brokerd(dir: &Path) -> (Running, PathBuf) {
 
 #[test]
 fn a_slow_loris_on_brokerds_socket_does_not_stop_a_tool_call() {
+    let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
     let (_brokerd, broker_socket) = start_brokerd(dir.path());
     let script = format!(

@@ -5,7 +5,7 @@
 //! without quoting the redirect; the internal servers see nothing. Once the owner grants
 //! loopback (`networks`) and the other port (`ports`), the same fetch works.
 
-use crate::common::{
+use super::common::{
     audit_reasons, call_tool, http_server_with, page_server_with, script, start_brokerd,
 };
 use bxcore::{DenyReason, LogRecord, SessionId, ToolOutcome, TurnEnd};
