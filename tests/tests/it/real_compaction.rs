@@ -8,7 +8,7 @@
 //! The first turn gives a fact ("my locker code is 4471"); once the second compaction is done
 //! the session is asked for it, and the answer is printed, not checked: it is the figure in
 //! docs/PERFORMANCE.md (`FIGURE` lines of
-//! `cargo test -p e2e --test real_compaction -- --nocapture`).
+//! `cargo test -p e2e --test it real_compaction -- --nocapture`).
 
 use bxcore::{LogRecord, SessionId, TurnEnd, TurnEvent};
 use e2e::Stack;
