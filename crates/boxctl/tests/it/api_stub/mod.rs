@@ -1,6 +1,6 @@
 //! The stand-in engine behind loopd's real API layer that `against_api.rs` drives boxctl against,
 //! and the helpers that start it and run boxctl.
-#![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use bxcore::{
     CallId, DataClass, LogRecord, SessionId, Timestamp, ToolCall, ToolOutcome, TurnEnd, TurnEvent,
