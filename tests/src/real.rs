@@ -5,6 +5,7 @@ use crate::{READY_TIMEOUT_MS, Running};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 /// Set to `1` (as `scripts/test.sh` does) to make a missing real model a failure, not a skip.
@@ -106,11 +107,24 @@ fn health(port: u16) -> Option<u16> {
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }
 
-/// The real-model tests run one at a time: each starts a llama-server that uses every core,
-/// and two at once on a small machine make both slow enough to look hung. Take this first.
-pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The machine, as the tests of one process share it: a real-model test holds it alone, the
+/// heavy tests share it. The end-to-end tests are one binary, so they run at once in one
+/// process; this keeps the real-model tests apart as they were in binaries of their own.
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// The real-model tests run one at a time and beside no heavy test: each starts a llama-server
+/// that uses every core, and two at once on a small machine make both slow enough to look hung
+/// (`real_day` has a 600 s limit per task). Take this first; a test that failed while holding
+/// it does not stop the others.
+pub fn one_at_a_time() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A heavy test (many processes at once, or timing that a starved machine would break) takes
+/// this first: heavy tests run beside each other, as they did in their own binaries, but
+/// never beside a real-model test ([`one_at_a_time`]).
+pub fn heavy() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A chat template under `config/templates/`.
@@ -188,4 +202,26 @@ pub fn boxctl_within(
     let mut command = Command::new(crate::binary("boxctl"));
     command.arg("--socket").arg(&stack.socket).args(args);
     output_within(command, limit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MACHINE, heavy, one_at_a_time};
+
+    #[test]
+    fn a_real_model_test_runs_alone_and_heavy_tests_run_together() {
+        let real = one_at_a_time();
+        assert!(
+            MACHINE.try_read().is_err(),
+            "a heavy test ran beside a real one"
+        );
+        drop(real);
+        let first = heavy();
+        assert!(MACHINE.try_read().is_ok(), "heavy tests ran one at a time");
+        assert!(
+            MACHINE.try_write().is_err(),
+            "a real test ran beside a heavy one"
+        );
+        drop(first);
+    }
 }

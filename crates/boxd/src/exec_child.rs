@@ -125,7 +125,7 @@ mod tests {
 
     #[test]
     fn bad_arguments_do_not_execute() {
-        // (A parent that is not boxd is tested on the binary, tests/cli.rs: the mode sets the
+        // (A parent that is not boxd is tested on the binary, tests/it/cli.rs: the mode sets the
         // calling process's parent-death signal, which a test thread must not.)
         assert_eq!(run(os(&["1"])), EXIT_USAGE);
         assert_eq!(run(os(&["x", "/bin/true", "true"])), EXIT_USAGE);

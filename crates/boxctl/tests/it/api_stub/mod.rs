@@ -1,0 +1,306 @@
+//! The stand-in engine behind loopd's real API layer that `against_api.rs` drives boxctl against,
+//! and the helpers that start it and run boxctl.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use bxcore::{
+    CallId, DataClass, LogRecord, SessionId, Timestamp, ToolCall, ToolOutcome, TurnEnd, TurnEvent,
+};
+use loopd::api::{ApiFailure, ApiOptions, Backend, Submitted, bind_socket, serve};
+use proto::api::{
+    BrokerStatus, CancelAnswer, LlamaStatus, LoopdStatus, RecordsPage, SessionInfo, SessionList,
+    SlotRoles, Status, TaskAccepted, TaskRequest,
+};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, broadcast, mpsc, oneshot};
+
+/// How long a test waits for anything, in milliseconds.
+pub const WAIT_MS: u64 = 20_000;
+/// When the stub's notification was made.
+pub const NOTIFICATION_TIME: &str = "2026-01-02T03:04:05Z";
+
+pub async fn bounded<F: Future>(future: F) -> F::Output {
+    tokio::time::timeout(Duration::from_millis(WAIT_MS), future)
+        .await
+        .expect("timed out")
+}
+
+pub fn id(s: &str) -> SessionId {
+    SessionId::new(s).unwrap()
+}
+
+pub fn time() -> Timestamp {
+    Timestamp::parse("2026-01-02T03:04:05Z").unwrap()
+}
+
+pub fn clock_call() -> ToolCall {
+    ToolCall {
+        id: "c1".into(),
+        name: "clock".into(),
+        arguments: "{}".into(),
+    }
+}
+
+/// Session `s1`'s records: five, so pages of two take three requests.
+pub fn s1_records() -> Vec<LogRecord> {
+    let t = time();
+    vec![
+        LogRecord::User {
+            time: t,
+            turn: 1,
+            content: "what time is it?".into(),
+            task_id: None,
+        },
+        LogRecord::Assistant {
+            time: t,
+            content: String::new(),
+            reasoning: None,
+            tool_calls: vec![clock_call()],
+            usage: None,
+        },
+        LogRecord::ToolResult {
+            time: t,
+            call: CallId(1),
+            tool_call_id: "c1".into(),
+            content: "12:00".into(),
+            class: DataClass::Public,
+            untrusted: false,
+            truncated: false,
+            outcome: ToolOutcome::Ok,
+            by_loopd: false,
+        },
+        LogRecord::Assistant {
+            time: t,
+            content: "It is noon.".into(),
+            reasoning: None,
+            tool_calls: vec![],
+            usage: None,
+        },
+        LogRecord::TurnEnd {
+            time: t,
+            turn: 1,
+            end: TurnEnd::Done,
+        },
+    ]
+}
+
+pub fn turn(session: &SessionId, end: TurnEnd) -> Vec<TurnEvent> {
+    vec![
+        TurnEvent::Started {
+            session: session.clone(),
+            turn: 2,
+        },
+        TurnEvent::Content {
+            text: "Let me check.".into(),
+        },
+        TurnEvent::ToolCall {
+            call: CallId(1),
+            tool_call: clock_call(),
+        },
+        TurnEvent::ToolResult {
+            call: CallId(1),
+            outcome: ToolOutcome::Ok,
+            class: DataClass::Public,
+            untrusted: false,
+            truncated: false,
+            bytes: 5,
+        },
+        TurnEvent::Content {
+            text: "It is noon.".into(),
+        },
+        TurnEvent::Ended {
+            turn: 2,
+            end,
+            context: Default::default(),
+        },
+    ]
+}
+
+/// Sessions: `s1` (known), `busy` (full queue), `fail` (its turn fails); no other exists.
+pub struct Stub {
+    pub follow: Mutex<Option<broadcast::Sender<TurnEvent>>>,
+    pub followed: Notify,
+}
+
+impl Backend for Stub {
+    async fn submit(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
+        let session = task.session.unwrap_or_else(|| id("new-1"));
+        let end = match session.as_str() {
+            "s1" | "new-1" => TurnEnd::Done,
+            "fail" => TurnEnd::Failed {
+                reason: "llama-server is gone".into(),
+            },
+            "busy" => return Err(ApiFailure::Busy("session busy has 8 tasks waiting".into())),
+            _ => return Err(ApiFailure::NotFound(format!("no session {session}"))),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        for event in turn(&session, end) {
+            tx.send(event).unwrap();
+        }
+        Ok(Submitted {
+            accepted: TaskAccepted {
+                session,
+                turn: 2,
+                end: None,
+            },
+            events: rx,
+        })
+    }
+
+    fn sessions(&self) -> Result<SessionList, ApiFailure> {
+        Ok(SessionList {
+            sessions: vec![SessionInfo {
+                id: id("s1"),
+                last_turn: 1,
+                records: 5,
+                busy: false,
+                queued: 0,
+            }],
+        })
+    }
+
+    fn records(&self, sid: &SessionId, from: u64, limit: u64) -> Result<RecordsPage, ApiFailure> {
+        if sid.as_str() != "s1" {
+            return Err(ApiFailure::NotFound(format!("no session {sid}")));
+        }
+        let all = s1_records();
+        let end = (from + limit).min(all.len() as u64);
+        Ok(RecordsPage {
+            session: sid.clone(),
+            from,
+            records: all[from as usize..end as usize].to_vec(),
+            next: (end < all.len() as u64).then_some(end),
+        })
+    }
+
+    fn follow(&self, sid: &SessionId) -> Result<broadcast::Receiver<TurnEvent>, ApiFailure> {
+        if sid.as_str() != "s1" {
+            return Err(ApiFailure::NotFound(format!("no session {sid}")));
+        }
+        let receiver = self.follow.lock().unwrap().as_ref().unwrap().subscribe();
+        self.followed.notify_one();
+        Ok(receiver)
+    }
+
+    fn cancel(&self, sid: &SessionId) -> Result<CancelAnswer, ApiFailure> {
+        Ok(CancelAnswer {
+            session: sid.clone(),
+            cancelled: true,
+            dropped: 0,
+        })
+    }
+
+    async fn compact(&self, sid: &SessionId) -> Result<proto::api::CompactAnswer, ApiFailure> {
+        match sid.as_str() {
+            "s1" => Ok(proto::api::CompactAnswer {
+                session: sid.clone(),
+                epoch: 2,
+                model_failure: None,
+                carry_chars: 812,
+                notes: 1,
+            }),
+            "empty" => Err(ApiFailure::BadRequest("nothing to compact".into())),
+            _ => Err(ApiFailure::NotFound(format!("no session {sid}"))),
+        }
+    }
+
+    fn notifications(&self) -> Result<proto::api::NotificationList, ApiFailure> {
+        Ok(proto::api::NotificationList {
+            notifications: vec![proto::api::Notification {
+                time: Timestamp::parse(NOTIFICATION_TIME).unwrap(),
+                session: SessionId::new("heartbeat").unwrap(),
+                turn: 3,
+                text: "the disk is nearly full\ncheck /var".into(),
+                class: bxcore::DataClass::Private,
+                untrusted: true,
+            }],
+        })
+    }
+
+    fn memory(&self) -> Result<proto::api::MemoryList, ApiFailure> {
+        Ok(proto::api::MemoryList {
+            notes: vec![bxcore::MemoryNote {
+                time: Timestamp::parse("2026-01-02T03:04:05Z").unwrap(),
+                session: SessionId::new("s1").unwrap(),
+                text: "the user likes otters".into(),
+                class: DataClass::Private,
+                untrusted: true,
+            }],
+        })
+    }
+
+    async fn status(&self) -> Status {
+        Status {
+            loopd: LoopdStatus {
+                version: "0.1.0".into(),
+                uptime_s: 5,
+                running: 0,
+                queued: 0,
+            },
+            broker: BrokerStatus {
+                kind: "fake".into(),
+                socket: None,
+                ok: true,
+                note: "fake tools (no broker configured)".into(),
+            },
+            llama: LlamaStatus {
+                url: "http://127.0.0.1:8080".into(),
+                ok: true,
+                error: None,
+                n_ctx: 4096,
+                total_slots: 3,
+                model: "fakellama".into(),
+                slots: SlotRoles {
+                    main: 0,
+                    background: 1,
+                    subagent: 2,
+                },
+            },
+        }
+    }
+}
+
+pub struct Served {
+    pub socket: PathBuf,
+    pub stub: Arc<Stub>,
+    _stop: oneshot::Sender<()>,
+    _dir: tempfile::TempDir,
+}
+
+pub fn start() -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("loopd.sock");
+    let mut options = ApiOptions::from_config(&loopd::config::Api::default()).unwrap();
+    options.page_records = 2;
+    let listener = bind_socket(&socket, None).unwrap();
+    let stub = Arc::new(Stub {
+        follow: Mutex::new(Some(broadcast::channel(16).0)),
+        followed: Notify::new(),
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(serve(listener, Arc::clone(&stub), options, async move {
+        let _ = stopped.await;
+    }));
+    Served {
+        socket,
+        stub,
+        _stop: stop,
+        _dir: dir,
+    }
+}
+
+/// Runs boxctl against `served` with `args`, off the async threads.
+pub async fn boxctl(served: &Served, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_boxctl"));
+    cmd.env_clear()
+        .env("BOXCTL_SOCKET", &served.socket)
+        .args(args);
+    let out: Output = bounded(tokio::task::spawn_blocking(move || cmd.output()))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}

@@ -1,0 +1,8 @@
+//! boxctl's integration tests, one binary (issue 14): the stand-in engine behind loopd's real
+//! API layer (`api_stub`) and a module per concern.
+
+mod api_stub;
+
+mod against_api;
+mod cli;
+mod format;

@@ -1,0 +1,19 @@
+//! brokerd's integration tests, one binary (issue 14): the shared helpers (`common`) and a
+//! module per concern. The tests share one process: the reaper's tests, which reap the
+//! process's children, run each in a process of its own (see `reaper`).
+
+mod common;
+
+mod broker;
+mod broker_record;
+mod builtin_files;
+mod builtin_http_fetch;
+mod cli;
+mod http_fetch_reach;
+mod mcp_everything;
+mod mcp_peer;
+mod mcp_start;
+mod policy;
+mod reaper;
+mod server;
+mod server_limits;

@@ -1,0 +1,3 @@
+//! bxconfig's integration tests, one binary (issue 14).
+
+mod load;

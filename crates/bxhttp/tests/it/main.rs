@@ -1,0 +1,9 @@
+//! bxhttp's integration tests, one binary (issue 14): a served test handler (`common`) and a
+//! module per concern.
+
+mod common;
+
+mod cap;
+mod malformed;
+mod shutdown;
+mod timeouts;

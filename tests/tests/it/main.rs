@@ -1,0 +1,26 @@
+//! The end-to-end tests, one binary (issue 14): a module per concern, run against the
+//! workspace's built binaries (`cargo build --workspace --bins` first).
+//!
+//! The tests share this process and run in parallel. The real-model tests (`real_*`, and the
+//! demo on the real model) each start a llama-server that takes every core, so they run one at
+//! a time and beside no heavy test: each takes `e2e::real::one_at_a_time` first, and a heavy
+//! test (many processes at once, or timing a starved machine would break) takes
+//! `e2e::real::heavy`.
+
+mod broker_restart;
+mod compact_command;
+mod demo;
+mod frozen_model;
+mod injection;
+mod layers;
+mod queueing;
+mod real_compaction;
+mod real_day;
+mod real_model;
+mod real_model_recovery;
+mod scripts;
+mod shutdown;
+mod slow_clients;
+mod subagent_labels;
+mod task_ids;
+mod turns;
