@@ -4,9 +4,6 @@
 //! `<state_dir>/notifications.jsonl`, labelled with the turn's context label at its end (what
 //! the answer was made from). A beat is skipped while the previous one runs.
 
-#[cfg(test)]
-mod heartbeat_tests;
-
 use crate::api::{ApiFailure, Backend};
 use crate::config::Config;
 use crate::journal::{self, JournalError};

@@ -29,4 +29,4 @@ pub mod turn;
 pub(crate) mod untrusted;
 
 #[cfg(test)]
-pub(crate) mod test_support;
+mod tests;

@@ -2,9 +2,6 @@
 //! `<state_dir>/memory.jsonl` with their labels and put into the baseline of later epochs and
 //! new sessions (SPEC 4: the session's context label joins the labels of the notes it reads).
 
-#[cfg(test)]
-mod memory_tests;
-
 use crate::config::Config;
 use crate::journal::{self, JournalError};
 use bxcore::sanitize::neutralise;

@@ -5,9 +5,6 @@
 //! Handles are per session directory: a handle of another session is simply not found.
 //! `read_output` is answered by loopd and never sent to the port.
 
-#[cfg(test)]
-mod read_output_tests;
-
 pub use crate::text::floor_boundary;
 use bxcore::sanitize::neutralise;
 use bxcore::{CallId, DataClass, Labels};

@@ -9,11 +9,6 @@
 //! log naming the call ([`FAILED_NOTE`]) and that result is kept whole, never tried again, so a
 //! summary that cannot be made does not cost a model call after every turn.
 
-#[cfg(test)]
-mod call_tests;
-#[cfg(test)]
-mod outcomes_tests;
-
 use crate::baseline::messages_with_carry;
 use crate::config::Config;
 use crate::llama::{ChatEvent, ChatMessage, ChatRequest, InferError};

@@ -13,15 +13,7 @@ use bxcore::{LogRecord, TaskId, Timestamp, TurnEnd, TurnEvent};
 use std::time::Instant;
 
 mod call;
-#[cfg(test)]
-mod call_labels_tests;
-#[cfg(test)]
-mod recovery_tests;
 mod repeats;
-#[cfg(test)]
-mod result_cap_tests;
-#[cfg(test)]
-mod tests;
 
 pub use crate::baseline::CUT_CALL;
 pub use crate::llama::FINISH_LENGTH;

@@ -7,9 +7,6 @@
 //! call ran, so every call of an epoch sends the same bytes and llama-server's prompt cache
 //! still covers them.
 
-#[cfg(test)]
-mod marks_tests;
-
 use crate::tools::target_tool;
 use bxcore::LogRecord;
 use std::collections::HashMap;

@@ -16,12 +16,6 @@
 //! messages re-state it right after the carry ([`epoch_messages`]), so the request is never
 //! lost and the log never holds it twice.
 
-#[cfg(test)]
-mod answers_tests;
-#[cfg(test)]
-mod compact_tests;
-#[cfg(test)]
-mod fallback_tests;
 pub(crate) mod fit;
 pub(crate) mod mechanical;
 pub(crate) mod model;

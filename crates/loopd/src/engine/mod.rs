@@ -12,13 +12,9 @@
 mod background_work_tests;
 mod compact;
 #[cfg(test)]
-mod compact_tests;
-#[cfg(test)]
 mod faults_tests;
 mod idle;
 mod lane;
-#[cfg(test)]
-mod long_session_tests;
 mod pool;
 mod status;
 mod task_ids;

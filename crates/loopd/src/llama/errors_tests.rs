@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::Blocking;
-use crate::llama::{ChatEvent, InferError};
-use crate::test_support::llama::{
+use crate::llama::test_support::{
     Fake, TEST_ATTEMPTS, attempts_of, chat_retry, client_for, content_of, dead_url, runtime, user,
 };
+use crate::llama::{ChatEvent, InferError};
 
 /// How long a cancel may take to be noticed, with room for a slow test machine.
 const CANCEL_NOTICED_WITHIN_MS: u128 = 1_000;

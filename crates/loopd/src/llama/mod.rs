@@ -20,6 +20,8 @@ mod ready_tests;
 mod retry;
 mod sse;
 mod stream;
+#[cfg(test)]
+pub(crate) mod test_support;
 mod transport;
 mod wire;
 

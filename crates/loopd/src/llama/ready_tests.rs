@@ -4,8 +4,8 @@
 
 use crate::blocking::Blocking;
 use crate::config::{Expect, Slots};
+use crate::llama::test_support::{Fake, client_for, dead_url, runtime};
 use crate::llama::{Health, InferError, ServerInfo, check_expectations};
-use crate::test_support::llama::{Fake, client_for, dead_url, runtime};
 
 /// Long enough that the first `/health` surely falls inside the loading period.
 const LOADING_MS: u64 = 1_000;

@@ -29,8 +29,6 @@ mod index_tests;
 mod line;
 mod log;
 mod scan;
-#[cfg(test)]
-mod store_tests;
 
 pub use baseline::{BASELINE_FORMAT_VERSION, Baseline};
 pub use error::StoreError;

@@ -5,9 +5,9 @@
 
 use crate::baseline::{context_labels, tool_names};
 use crate::config::Config;
+use crate::llama::test_support::Fake;
 use crate::session::{Session, Store};
 use crate::subagent::{SUBAGENT, SUBAGENT_PROMPT, registry_for};
-use crate::test_support::llama::Fake;
 use crate::tools::{Registry, ToolPort};
 use crate::turn::{Runtime, Stop, TurnError, run_turn, start_turn};
 use bxcore::{DataClass, LogRecord, SessionId, ToolOutcome, TurnEnd, TurnEvent};

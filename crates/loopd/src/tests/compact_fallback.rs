@@ -5,7 +5,7 @@
 //! cannot compact goes on.
 
 use crate::compact::mechanical::MECHANICAL_HEADER;
-use crate::test_support::compact::{Bed, DUE_AFTER_TURN, kinds, script};
+use crate::tests::bed::{Bed, DUE_AFTER_TURN, kinds, script};
 use bxcore::{DataClass, Labels, LogRecord, TurnEnd};
 
 /// Every compaction fails: the model server refuses it.
@@ -28,7 +28,7 @@ fn a_failed_compaction_falls_back_to_a_carry_made_without_the_model() {
     bed.task(
         &mut session,
         "my locker code is 4471",
-        crate::test_support::compact::ROOMY_N_CTX,
+        crate::tests::bed::ROOMY_N_CTX,
     )
     .unwrap();
     let end = bed
@@ -73,12 +73,8 @@ fn a_failed_compaction_falls_back_to_a_carry_made_without_the_model() {
     );
     // The next turn starts from it.
     bed.fake.server.clear_requests();
-    bed.task(
-        &mut session,
-        "and now?",
-        crate::test_support::compact::ROOMY_N_CTX,
-    )
-    .unwrap();
+    bed.task(&mut session, "and now?", crate::tests::bed::ROOMY_N_CTX)
+        .unwrap();
     let main = bed.fake.server.requests()[0].body.to_string();
     assert!(main.contains("my locker code is 4471"), "{main}");
 }

@@ -4,9 +4,7 @@
 //! answers refused and the compaction without the model.
 
 use crate::compact::fit::CUT_MARK;
-use crate::test_support::compact::{
-    Bed, COMPACT_PHRASE, DUE_AFTER_TURN, ROOMY_N_CTX, SYSTEM, kinds, script,
-};
+use crate::tests::bed::{Bed, COMPACT_PHRASE, DUE_AFTER_TURN, ROOMY_N_CTX, SYSTEM, kinds, script};
 use crate::turn::TurnError;
 use bxcore::{DataClass, Labels, LogRecord, TurnEnd};
 use serde_json::Value;

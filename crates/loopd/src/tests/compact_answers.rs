@@ -4,7 +4,7 @@
 //! short), which leave a carry made without the model.
 
 use crate::compact::mechanical::MECHANICAL_HEADER;
-use crate::test_support::compact::{Bed, DUE_AFTER_TURN, kinds, script};
+use crate::tests::bed::{Bed, DUE_AFTER_TURN, kinds, script};
 use bxcore::{LogRecord, TurnEnd};
 
 /// The last note of the session's log.

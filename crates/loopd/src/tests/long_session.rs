@@ -11,9 +11,7 @@ use crate::engine::{Engine, EngineParts, ToolSource};
 use crate::heartbeat::{HEARTBEAT_PROMPT_FILE, HEARTBEAT_SESSION, Heartbeat, HeartbeatOptions};
 use crate::llama::ServerInfo;
 use crate::session::Store;
-use crate::test_support::compact::{
-    Bed, COMPACT_PHRASE, DUE_AFTER_TURN, ROOMY_N_CTX, SUMMARY_PHRASE, kinds,
-};
+use crate::tests::bed::{Bed, COMPACT_PHRASE, DUE_AFTER_TURN, ROOMY_N_CTX, SUMMARY_PHRASE, kinds};
 use crate::tools::{FakeTools, Registry};
 use bxcore::{DataClass, Labels, LogRecord, TurnEnd};
 use std::sync::Arc;
@@ -255,7 +253,7 @@ fn heartbeat_stays_clean(bed: &Bed) {
         client: Arc::new(bed.fake.client()),
         port: Arc::new(FakeTools::new()),
         tools: ToolSource::Fake(Registry::m2b()),
-        system: crate::test_support::compact::SYSTEM.into(),
+        system: crate::tests::bed::SYSTEM.into(),
         server: ServerInfo {
             n_ctx: ROOMY_N_CTX,
             total_slots: 1,

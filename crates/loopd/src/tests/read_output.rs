@@ -3,9 +3,9 @@
 //! labels, and `read_output` reads pages of it back under the same labels.
 
 use crate::config::Config;
+use crate::llama::test_support::Fake;
 use crate::outputs::{self, Page, READ_OUTPUT};
 use crate::session::{Session, Store};
-use crate::test_support::llama::Fake;
 use crate::tools::{Registry, ToolPort};
 use crate::turn::{Runtime, Stop, run_turn, start_turn};
 use bxcore::{CallId, DataClass, Labels, LogRecord, SessionId, ToolOutcome, TurnEnd};

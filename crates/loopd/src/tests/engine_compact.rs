@@ -7,7 +7,7 @@ use crate::api::{ApiFailure, Backend};
 use crate::engine::{Engine, EngineParts, ToolSource};
 use crate::llama::ServerInfo;
 use crate::session::Store;
-use crate::test_support::compact::{Bed, COMPACT_PHRASE, ROOMY_N_CTX, kinds};
+use crate::tests::bed::{Bed, COMPACT_PHRASE, ROOMY_N_CTX, kinds};
 use crate::tools::{FakeTools, Registry};
 use bxcore::{LogRecord, SessionId, TurnEvent};
 use proto::api::TaskRequest;
@@ -39,7 +39,7 @@ fn engine(bed: &Bed) -> Engine {
         client: Arc::new(bed.fake.client()),
         port: Arc::new(FakeTools::new()),
         tools: ToolSource::Fake(Registry::m2b()),
-        system: crate::test_support::compact::SYSTEM.into(),
+        system: crate::tests::bed::SYSTEM.into(),
         server: ServerInfo {
             n_ctx: ROOMY_N_CTX,
             total_slots: 3,

@@ -2,8 +2,8 @@
 //! The turn engine against fakellama in-process: steps, limits, labels, stops, prompt stability.
 
 use crate::config::Config;
+use crate::llama::test_support::Fake;
 use crate::session::{Session, Store};
-use crate::test_support::llama::Fake;
 use crate::tools::{FakeTools, Registry, ToolPort};
 use crate::turn::{Runtime, Stop, TurnError, run_turn, start_turn};
 use bxcore::{
@@ -283,7 +283,7 @@ reply = "ok"
     bed.cfg.r#loop.tool_result_cap_bytes = Some(11);
     let (_, events, session) = bed.task("big", "go", &Big);
     let (content, _, _, truncated, _) = results(&session).pop().unwrap();
-    // The cut is marked with where the rest is kept (see outputs/read_output_tests.rs).
+    // The cut is marked with where the rest is kept (see tests/read_output.rs).
     assert!(
         content.starts_with(&format!("{}\n[truncated", "é".repeat(5))),
         "{content}"

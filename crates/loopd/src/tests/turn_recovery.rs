@@ -6,8 +6,8 @@
 //! a model that repeats a call is told so and its turn ends early.
 
 use crate::config::Config;
+use crate::llama::test_support::Fake;
 use crate::session::{Session, Store};
-use crate::test_support::llama::Fake;
 use crate::tools::{FakeTools, Registry};
 use crate::turn::{CUT_CALL, Runtime, Stop, run_turn, start_turn};
 use bxcore::{CallId, LogRecord, SessionId, Timestamp, ToolCall, ToolOutcome, TurnEnd};

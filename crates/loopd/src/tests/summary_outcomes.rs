@@ -5,7 +5,7 @@
 
 use crate::session::Session;
 use crate::summarise::FAILED_NOTE;
-use crate::test_support::compact::{Bed, ROOMY_N_CTX, SUMMARY_PHRASE, SYSTEM};
+use crate::tests::bed::{Bed, ROOMY_N_CTX, SUMMARY_PHRASE, SYSTEM};
 use crate::tools::{Registry, ToolPort};
 use crate::turn::{Runtime, Stop, run_turn, start_turn};
 use bxcore::{DataClass, DenyReason, LogRecord, TurnEnd};

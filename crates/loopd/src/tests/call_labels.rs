@@ -6,8 +6,8 @@
 
 use crate::baseline::context_labels;
 use crate::config::Config;
+use crate::llama::test_support::Fake;
 use crate::session::{Session, Store};
-use crate::test_support::llama::Fake;
 use crate::tools::{Registry, ToolPort, echo_schema};
 use crate::turn::{Runtime, Stop, run_turn, start_turn};
 use bxcore::{DataClass, DenyReason, Labels, LogRecord, SessionId, ToolOutcome};

@@ -1,4 +1,5 @@
-//! Shared by the `llama_*` tests: fakellama on its own runtime, and a client for it.
+//! Shared by the llama client's tests and every test that needs a model: fakellama on its own
+//! runtime, and a client for it.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use crate::blocking::Blocking;

@@ -2,7 +2,7 @@
 //! The cap of one tool result follows the slot: unset, it is derived from `n_ctx` (loopd
 //! refusing a configured cap too large for the slot is in `cli.rs`).
 
-use crate::test_support::compact::{Bed, SYSTEM};
+use crate::tests::bed::{Bed, SYSTEM};
 use crate::tools::{Registry, ToolPort};
 use crate::turn::{Runtime, Stop, run_turn, start_turn};
 use bxcore::{DataClass, LogRecord, TurnEnd};

@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use crate::config::Config;
+use crate::llama::test_support::Fake;
 use crate::session::{Session, Store};
-use crate::test_support::llama::Fake;
 use crate::tools::{Registry, ToolPort};
 use crate::turn::{Runtime, Stop, TurnError, run_turn, start_turn};
 use bxcore::{DataClass, LogRecord, SessionId, TurnEnd};

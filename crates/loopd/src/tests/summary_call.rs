@@ -3,9 +3,7 @@
 //! listed tools, once each, never replayed, and before compaction.
 
 use crate::session::Session;
-use crate::test_support::compact::{
-    Bed, DUE_AFTER_TURN, FETCHED, ROOMY_N_CTX, SUMMARY_PHRASE, kinds, script,
-};
+use crate::tests::bed::{Bed, DUE_AFTER_TURN, FETCHED, ROOMY_N_CTX, SUMMARY_PHRASE, kinds, script};
 use bxcore::{DataClass, LogRecord, TurnEnd};
 
 fn summaries(session: &Session) -> Vec<LogRecord> {
@@ -53,7 +51,7 @@ fn an_opted_in_result_is_summarised_on_the_background_slot_without_tools() {
     assert_eq!(*slot_used, Some(1));
     assert!(body.get("tools").is_none(), "no tools key: {body}");
     assert!(
-        crate::test_support::compact::last_content(body).contains(FETCHED),
+        crate::tests::bed::last_content(body).contains(FETCHED),
         "the result is in the summary request"
     );
 }
@@ -110,7 +108,7 @@ fn summaries_come_before_compaction_and_replace_the_result_in_it() {
         .filter(|k| *k == "tool_summary" || *k == "epoch_start")
         .collect();
     assert_eq!(order, ["tool_summary", "epoch_start"]);
-    let compaction = bed.bodies_with(crate::test_support::compact::COMPACT_PHRASE);
+    let compaction = bed.bodies_with(crate::tests::bed::COMPACT_PHRASE);
     assert_eq!(compaction.len(), 1);
     let text = compaction[0].0["messages"].to_string();
     assert!(text.contains("SUMMARY OF OTTERS"), "{text}");

@@ -4,7 +4,7 @@
 
 use crate::baseline::context_labels;
 use crate::memory;
-use crate::test_support::compact::{Bed, DUE_AFTER_TURN, ROOMY_N_CTX, script};
+use crate::tests::bed::{Bed, DUE_AFTER_TURN, ROOMY_N_CTX, script};
 use bxcore::{DataClass, Labels, SessionId};
 
 /// A compaction answer with a carry and two notes.

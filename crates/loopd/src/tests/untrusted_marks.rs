@@ -3,7 +3,7 @@
 //! is data from outside, not instructions), as `config/system.md` tells it they are; trusted
 //! results and the log keep the text as it came.
 
-use crate::test_support::compact::{Bed, ROOMY_N_CTX, SYSTEM};
+use crate::tests::bed::{Bed, ROOMY_N_CTX, SYSTEM};
 use crate::tools::{Registry, ToolPort};
 use crate::turn::{Runtime, Stop, run_turn, start_turn};
 use bxcore::{DataClass, LogRecord, TurnEnd};
