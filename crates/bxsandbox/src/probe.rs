@@ -134,7 +134,10 @@ fn find_shim(options: &ProbeOptions) -> Result<PathBuf, Unavailable> {
             .ok_or_else(|| Unavailable::new("cannot tell where the current executable is"))?,
     };
     let resolved = std::fs::canonicalize(&shim).map_err(|e| {
-        Unavailable::new(format!("the sandbox shim {} is missing: {e}", shim.display()))
+        Unavailable::new(format!(
+            "the sandbox shim {} is missing: {e}",
+            shim.display()
+        ))
     })?;
     if resolved.to_str().is_none() || !resolved.is_file() {
         return Err(Unavailable::new(format!(
@@ -147,7 +150,11 @@ fn find_shim(options: &ProbeOptions) -> Result<PathBuf, Unavailable> {
 
 /// The sysctls that switch user namespaces off, read before trying one.
 fn user_namespaces() -> Result<(), Unavailable> {
-    let read = |path: &str| std::fs::read_to_string(path).ok().map(|s| s.trim().to_owned());
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .map(|s| s.trim().to_owned())
+    };
     if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
         return Err(Unavailable::new(
             "user namespaces are disabled (user.max_user_namespaces is 0)",

@@ -125,10 +125,22 @@ pub fn main(args: &[String]) -> Result<Infallible, ShimError> {
 fn set_limits(config: &Config) -> Result<(), ShimError> {
     let memory_bytes = config.memory_mb.saturating_mul(1024 * 1024);
     for (what, resource, value) in [
-        ("RLIMIT_CPU (cpu_seconds)", Resource::RLIMIT_CPU, config.cpu_seconds),
+        (
+            "RLIMIT_CPU (cpu_seconds)",
+            Resource::RLIMIT_CPU,
+            config.cpu_seconds,
+        ),
         ("RLIMIT_AS (memory_mb)", Resource::RLIMIT_AS, memory_bytes),
-        ("RLIMIT_NPROC (max_processes)", Resource::RLIMIT_NPROC, config.max_processes),
-        ("RLIMIT_FSIZE (file_size_bytes)", Resource::RLIMIT_FSIZE, config.file_size_bytes),
+        (
+            "RLIMIT_NPROC (max_processes)",
+            Resource::RLIMIT_NPROC,
+            config.max_processes,
+        ),
+        (
+            "RLIMIT_FSIZE (file_size_bytes)",
+            Resource::RLIMIT_FSIZE,
+            config.file_size_bytes,
+        ),
         // A crash leaves no core file in a bound directory.
         ("RLIMIT_CORE", Resource::RLIMIT_CORE, 0),
     ] {

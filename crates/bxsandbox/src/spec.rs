@@ -215,7 +215,10 @@ mod tests {
         let mut spec = Spec::new(["true"]);
         spec.rw_paths.push("/nonexistent/bxsandbox".into());
         let err = resolve(&spec).unwrap_err().to_string();
-        assert!(err.starts_with("rw_paths /nonexistent/bxsandbox: cannot resolve"), "{err}");
+        assert!(
+            err.starts_with("rw_paths /nonexistent/bxsandbox: cannot resolve"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -227,9 +230,15 @@ mod tests {
 
     #[test]
     fn empty_argv_and_zero_limits_are_refused() {
-        assert!(matches!(resolve(&Spec::new(Vec::<String>::new())), Err(SpecError::EmptyArgv)));
+        assert!(matches!(
+            resolve(&Spec::new(Vec::<String>::new())),
+            Err(SpecError::EmptyArgv)
+        ));
         let mut spec = Spec::new(["true"]);
         spec.max_processes = 0;
-        assert_eq!(resolve(&spec).unwrap_err().to_string(), "max_processes is 0: give a positive limit");
+        assert_eq!(
+            resolve(&spec).unwrap_err().to_string(),
+            "max_processes is 0: give a positive limit"
+        );
     }
 }

@@ -4,6 +4,6 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod limits;
 mod probe;
 mod walls;
-mod limits;
