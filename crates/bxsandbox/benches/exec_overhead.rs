@@ -62,7 +62,7 @@ fn main() {
         assert_eq!(outcome.status, Status::Exited(0));
         let start = Instant::now();
         let status = rt
-            .block_on(tokio::process::Command::new("true").status())
+            .block_on(async { tokio::process::Command::new("true").status().await })
             .unwrap();
         let took_direct = start.elapsed();
         assert!(status.success());
