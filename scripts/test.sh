@@ -24,6 +24,8 @@ eval "$(./scripts/fetch-parts.sh --print-paths)"
 export LLAMA_SERVER SMOLLM2_GGUF QWEN_GGUF
 # The real-model tests fail, rather than skip, when the parts are missing.
 export BOXMAKER_REQUIRE_REAL_MODEL=1
+# fetch-parts.sh also installed bubblewrap; bxsandbox's tests fail, rather than skip, without it.
+export BOXMAKER_REQUIRE_BWRAP=1
 
 step "a real MCP server for brokerd's tests (npm, cached after the first run)"
 eval "$(./scripts/fetch-mcp-test-server.sh --print-paths)"

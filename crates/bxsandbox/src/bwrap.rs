@@ -1,0 +1,116 @@
+//! bubblewrap's command line for a resolved spec: the namespaces, the binds, the environment
+//! and the shim that runs the program.
+
+use crate::probe::Walls;
+use crate::shim;
+use crate::spec::{Resolved, Spec};
+use std::path::{Path, PathBuf};
+
+/// System paths bound read-only when they exist (a symlink among them, such as `/bin` on a
+/// merged-`/usr` Debian, is recreated as the same symlink). Never all of `/etc`, and never
+/// `/root`, `/home`, `/var` or `/run` wholesale.
+pub const SYSTEM_RO_PATHS: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/localtime",
+    // NixOS: every program and library lives in the store; the system profile links to it.
+    "/nix/store",
+    "/run/current-system/sw",
+];
+
+/// The sandbox's `PATH` (directories that do not exist inside are harmless).
+pub const SANDBOX_PATH: &str =
+    "/run/current-system/sw/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+/// `HOME` when the spec has no `rw_paths`: the private `/tmp`.
+pub const PRIVATE_HOME: &str = "/tmp";
+
+/// bubblewrap's arguments (after the `bwrap` program itself) for `spec`.
+pub(crate) fn command_line(spec: &Spec, resolved: &Resolved, walls: &Walls) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
+    let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_owned()));
+    // New user, pid, ipc, uts, cgroup and network namespaces; bubblewrap also sets
+    // PR_SET_NO_NEW_PRIVS, so a setuid binary gains nothing.
+    push(&["--unshare-all"]);
+    if spec.network {
+        push(&["--share-net"]);
+    }
+    push(&["--die-with-parent", "--new-session", "--cap-drop", "ALL"]);
+
+    let home = resolved
+        .rw_paths
+        .first()
+        .map(|p| path_str(p))
+        .unwrap_or(PRIVATE_HOME);
+    push(&["--clearenv"]);
+    push(&["--setenv", "PATH", SANDBOX_PATH]);
+    push(&["--setenv", "HOME", home]);
+    push(&["--setenv", "LANG", "C.UTF-8"]);
+    push(&["--setenv", "TERM", "dumb"]);
+    for (name, value) in &spec.env {
+        push(&["--setenv", name, value]);
+    }
+
+    let mut read_paths = vec![PathBuf::from("/proc")];
+    for system in SYSTEM_RO_PATHS {
+        let path = Path::new(system);
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(path) {
+                    push(&["--symlink", &target.to_string_lossy(), system]);
+                }
+            }
+            Ok(_) => {
+                push(&["--ro-bind", system, system]);
+                read_paths.push(path.to_owned());
+            }
+            Err(_) => {}
+        }
+    }
+    push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    // After the private /tmp, so a bound path beneath /tmp is not hidden by it; read-only
+    // binds after read-write ones, so a ro path inside a rw path stays read-only.
+    for rw in &resolved.rw_paths {
+        push(&["--bind", path_str(rw), path_str(rw)]);
+    }
+    for ro in &resolved.ro_paths {
+        push(&["--ro-bind", path_str(ro), path_str(ro)]);
+        read_paths.push(ro.clone());
+    }
+    let shim_path = path_str(walls.shim());
+    push(&["--ro-bind", shim_path, shim_path]);
+    read_paths.push(walls.shim().to_owned());
+    push(&["--chdir", path_str(&resolved.cwd)]);
+
+    let mut write_paths = vec![PathBuf::from("/tmp"), PathBuf::from("/dev")];
+    write_paths.extend(resolved.rw_paths.iter().cloned());
+    let config = shim::Config {
+        memory_mb: spec.memory_mb,
+        max_processes: spec.max_processes,
+        cpu_seconds: spec.cpu_seconds,
+        file_size_bytes: spec.file_size_bytes,
+        landlock: walls.landlock().is_some(),
+        network: spec.network,
+        read_paths,
+        write_paths,
+    };
+    // Serialising plain strings, numbers and paths checked to be UTF-8 cannot fail.
+    let config = serde_json::to_string(&config).unwrap_or_default();
+    push(&["--", shim_path, &config, "--"]);
+    args.extend(spec.argv.iter().cloned());
+    args
+}
+
+/// Resolved paths were checked to be UTF-8 (`spec::resolve`); the shim's by `probe`.
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap_or("/nonexistent")
+}

@@ -1,0 +1,27 @@
+//! The kernel sandbox of the `exec` tool (issue 15).
+//!
+//! - `probe` finds out whether the sandbox can be made here: bubblewrap on `PATH`, user
+//!   namespaces allowed, the shim next to the current executable (or where the caller says),
+//!   and, from one trial sandbox, the Landlock ABI. It gives `Walls` or `Unavailable` with a
+//!   sentence a person can act on.
+//! - `Spec` is one run: argv, cwd, stdin, env, the paths bound read-only and read-write,
+//!   network or not, and the limits.
+//! - `run(spec, walls)` runs it: bubblewrap with new user, pid, ipc, uts, cgroup and network
+//!   namespaces, only the system directories and the spec's paths bound, a private `/tmp`,
+//!   a fixed environment; inside, `bxsandbox-shim` sets the rlimits and the Landlock ruleset
+//!   and execs the program. It gives the exit status or signal, stdout and stderr capped with
+//!   their totals, and the wall time; the whole tree dies at the timeout.
+//!
+//! Invariant: nothing runs outside the sandbox. `run` needs `Walls`, which only a successful
+//! `probe` makes.
+
+mod bwrap;
+pub mod probe;
+pub mod run;
+pub mod shim;
+pub mod spec;
+
+pub use bwrap::{SANDBOX_PATH, SYSTEM_RO_PATHS};
+pub use probe::{ProbeOptions, Unavailable, Walls, probe};
+pub use run::{Outcome, Output, RunError, Status, run};
+pub use spec::{Spec, SpecError};

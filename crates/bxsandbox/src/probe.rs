@@ -1,0 +1,174 @@
+//! Whether the sandbox can be made here, and which walls are up. `run` takes the `Walls` only
+//! a successful probe makes, so nothing can run when the sandbox cannot be made.
+
+use crate::run::{Status, run_unchecked};
+use crate::shim::{PROBE_ARG, SHIM_NAME};
+use crate::spec::Spec;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// The limit on the probe's trial run (milliseconds): bubblewrap starts in a few.
+pub const PROBE_TIMEOUT_MS: u64 = 10_000;
+/// The uid and gid the sandbox runs as when the caller is root (`nobody`): the kernel does not
+/// apply `RLIMIT_NPROC` to root's processes, and the sandbox should own none of the host's
+/// files.
+pub const ROOT_FALLBACK_ID: u32 = 65534;
+
+/// Where the probe looks: the `PATH` to find `bwrap` on, and the shim.
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    /// The directories searched for `bwrap`, as in `PATH`.
+    pub search_path: OsString,
+    /// The shim binary; `None`: `bxsandbox-shim` next to the current executable.
+    pub shim: Option<PathBuf>,
+}
+
+impl ProbeOptions {
+    /// The process's own `PATH`, and the shim next to the current executable.
+    pub fn from_env() -> Self {
+        ProbeOptions {
+            search_path: std::env::var_os("PATH").unwrap_or_default(),
+            shim: None,
+        }
+    }
+}
+
+/// The walls a successful probe found; the only way to get one is `probe`.
+#[derive(Debug, Clone)]
+pub struct Walls {
+    bwrap: PathBuf,
+    shim: PathBuf,
+    landlock: Option<u32>,
+    run_as: Option<(u32, u32)>,
+}
+
+impl Walls {
+    /// bubblewrap's resolved absolute path.
+    pub fn bwrap(&self) -> &Path {
+        &self.bwrap
+    }
+    /// The shim's resolved absolute path.
+    pub fn shim(&self) -> &Path {
+        &self.shim
+    }
+    /// The Landlock ABI the kernel enforces, when it has Landlock.
+    pub fn landlock(&self) -> Option<u32> {
+        self.landlock
+    }
+    /// The uid and gid bubblewrap is started as, when not the caller's own (caller is root).
+    pub fn run_as(&self) -> Option<(u32, u32)> {
+        self.run_as
+    }
+    /// The walls for a status line: "bubblewrap + Landlock v4" or "bubblewrap".
+    pub fn describe(&self) -> String {
+        match self.landlock {
+            Some(abi) => format!("bubblewrap + Landlock v{abi}"),
+            None => "bubblewrap".to_owned(),
+        }
+    }
+}
+
+/// Why the sandbox cannot be made, as a sentence a person can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unavailable: {reason}")]
+pub struct Unavailable {
+    /// E.g. "bubblewrap is not installed (no bwrap on PATH)".
+    pub reason: String,
+}
+
+impl Unavailable {
+    fn new(reason: impl Into<String>) -> Self {
+        Unavailable {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Finds bubblewrap and the shim, checks user namespaces, and makes one trial sandbox that
+/// reports the Landlock ABI. Fails closed: any doubt is `Unavailable`.
+pub async fn probe(options: &ProbeOptions) -> Result<Walls, Unavailable> {
+    let bwrap = which::which_in("bwrap", Some(&options.search_path), "/")
+        .map_err(|_| Unavailable::new("bubblewrap is not installed (no bwrap on PATH)"))?;
+    let bwrap = std::fs::canonicalize(&bwrap)
+        .map_err(|e| Unavailable::new(format!("bubblewrap at {}: {e}", bwrap.display())))?;
+    let shim = find_shim(options)?;
+    user_namespaces()?;
+    let root = nix::unistd::geteuid().is_root();
+    let candidate = Walls {
+        bwrap,
+        shim,
+        landlock: None,
+        run_as: root.then_some((ROOT_FALLBACK_ID, ROOT_FALLBACK_ID)),
+    };
+    let mut trial = Spec::new([path_string(&candidate.shim), PROBE_ARG.to_owned()]);
+    trial.timeout_ms = PROBE_TIMEOUT_MS;
+    let outcome = run_unchecked(&trial, &candidate)
+        .await
+        .map_err(|e| Unavailable::new(format!("a trial sandbox could not start: {e}")))?;
+    let stdout = String::from_utf8_lossy(&outcome.stdout.bytes);
+    let abi = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("landlock_abi="))
+        .and_then(|n| n.trim().parse::<u32>().ok());
+    match (outcome.status, abi) {
+        (Status::Exited(0), Some(abi)) => Ok(Walls {
+            landlock: (abi > 0).then_some(abi),
+            ..candidate
+        }),
+        (status, _) => {
+            let stderr = String::from_utf8_lossy(&outcome.stderr.bytes);
+            let said = stderr.lines().next().unwrap_or("nothing on stderr");
+            Err(Unavailable::new(format!(
+                "a trial sandbox failed ({status}): {said}"
+            )))
+        }
+    }
+}
+
+fn find_shim(options: &ProbeOptions) -> Result<PathBuf, Unavailable> {
+    let shim = match &options.shim {
+        Some(shim) => shim.clone(),
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(|dir| dir.join(SHIM_NAME)))
+            .ok_or_else(|| Unavailable::new("cannot tell where the current executable is"))?,
+    };
+    let resolved = std::fs::canonicalize(&shim).map_err(|e| {
+        Unavailable::new(format!(
+            "the sandbox shim {} is missing: {e}",
+            shim.display()
+        ))
+    })?;
+    if resolved.to_str().is_none() || !resolved.is_file() {
+        return Err(Unavailable::new(format!(
+            "the sandbox shim {} is not a file with a UTF-8 path",
+            resolved.display()
+        )));
+    }
+    Ok(resolved)
+}
+
+/// The sysctls that switch user namespaces off, read before trying one.
+fn user_namespaces() -> Result<(), Unavailable> {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .map(|s| s.trim().to_owned())
+    };
+    if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        return Err(Unavailable::new(
+            "user namespaces are disabled (user.max_user_namespaces is 0)",
+        ));
+    }
+    // Debian's switch; bubblewrap always runs unprivileged here (as nobody when root).
+    if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        return Err(Unavailable::new(
+            "user namespaces are disabled (kernel.unprivileged_userns_clone is 0)",
+        ));
+    }
+    Ok(())
+}
+
+fn path_string(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}

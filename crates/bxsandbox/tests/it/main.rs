@@ -1,0 +1,9 @@
+//! bxsandbox against the real bubblewrap. Without `bwrap` these tests pass quietly, unless
+//! `BOXMAKER_REQUIRE_BWRAP=1` (as `scripts/test.sh` sets), when they fail.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod limits;
+mod probe;
+mod walls;
