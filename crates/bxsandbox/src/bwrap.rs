@@ -1,9 +1,9 @@
 //! bubblewrap's command line for a resolved spec: the namespaces, the binds, the environment
 //! and the shim that runs the program.
 
-use crate::probe::Walls;
 use crate::shim;
 use crate::spec::{Resolved, Spec};
+use crate::walls::Walls;
 use std::path::{Path, PathBuf};
 
 /// System paths bound read-only when they exist (a symlink among them, such as `/bin` on a

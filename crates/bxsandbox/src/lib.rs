@@ -20,6 +20,7 @@ pub mod probe;
 pub mod run;
 pub mod shim;
 pub mod spec;
+mod walls;
 
 pub use bwrap::{SANDBOX_PATH, SYSTEM_RO_PATHS};
 pub use probe::{ProbeOptions, Unavailable, Walls, probe};

@@ -4,6 +4,7 @@
 use crate::run::{Status, run_unchecked};
 use crate::shim::{PROBE_ARG, SHIM_NAME};
 use crate::spec::Spec;
+pub use crate::walls::Walls;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -29,41 +30,6 @@ impl ProbeOptions {
         ProbeOptions {
             search_path: std::env::var_os("PATH").unwrap_or_default(),
             shim: None,
-        }
-    }
-}
-
-/// The walls a successful probe found; the only way to get one is `probe`.
-#[derive(Debug, Clone)]
-pub struct Walls {
-    bwrap: PathBuf,
-    shim: PathBuf,
-    landlock: Option<u32>,
-    run_as: Option<(u32, u32)>,
-}
-
-impl Walls {
-    /// bubblewrap's resolved absolute path.
-    pub fn bwrap(&self) -> &Path {
-        &self.bwrap
-    }
-    /// The shim's resolved absolute path.
-    pub fn shim(&self) -> &Path {
-        &self.shim
-    }
-    /// The Landlock ABI the kernel enforces, when it has Landlock.
-    pub fn landlock(&self) -> Option<u32> {
-        self.landlock
-    }
-    /// The uid and gid bubblewrap is started as, when not the caller's own (caller is root).
-    pub fn run_as(&self) -> Option<(u32, u32)> {
-        self.run_as
-    }
-    /// The walls for a status line: "bubblewrap + Landlock v4" or "bubblewrap".
-    pub fn describe(&self) -> String {
-        match self.landlock {
-            Some(abi) => format!("bubblewrap + Landlock v{abi}"),
-            None => "bubblewrap".to_owned(),
         }
     }
 }

@@ -2,8 +2,8 @@
 //! past their cap (kept up to it, counted beyond), and the whole tree killed at the timeout.
 
 use crate::bwrap::command_line;
-use crate::probe::Walls;
 use crate::spec::{Spec, SpecError, resolve};
+use crate::walls::Walls;
 use std::fmt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};

@@ -1,0 +1,40 @@
+//! The walls a successful probe found: what `run` needs, so nothing runs outside the sandbox.
+//! A module of its own so that `probe` (which makes them) and `run` (which takes them) do not
+//! import each other.
+
+use std::path::{Path, PathBuf};
+
+/// The walls a successful probe found; the only way to get one is `probe`.
+#[derive(Debug, Clone)]
+pub struct Walls {
+    pub(crate) bwrap: PathBuf,
+    pub(crate) shim: PathBuf,
+    pub(crate) landlock: Option<u32>,
+    pub(crate) run_as: Option<(u32, u32)>,
+}
+
+impl Walls {
+    /// bubblewrap's resolved absolute path.
+    pub fn bwrap(&self) -> &Path {
+        &self.bwrap
+    }
+    /// The shim's resolved absolute path.
+    pub fn shim(&self) -> &Path {
+        &self.shim
+    }
+    /// The Landlock ABI the kernel enforces, when it has Landlock.
+    pub fn landlock(&self) -> Option<u32> {
+        self.landlock
+    }
+    /// The uid and gid bubblewrap is started as, when not the caller's own (caller is root).
+    pub fn run_as(&self) -> Option<(u32, u32)> {
+        self.run_as
+    }
+    /// The walls for a status line: "bubblewrap + Landlock v4" or "bubblewrap".
+    pub fn describe(&self) -> String {
+        match self.landlock {
+            Some(abi) => format!("bubblewrap + Landlock v{abi}"),
+            None => "bubblewrap".to_owned(),
+        }
+    }
+}
