@@ -297,6 +297,7 @@ fn format_status_names_loopd_broker_and_llama() {
             socket: None,
             ok: true,
             note: "fake tools (no broker configured)".into(),
+            exec: None,
         },
         llama: LlamaStatus {
             url: "http://127.0.0.1:8080".into(),

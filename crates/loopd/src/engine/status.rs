@@ -49,6 +49,7 @@ async fn broker_status(tools: &super::ToolSource) -> BrokerStatus {
             socket: None,
             ok: true,
             note: crate::tools::FAKE_TOOLS_NOTE.to_string(),
+            exec: None,
         },
         super::ToolSource::Broker { broker, .. } => {
             let health = broker.health().await;
@@ -60,6 +61,7 @@ async fn broker_status(tools: &super::ToolSource) -> BrokerStatus {
                     Ok(()) => "tools run under brokerd's grants".to_string(),
                     Err(e) => e.to_string(),
                 },
+                exec: None,
             }
         }
     }

@@ -244,6 +244,7 @@ impl Backend for Stub {
                 socket: None,
                 ok: true,
                 note: "fake tools (no broker configured)".into(),
+                exec: None,
             },
             llama: LlamaStatus {
                 url: "http://127.0.0.1:8080".into(),
