@@ -19,6 +19,17 @@
         # The tests need llama-server, models and npm packages: they run in `checks.cargo-test`
         # (the fast ones) and in scripts/test.sh (all of them).
         doCheck = false;
+        # brokerd's exec tool runs bxsandbox-shim from beside brokerd's own executable; the
+        # install hook copies every binary the build made into $out/bin, and this checks that
+        # it did.
+        doInstallCheck = true;
+        installCheckPhase = ''
+          runHook preInstallCheck
+          for b in brokerd bxsandbox-shim; do
+            test -x "$out/bin/$b" || { echo "boxmaker: $out/bin/$b is missing" >&2; exit 1; }
+          done
+          runHook postInstallCheck
+        '';
         meta.mainProgram = "boxctl";
       };
     in

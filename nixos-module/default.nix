@@ -54,6 +54,40 @@ let
   # brokerd's [[mcp]] servers as far as the module can see them (not in brokerd.configFile).
   mcpServers = if cfg.brokerd.configFile != null then [ ] else cfg.brokerd.settings.mcp or [ ];
 
+  # Whether a grant names brokerd's `exec` tool, as far as the module can see the grants.
+  execGranted = cfg.brokerd.configFile == null
+    && builtins.any (g: builtins.isAttrs g && (g.tool or null) == "exec") cfg.grants;
+
+  # What bubblewrap needs of the unit, for brokerd's `exec` tool (docs/operations.md,
+  # "Hardening and exec"), found by running bwrap under each setting; everything else of the
+  # hardening set stays. The sandbox's walls are its own: new user, pid, ipc, uts, cgroup, net
+  # and mount namespaces, a fresh /proc, no capabilities, NoNewPrivs, Landlock.
+  execRelaxed = {
+    # `bwrap --unshare-all` makes exactly these (not "time"); none is an escape: the kernel
+    # gives a process no capability outside a namespace it makes, and the unit has none.
+    RestrictNamespaces = "cgroup ipc mnt net pid user uts";
+    # bwrap mounts a fresh /proc for the sandbox's pid namespace; in a user namespace the
+    # kernel allows that only while no /proc in the unit has a file hidden under another
+    # mount. ProtectKernelTunables (/proc/sys read-only), ProtectKernelLogs (/proc/kmsg) and
+    # ProtectHostname (/proc/sys/kernel/hostname, systemd 258) each put one there. The unit
+    # has no capability and no root, so /proc/sys stays unwritable for it and /proc/kmsg
+    # unreadable by their permissions; ~syslog below keeps the kernel log shut as
+    # ProtectKernelLogs did.
+    ProtectKernelTunables = false;
+    ProtectKernelLogs = false;
+    ProtectHostname = false;
+    # bwrap reads /proc/sys/kernel/overflowuid to map users; ProcSubset=pid hides /proc/sys.
+    # ProtectProc=invisible stays: other users' processes are still hidden.
+    ProcSubset = "all";
+    # bwrap's own set-up inside its namespaces: mount, umount2, pivot_root (@mount), capset
+    # (dropping every capability); the shim's Landlock calls. @privileged stays denied
+    # otherwise, and the sandboxed program inherits this filter and has no capability, so
+    # mount is of no use to it.
+    SystemCallFilter = [ "@system-service" "~@privileged" "@mount" "capset" "landlock_create_ruleset" "landlock_add_rule" "landlock_restrict_self" "~syslog" ];
+    # bwrap brings up the sandbox's loopback over rtnetlink.
+    RestrictAddressFamilies = [ "AF_INET" "AF_INET6" "AF_UNIX" "AF_NETLINK" ];
+  };
+
   # A freeform TOML table with a few typed keys.
   section = options: mkOption {
     type = types.submodule {
@@ -324,6 +358,20 @@ in
       '';
     };
 
+    exec = mkOption {
+      type = types.bool;
+      default = execGranted;
+      defaultText = lib.literalMD "`true` when a grant names the `exec` tool";
+      description = ''
+        Whether brokerd's `exec` tool can make its bubblewrap sandbox in the unit: namespaces
+        bwrap makes are allowed and the settings that stop it from mounting the sandbox's /proc
+        are off (ProtectKernelTunables, ProtectKernelLogs, ProtectHostname, ProcSubset=pid),
+        with the reasons in the module. Without it brokerd reports `exec: unavailable` and
+        denies every call of the tool. On by default when a grant names `exec`; with
+        brokerd.configFile the module cannot see the grants: set it yourself.
+      '';
+    };
+
     maxOpenFiles = mkOption {
       type = types.ints.positive;
       default = cfg.loopd.settings.api.max_connections
@@ -373,6 +421,10 @@ in
       description = "boxmaker appliance (boxd: llama-server, brokerd, loopd)";
       wantedBy = [ "multi-user.target" ];
       after = [ "network.target" ];
+      # bwrap, for brokerd's `exec` tool: brokerd finds it on PATH (bxsandbox-shim is in the
+      # package, next to brokerd). Without services.boxmaker.exec the unit's namespace
+      # restrictions stop it and brokerd says so.
+      path = [ pkgs.bubblewrap ];
       serviceConfig = {
         Type = "notify";
         NotifyAccess = "main";
@@ -430,7 +482,7 @@ in
         DeviceAllow = gpuDevices;
         DevicePolicy = "closed";
         SupplementaryGroups = [ "render" ];
-      };
+      } // lib.optionalAttrs cfg.exec execRelaxed;
     };
   };
 }

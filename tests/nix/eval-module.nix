@@ -45,6 +45,21 @@ let
   withMcp = unitOf { brokerd.settings.mcp = mcp; };
   withMcpForced = unitOf { brokerd.settings.mcp = mcp; memoryDenyWriteExecute = true; };
   otherState = (evalBox { user = user // { stateDir = "/var/lib/box/main"; }; }).config;
+  execGrant = { tool = "exec"; sessions = [ "main" ]; programs = [ "wc" ]; rw_paths = [ "/var/lib/boxmaker/files" ]; };
+  withExec = unitOf { grants = user.grants ++ [ execGrant ]; };
+  execOff = unitOf { grants = user.grants ++ [ execGrant ]; exec = false; };
+  # What the unit keeps whether or not exec is on.
+  keptHardening = u: u.ProtectSystem == "strict" && u.NoNewPrivileges && u.CapabilityBoundingSet == ""
+    && u.PrivateUsers && u.PrivateDevices && u.PrivateTmp && u.ProtectHome && u.MemoryDenyWriteExecute
+    && u.ProtectProc == "invisible" && u.RestrictSUIDSGID && u.LockPersonality && u.ProtectControlGroups
+    && u.ProtectKernelModules && u.ProtectClock;
+  fullHardening = u: keptHardening u && u.RestrictNamespaces == true && u.ProtectKernelTunables
+    && u.ProtectKernelLogs && u.ProtectHostname && u.ProcSubset == "pid"
+    && u.SystemCallFilter == [ "@system-service" "~@privileged" ]
+    && u.RestrictAddressFamilies == [ "AF_INET" "AF_INET6" "AF_UNIX" ];
+  # systemd applies the filter's entries in order: what follows ~@privileged is allowed again.
+  after = x: l: let i = lib.lists.findFirstIndex (e: e == x) null l; j = lib.lists.findFirstIndex (e: e == "~@privileged") null l;
+    in i != null && j != null && i > j;
 
   checks = [
     (has "Type" "notify")
@@ -92,6 +107,22 @@ let
       (otherState.systemd.services.boxmaker.serviceConfig.StateDirectory == "box/main box/main/loopd box/main/brokerd"
         && otherState.systemd.services.boxmaker.serviceConfig.WorkingDirectory == "/var/lib/box/main"
         && otherState.services.boxmaker.loopd.settings.state_dir == "/var/lib/box/main/loopd"))
+    (check "bubblewrap on the unit's path (for brokerd's exec tool)"
+      (builtins.any (p: (p.name or "") == "bubblewrap") config.systemd.services.boxmaker.path))
+    (check "no exec grant: the whole hardening set, no namespace allowed" (!cfg.exec && fullHardening sc))
+    (check "exec = false keeps the whole hardening set even with an exec grant" (fullHardening execOff))
+    (check "brokerd.configFile: the module cannot see an exec grant, exec is off"
+      (!(evalBox { user = user // { brokerd.configFile = "/etc/brokerd.toml"; grants = [ execGrant ]; }; }).config.services.boxmaker.exec))
+    (check "an exec grant: the namespaces bwrap --unshare-all makes, and only those"
+      (withExec.RestrictNamespaces == "cgroup ipc mnt net pid user uts"))
+    (check "an exec grant: what stops bwrap's /proc is off, and its syscalls and rtnetlink allowed"
+      (!withExec.ProtectKernelTunables && !withExec.ProtectKernelLogs && !withExec.ProtectHostname
+        && withExec.ProcSubset == "all"
+        && builtins.all (x: after x withExec.SystemCallFilter) [ "@mount" "capset" "landlock_restrict_self" "~syslog" ]
+        && builtins.head withExec.SystemCallFilter == "@system-service"
+        && withExec.RestrictAddressFamilies == [ "AF_INET" "AF_INET6" "AF_UNIX" "AF_NETLINK" ]))
+    (check "an exec grant keeps the rest of the hardening (PrivateUsers too: nested user namespaces work)"
+      (keptHardening withExec))
     (check "disabled: no unit, user or package"
       (disabled.systemd.services == { } && disabled.users.users == { } && disabled.environment.systemPackages == [ ]))
   ];

@@ -53,6 +53,7 @@ let
             description = mkOption { type = types.str; default = ""; description = "Description=."; };
             wantedBy = mkOption { type = types.listOf types.str; default = [ ]; description = "WantedBy=."; };
             after = mkOption { type = types.listOf types.str; default = [ ]; description = "After=."; };
+            path = mkOption { type = types.listOf (types.either types.package types.str); default = [ ]; description = "Packages whose bin/ (and sbin/) are on the unit's PATH."; };
             serviceConfig = mkOption {
               type = types.attrsOf (types.either unitAtom (types.listOf unitAtom));
               default = { };
@@ -97,6 +98,7 @@ let
 
   pkgs = {
     llama-cpp = fake "llama-cpp";
+    bubblewrap = fake "bubblewrap";
     formats.toml = _: {
       # nixpkgs' pkgs.formats.toml type (pkgs/pkgs-lib/formats.nix): no null, unlike JSON's.
       type =

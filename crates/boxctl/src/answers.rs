@@ -55,7 +55,8 @@ pub fn duration_words(seconds: u64) -> String {
     }
 }
 
-/// The status as three lines: loopd, broker, llama.
+/// The status as three lines: loopd, broker, llama; a fourth under the broker when brokerd
+/// reports the walls of its `exec` tool.
 pub fn status_text(status: &Status) -> String {
     let loopd = &status.loopd;
     let broker = &status.broker;
@@ -78,6 +79,10 @@ pub fn status_text(status: &Status) -> String {
         text.push_str(&format!("; {}", one_line(&broker.note, None)));
     }
     text.push('\n');
+    // Which walls the `exec` tool runs behind, under the broker it belongs to (issue 15).
+    if let Some(exec) = &broker.exec {
+        text.push_str(&format!("        exec: {}\n", one_line(exec, None)));
+    }
     let health = match (&llama.ok, &llama.error) {
         (true, _) => "ok".to_string(),
         (false, Some(e)) => format!("NOT OK: {}", one_line(e, None)),

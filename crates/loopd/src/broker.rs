@@ -15,7 +15,7 @@ use bxhttp::pool::Pool;
 pub use bxhttp::pool::{MAX_IDLE_CONNECTIONS, MAX_IDLE_MS};
 use bytes::Bytes;
 use http_body_util::Full;
-use proto::{Catalogue, ToolRequest, ToolResponse};
+use proto::{BrokerHealth, Catalogue, ToolRequest, ToolResponse};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -83,11 +83,16 @@ impl Broker {
         })
     }
 
-    /// Whether brokerd answers its health check.
-    pub async fn health(&self) -> Result<(), BrokerError> {
-        self.exchange("GET", "/v1/health", None, PROBE_TIMEOUT_MS)
-            .await
-            .map(|_| ())
+    /// brokerd's health answer: that it answers, and the walls of its `exec` tool (absent
+    /// from a brokerd before issue 15, whose answer is a plain `{"status":"ok"}`).
+    pub async fn health(&self) -> Result<BrokerHealth, BrokerError> {
+        let body = self
+            .exchange("GET", "/v1/health", None, PROBE_TIMEOUT_MS)
+            .await?;
+        serde_json::from_slice(&body).map_err(|e| BrokerError::BadAnswer {
+            status: 200,
+            message: format!("not a health answer: {e}"),
+        })
     }
 
     /// One call.

@@ -112,7 +112,11 @@ fn tool_port(cfg: &Config, blocking: &Blocking) -> (Arc<dyn ToolPort>, ToolSourc
         Some(socket) => {
             let broker = Broker::new(socket.clone(), cfg.broker.call_timeout_ms, blocking.clone());
             match blocking.wait(broker.health()) {
-                Ok(()) => tracing::info!(socket = %socket.display(), "brokerd answers"),
+                Ok(health) => tracing::info!(
+                    socket = %socket.display(),
+                    exec = health.exec.as_deref().unwrap_or("not reported"),
+                    "brokerd answers"
+                ),
                 Err(e) => {
                     tracing::warn!(error = %e, "brokerd does not answer yet; tool calls fail until it does")
                 }

@@ -250,6 +250,10 @@ pub struct BrokerStatus {
     pub ok: bool,
     /// What to know about it, e.g. that fake tools are in use.
     pub note: String,
+    /// brokerd's `exec` walls, as its health answer says them (`proto::BrokerHealth::exec`);
+    /// absent with fake tools or when brokerd did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<String>,
 }
 
 /// The model server as loopd sees it.

@@ -12,5 +12,19 @@ pub use tool::{
     ToolRequest, ToolResponse, ToolSchema, TurnRef,
 };
 
+/// What brokerd's `GET /v1/health` answers: that it is up, and whether its `exec` tool can run
+/// (issue 15).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrokerHealth {
+    /// Always `ok` when brokerd answers.
+    pub status: String,
+    /// The `exec` tool's walls as a status line says them, after `exec: `: e.g.
+    /// `bubblewrap + Landlock v4`, or `unavailable: user namespaces are disabled` (then `exec`
+    /// is in no catalogue and every call of it is denied). Absent from a brokerd before issue 15.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<String>,
+}
+
 /// The protocol version; it is the `/v1` in every path.
 pub const PROTOCOL_VERSION: u32 = 1;

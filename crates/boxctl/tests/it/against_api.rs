@@ -138,7 +138,10 @@ async fn boxctl_sessions_status_cancel_and_compact_print_readable_answers() {
     assert_eq!(code, Some(0));
     assert!(out.contains("loopd   0.1.0, up 5s"), "{out}");
     assert!(
-        out.contains("broker  fake: ok; fake tools (no broker configured)"),
+        out.contains(
+            "broker  brokerd at /run/boxmaker/brokerd.sock: ok; tools run under brokerd's grants\n\
+             \x20       exec: bubblewrap + Landlock v4\nllama   "
+        ),
         "{out}"
     );
     assert!(
@@ -163,6 +166,10 @@ async fn boxctl_sessions_status_cancel_and_compact_print_readable_answers() {
     let (_, json, _) = boxctl(&served, &["--json", "status"]).await;
     let status: Status = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(status.llama.n_ctx, 4096);
+    assert_eq!(
+        status.broker.exec.as_deref(),
+        Some("bubblewrap + Landlock v4")
+    );
 }
 
 /// When the stub's notification was kept.

@@ -1,7 +1,7 @@
 //! How boxctl shows events, records and answers: pure functions, checked line by line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use boxctl::answers::{cancel_text, duration_words, sessions_table, status_text};
+use boxctl::answers::{cancel_text, sessions_table};
 use boxctl::format::{
     EventPrinter, MAX_RESULT_PREVIEW_CHARS, Printed, one_line, record_lines, terminal_safe,
     tool_call_line, tool_result_line,
@@ -10,10 +10,7 @@ use bxcore::{
     CallId, DataClass, DenyReason, LogRecord, SessionId, Timestamp, ToolCall, ToolOutcome, TurnEnd,
     TurnEvent,
 };
-use proto::api::{
-    BrokerStatus, CancelAnswer, LlamaStatus, LoopdStatus, SessionInfo, SessionList, SlotRoles,
-    Status,
-};
+use proto::api::{CancelAnswer, SessionInfo, SessionList};
 
 fn call(name: &str, arguments: &str) -> ToolCall {
     ToolCall {
@@ -281,47 +278,6 @@ fn format_sessions_as_an_aligned_table() {
         sessions_table(&SessionList { sessions: vec![] }),
         "no sessions\n"
     );
-}
-
-#[test]
-fn format_status_names_loopd_broker_and_llama() {
-    let status = Status {
-        loopd: LoopdStatus {
-            version: "0.1.0".into(),
-            uptime_s: 3_723,
-            running: 1,
-            queued: 0,
-        },
-        broker: BrokerStatus {
-            kind: "fake".into(),
-            socket: None,
-            ok: true,
-            note: "fake tools (no broker configured)".into(),
-        },
-        llama: LlamaStatus {
-            url: "http://127.0.0.1:8080".into(),
-            ok: false,
-            error: Some("connection refused".into()),
-            n_ctx: 8192,
-            total_slots: 3,
-            model: "fakellama".into(),
-            slots: SlotRoles {
-                main: 0,
-                background: 1,
-                subagent: 2,
-            },
-        },
-    };
-    assert_eq!(
-        status_text(&status),
-        "loopd   0.1.0, up 1h 2m; 1 running, 0 queued\n\
-         broker  fake: ok; fake tools (no broker configured)\n\
-         llama   http://127.0.0.1:8080: NOT OK: connection refused; model fakellama, \
-         n_ctx 8192, 3 slots (main 0, background 1, subagent 2)\n"
-    );
-    assert_eq!(duration_words(7), "7s");
-    assert_eq!(duration_words(65), "1m 5s");
-    assert_eq!(duration_words(90_000), "1d 1h");
 }
 
 #[test]

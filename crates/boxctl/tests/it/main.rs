@@ -6,3 +6,4 @@ mod api_stub;
 mod against_api;
 mod cli;
 mod format;
+mod status_text;

@@ -49,17 +49,23 @@ async fn broker_status(tools: &super::ToolSource) -> BrokerStatus {
             socket: None,
             ok: true,
             note: crate::tools::FAKE_TOOLS_NOTE.to_string(),
+            exec: None,
         },
         super::ToolSource::Broker { broker, .. } => {
-            let health = broker.health().await;
+            let (ok, note, exec) = match broker.health().await {
+                Ok(health) => (
+                    true,
+                    "tools run under brokerd's grants".to_string(),
+                    health.exec,
+                ),
+                Err(e) => (false, e.to_string(), None),
+            };
             BrokerStatus {
                 kind: "brokerd".to_string(),
                 socket: Some(broker.socket().display().to_string()),
-                ok: health.is_ok(),
-                note: match health {
-                    Ok(()) => "tools run under brokerd's grants".to_string(),
-                    Err(e) => e.to_string(),
-                },
+                ok,
+                note,
+                exec,
             }
         }
     }

@@ -78,8 +78,9 @@ fn answer_body() -> Vec<u8> {
     .unwrap()
 }
 
-/// Reads one request (head and `content-length` body); `None` at a clean EOF before a head.
-async fn read_request(stream: &mut UnixStream, buffer: &mut Vec<u8>) -> Option<()> {
+/// Reads one request (head and `content-length` body); its request line, `None` at a clean
+/// EOF before a head.
+async fn read_request(stream: &mut UnixStream, buffer: &mut Vec<u8>) -> Option<String> {
     let head_end = loop {
         if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
             break at + 4;
@@ -105,8 +106,9 @@ async fn read_request(stream: &mut UnixStream, buffer: &mut Vec<u8>) -> Option<(
         }
         buffer.extend_from_slice(&chunk[..n]);
     }
+    let line = head.lines().next().unwrap_or_default().to_string();
     buffer.drain(..head_end + length);
-    Some(())
+    Some(line)
 }
 
 async fn serve(
@@ -118,11 +120,11 @@ async fn serve(
 ) {
     let mut buffer = Vec::new();
     for nth in 0.. {
-        if read_request(&mut stream, &mut buffer).await.is_none() {
+        let Some(line) = read_request(&mut stream, &mut buffer).await else {
             counts.closed_by_client.fetch_add(1, Ordering::SeqCst);
             counts.closed.notify_waiters();
             return;
-        }
+        };
         counts.requests.fetch_add(1, Ordering::SeqCst);
         let action = plan(index, nth);
         if action == Action::Swallow {
@@ -132,7 +134,11 @@ async fn serve(
             let all = tokio::time::timeout(Duration::from_millis(WAIT_MS), held.wait()).await;
             assert!(all.is_ok(), "the calls did not all arrive at once");
         }
-        let body = answer_body();
+        let body = if line.starts_with("get /v1/health ") {
+            br#"{"status":"ok"}"#.to_vec()
+        } else {
+            answer_body()
+        };
         let head = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
             body.len()

@@ -23,10 +23,10 @@ const POLL_MS: u64 = 10;
 const SMALL_FS_KIB: u64 = 256;
 
 /// fakellama, and loopd started on it by a test; loopd is killed when this is dropped.
-struct Daemon {
-    fake: Fake,
+pub(crate) struct Daemon {
+    pub(crate) fake: Fake,
     loopd: Child,
-    socket: PathBuf,
+    pub(crate) socket: PathBuf,
     state: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -36,6 +36,16 @@ impl Daemon {
     /// the binary with the arguments that follow) with stderr as `stderr`, and waits for its
     /// socket.
     fn start(wrap: impl FnOnce(&Path) -> Command, stderr: Stdio) -> Daemon {
+        Daemon::start_configured(wrap, stderr, "")
+    }
+
+    /// As [`Daemon::start`], with `extra` (TOML sections, e.g. `[broker]`) added to loopd's
+    /// config.
+    pub(crate) fn start_configured(
+        wrap: impl FnOnce(&Path) -> Command,
+        stderr: Stdio,
+        extra: &str,
+    ) -> Daemon {
         let fake = Fake::script("default_reply = \"done\"\n");
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("loopd.sock");
@@ -47,7 +57,7 @@ impl Daemon {
             &config,
             format!(
                 "socket = {socket:?}\nstate_dir = {state:?}\n[llama]\nurl = {:?}\n\
-                 [baseline]\nsystem = {system:?}\n",
+                 [baseline]\nsystem = {system:?}\n{extra}",
                 fake.server.url(),
             ),
         )

@@ -13,5 +13,6 @@ mod api_shutdown;
 mod api_sse;
 mod broker_conn;
 mod broker_port;
+mod broker_status;
 mod cli;
 mod daemon_faults;

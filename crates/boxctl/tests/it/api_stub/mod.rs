@@ -240,10 +240,11 @@ impl Backend for Stub {
                 queued: 0,
             },
             broker: BrokerStatus {
-                kind: "fake".into(),
-                socket: None,
+                kind: "brokerd".into(),
+                socket: Some("/run/boxmaker/brokerd.sock".into()),
                 ok: true,
-                note: "fake tools (no broker configured)".into(),
+                note: "tools run under brokerd's grants".into(),
+                exec: Some("bubblewrap + Landlock v4".into()),
             },
             llama: LlamaStatus {
                 url: "http://127.0.0.1:8080".into(),

@@ -221,6 +221,7 @@ pub fn status() -> Status {
             socket: None,
             ok: true,
             note: "fake tools (no broker configured)".into(),
+            exec: None,
         },
         llama: LlamaStatus {
             url: "http://127.0.0.1:8080".into(),

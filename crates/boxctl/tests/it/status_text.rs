@@ -1,0 +1,104 @@
+//! How `boxctl status` shows loopd's status: a line each for loopd, the broker (and under it
+//! the walls of brokerd's `exec` tool, when brokerd reports them) and llama-server.
+
+use boxctl::answers::{duration_words, status_text};
+use proto::api::{BrokerStatus, LlamaStatus, LoopdStatus, SlotRoles, Status};
+
+/// A status whose broker is `broker`.
+fn status(broker: BrokerStatus) -> Status {
+    Status {
+        loopd: LoopdStatus {
+            version: "0.1.0".into(),
+            uptime_s: 3_723,
+            running: 1,
+            queued: 0,
+        },
+        broker,
+        llama: LlamaStatus {
+            url: "http://127.0.0.1:8080".into(),
+            ok: false,
+            error: Some("connection refused".into()),
+            n_ctx: 8192,
+            total_slots: 3,
+            model: "fakellama".into(),
+            slots: SlotRoles {
+                main: 0,
+                background: 1,
+                subagent: 2,
+            },
+        },
+    }
+}
+
+/// brokerd at its usual socket, answering, with `exec` as its health reported it.
+fn brokerd(exec: Option<&str>) -> BrokerStatus {
+    BrokerStatus {
+        kind: "brokerd".into(),
+        socket: Some("/run/boxmaker/brokerd.sock".into()),
+        ok: true,
+        note: "tools run under brokerd's grants".into(),
+        exec: exec.map(str::to_string),
+    }
+}
+
+const LLAMA_LINE: &str = "llama   http://127.0.0.1:8080: NOT OK: connection refused; model \
+                          fakellama, n_ctx 8192, 3 slots (main 0, background 1, subagent 2)\n";
+
+#[test]
+fn format_status_names_loopd_broker_and_llama() {
+    let fake = BrokerStatus {
+        kind: "fake".into(),
+        socket: None,
+        ok: true,
+        note: "fake tools (no broker configured)".into(),
+        exec: None,
+    };
+    assert_eq!(
+        status_text(&status(fake)),
+        format!(
+            "loopd   0.1.0, up 1h 2m; 1 running, 0 queued\n\
+             broker  fake: ok; fake tools (no broker configured)\n{LLAMA_LINE}"
+        )
+    );
+    assert_eq!(duration_words(7), "7s");
+    assert_eq!(duration_words(65), "1m 5s");
+    assert_eq!(duration_words(90_000), "1d 1h");
+}
+
+#[test]
+fn format_status_puts_the_exec_walls_under_the_broker() {
+    let broker_line = "broker  brokerd at /run/boxmaker/brokerd.sock: ok; \
+                       tools run under brokerd's grants\n";
+    let up = status_text(&status(brokerd(Some("bubblewrap + Landlock v4"))));
+    assert_eq!(
+        up,
+        format!(
+            "loopd   0.1.0, up 1h 2m; 1 running, 0 queued\n{broker_line}\
+             \x20       exec: bubblewrap + Landlock v4\n{LLAMA_LINE}"
+        )
+    );
+    let down = status_text(&status(brokerd(Some(
+        "unavailable: user namespaces are disabled",
+    ))));
+    assert!(
+        down.contains(&format!(
+            "{broker_line}        exec: unavailable: user namespaces are disabled\nllama   "
+        )),
+        "{down}"
+    );
+    // A brokerd from before issue 15 reports nothing: no exec line.
+    let older = status_text(&status(brokerd(None)));
+    assert!(!older.contains("exec"), "{older}");
+    assert!(older.contains(&format!("{broker_line}llama   ")), "{older}");
+}
+
+#[test]
+fn format_status_keeps_brokerds_exec_text_on_one_line() {
+    // brokerd's words are shown as they came: a newline or escape in them must not forge a
+    // line of the status or drive the terminal.
+    let forged = status_text(&status(brokerd(Some(
+        "unavailable: x\nllama   http://evil: ok\x1b[2J",
+    ))));
+    assert_eq!(forged.lines().count(), 4, "{forged}");
+    assert!(!forged.contains('\x1b'), "{forged:?}");
+}
