@@ -5,7 +5,9 @@
 //!   the sandbox's `PATH`; a path must be absolute, without `.` or `..`) must match one of the
 //!   grant's `programs` (a glob without `/` matches a bare name's file name, one with `/` the
 //!   path). `["sh", "-c", LINE]` only with `shell = true`; a shell, interpreter or runner only
-//!   with `shell = true`. A refusal happens in `check`, before anything runs.
+//!   with `shell = true`. A refusal happens in `check`, before anything runs; the lookup
+//!   there reads only the system directories of the sandbox's `PATH`, nothing the model
+//!   could have written, so the refusal stays unlabelled like the policy's.
 //! - **Where it runs**: only inside the walls a successful probe found ([`Sandbox`]); this tool
 //!   exists only with them, so when the sandbox cannot be made `exec` is in no catalogue and
 //!   its calls are denied with the probe's reason (see [`crate::Broker`]).
