@@ -101,6 +101,33 @@ pub struct AuditRecord {
     pub result: Option<Labels>,
     /// Whether the result was cut to the cap.
     pub truncated: bool,
+    /// What a tool adds to its lines ([`AuditFacts`]): for `exec`, the argv's digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv_sha256: Option<String>,
+    /// For `exec`: how the program ended (`exited with status 0`, `timed out`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+}
+
+/// What a tool adds to its audit lines besides the argument digest (see
+/// [`crate::tool::Tool::audit_facts`]); never the arguments themselves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFacts {
+    /// Hex SHA-256 of the argv (`exec`).
+    pub argv_sha256: Option<String>,
+    /// How the program ended (`exec`).
+    pub exit: Option<String>,
+}
+
+impl AuditRecord {
+    /// This line with `facts` added.
+    pub fn with_facts(self, facts: AuditFacts) -> AuditRecord {
+        AuditRecord {
+            argv_sha256: facts.argv_sha256,
+            exit: facts.exit,
+            ..self
+        }
+    }
 }
 
 impl AuditRecord {
@@ -173,6 +200,8 @@ impl AuditRecord {
             result_bytes: 0,
             result: None,
             truncated: false,
+            argv_sha256: None,
+            exit: None,
         }
     }
 }

@@ -3,12 +3,12 @@
 //! tool's failure alike), and audits the outcome before it answers.
 
 use crate::audit::{AuditEvent, AuditLog, AuditRecord};
-use crate::config::{Config, Grant, Limits};
+use crate::config::{Config, EXEC_TOOL, Grant, Limits};
 use crate::policy::{CallCounters, Decision, GlobError, Grants, decide};
 use crate::result::{from_error, grant_labels, labelled, refused};
 use crate::tool::{CallContext, Tool};
 use crate::toolset::ToolSet;
-use bxcore::SessionId;
+use bxcore::{DenyReason, SessionId};
 use proto::{Catalogue, ToolRequest, ToolResponse};
 use serde_json::Value;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -85,6 +85,7 @@ impl Broker {
         let (grant, arguments, tool) = match (decision, tool) {
             (Decision::Allow { grant, arguments }, Some(tool)) => (grant, arguments, tool),
             (Decision::Deny { reason, detail }, _) => {
+                let detail = self.unavailable_detail(request, reason).unwrap_or(detail);
                 let response = ToolResponse::denied(reason, Some(detail.clone()));
                 let line = AuditRecord::of_response(
                     AuditEvent::Decided,
@@ -118,23 +119,46 @@ impl Broker {
             // Refused on its arguments and grant alone: the tool never ran.
             let response = refused(error);
             let line =
-                AuditRecord::of_response(AuditEvent::Decided, request, &response, None, started);
+                AuditRecord::of_response(AuditEvent::Decided, request, &response, None, started)
+                    .with_facts(tool.audit_facts(&arguments, None));
             return self.answer(request, &line, response);
         }
-        let decided = AuditRecord::decided(request, started);
+        let decided =
+            AuditRecord::decided(request, started).with_facts(tool.audit_facts(&arguments, None));
         if let Err(e) = self.audit.append(&decided) {
             tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}; the call does not run");
             return ToolResponse::failed(AUDIT_FAILED_MESSAGE);
         }
-        let (response, own_detail) = self.run(tool, grant, arguments).await;
+        let (response, own_detail) = self.run(Arc::clone(&tool), grant, arguments.clone()).await;
+        let content = match &response {
+            ToolResponse::Result { content, .. } => Some(content.as_str()),
+            _ => None,
+        };
+        let facts = tool.audit_facts(&arguments, content);
         let line = AuditRecord::of_response(
             AuditEvent::Finished,
             request,
             &response,
             own_detail,
             started,
-        );
+        )
+        .with_facts(facts);
         self.answer(request, &line, response)
+    }
+
+    /// The walls `exec` runs in, for a status line: `bubblewrap + Landlock v4`, or
+    /// `unavailable: REASON`.
+    pub fn exec_status(&self) -> String {
+        self.tools.sandbox().describe()
+    }
+
+    /// For a call of `exec` denied as unknown because the sandbox cannot be made: the
+    /// probe's reason, so the model and the audit log say why.
+    fn unavailable_detail(&self, request: &ToolRequest, reason: DenyReason) -> Option<String> {
+        let why = self.tools.sandbox().unavailable()?;
+        (reason == DenyReason::UnknownTool && request.tool == EXEC_TOOL).then(|| {
+            format!("exec is unavailable on this box, so nothing ran: the sandbox cannot be made ({why})")
+        })
     }
 
     /// Writes `line` and answers `response`; withholds the response when the line cannot be

@@ -5,12 +5,14 @@
 
 use crate::audit::{AUDIT_SYNC_INTERVAL_MS, AuditLog};
 use crate::broker::Broker;
+use crate::builtin::exec::Sandbox;
 use crate::config::Config;
 use crate::mcp::McpServers;
 use crate::reaper::{self, Reaper};
 use crate::server::{ServerOptions, bind_socket, serve};
 use crate::toolset::{ToolSet, ToolSource};
 use anyhow::Context;
+use bxsandbox::ProbeOptions;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,7 +69,7 @@ async fn serve_with(
     audit: &Arc<AuditLog>,
     mcp: &Arc<McpServers>,
 ) -> anyhow::Result<()> {
-    let tools = build_tools(cfg, mcp)?;
+    let tools = build_tools(cfg, mcp).await?;
     let broker = Arc::new(Broker::new(cfg, tools, Arc::clone(audit))?);
     let options = ServerOptions::from_config(cfg)?;
     let listener = bind_socket(&cfg.socket, options.allowed_gid)
@@ -86,10 +88,18 @@ async fn serve_with(
     Ok(())
 }
 
-/// The tools this brokerd offers: the built-ins (as `cfg` sets them up), and each `[[mcp]]`
+/// The tools this brokerd offers: the built-ins (as `cfg` sets them up), `exec` when the
+/// sandbox probe (once, here) finds its walls, and each `[[mcp]]`
 /// server's tools (as `<prefix>_<tool>`), which follow the servers as they restart.
-fn build_tools(cfg: &Config, mcp: &Arc<McpServers>) -> anyhow::Result<ToolSet> {
-    let mut tools = ToolSet::with_builtins_from(cfg)?;
+async fn build_tools(cfg: &Config, mcp: &Arc<McpServers>) -> anyhow::Result<ToolSet> {
+    let sandbox = Sandbox::probe(&ProbeOptions::from_env()).await;
+    match sandbox.unavailable() {
+        None => tracing::info!(walls = %sandbox.describe(), "exec's sandbox is ready"),
+        Some(why) => tracing::warn!(
+            "exec is unavailable, left out of every catalogue and its calls denied: {why}"
+        ),
+    }
+    let mut tools = ToolSet::with_builtins_and_sandbox(cfg, sandbox)?;
     tools.add_source(Arc::clone(mcp) as Arc<dyn ToolSource>);
     Ok(tools)
 }

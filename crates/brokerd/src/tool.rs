@@ -1,6 +1,7 @@
 //! What a tool is to brokerd: a schema and a call. Built-in tools and MCP servers' tools
 //! implement [`Tool`]; the policy decides whether a call may run before it ever gets here.
 
+use crate::audit::AuditFacts;
 use crate::config::Grant;
 use bxcore::Labels;
 use proto::ToolSchema;
@@ -64,6 +65,13 @@ pub trait Tool: Send + Sync {
     fn check(&self, arguments: &serde_json::Value, ctx: CallContext<'_>) -> Result<(), ToolError> {
         let _ = (arguments, ctx);
         Ok(())
+    }
+    /// What this tool adds to the audit lines of a call with `arguments` whose result text
+    /// was `content` (`None` before it runs, or when it gave none): facts, never the
+    /// arguments. Default: nothing.
+    fn audit_facts(&self, arguments: &serde_json::Value, content: Option<&str>) -> AuditFacts {
+        let _ = (arguments, content);
+        AuditFacts::default()
     }
     /// Runs it with `arguments` (a JSON value, checked by the tool) within `ctx`.
     fn call<'a>(&'a self, arguments: &'a serde_json::Value, ctx: CallContext<'a>)

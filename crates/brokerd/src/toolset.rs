@@ -7,6 +7,7 @@
 //! that is in neither is denied `UnknownTool`.
 
 use crate::builtin;
+use crate::builtin::exec::{Exec, Sandbox};
 use crate::config::Config;
 use crate::tool::Tool;
 use proto::{CatalogueTool, ToolSchema};
@@ -57,6 +58,8 @@ impl ToolSource for crate::mcp::McpServers {
 pub struct ToolSet {
     tools: BTreeMap<String, Arc<dyn Tool>>,
     sources: Vec<Arc<dyn ToolSource>>,
+    /// The sandbox `exec` runs in, or why there is none (then `exec` is not in `tools`).
+    sandbox: Sandbox,
 }
 
 impl fmt::Debug for ToolSet {
@@ -64,6 +67,7 @@ impl fmt::Debug for ToolSet {
         f.debug_struct("ToolSet")
             .field("tools", &self.tools.keys().collect::<Vec<_>>())
             .field("sources", &self.sources.len())
+            .field("sandbox", &self.sandbox.describe())
             .finish()
     }
 }
@@ -86,6 +90,26 @@ impl ToolSet {
             set.insert(tool)?;
         }
         Ok(set)
+    }
+
+    /// The built-in tools as `cfg` sets them up, and `exec` when `sandbox` is ready: with
+    /// no sandbox, `exec` is left out (in no catalogue, every call denied with its reason).
+    pub fn with_builtins_and_sandbox(
+        cfg: &Config,
+        sandbox: Sandbox,
+    ) -> Result<ToolSet, ToolSetError> {
+        let mut set = ToolSet::with_builtins_from(cfg)?;
+        if let Sandbox::Ready(walls) = &sandbox {
+            set.insert(Arc::new(Exec::new(walls.clone())))?;
+        }
+        set.sandbox = sandbox;
+        Ok(set)
+    }
+
+    /// The sandbox `exec` runs in, or why it cannot be made (a set made without a probe has
+    /// none).
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// Adds `tool` under the name its schema gives. MCP servers' tools join here, named

@@ -1,10 +1,12 @@
 //! The tools brokerd runs itself: `clock` and `echo` here, the file tools in [`files`],
-//! `http_fetch` in [`http_fetch`].
+//! `http_fetch` in [`http_fetch`], `exec` in [`exec`] (only with the walls of a successful
+//! sandbox probe, so not in [`all`]: see [`crate::ToolSet::with_builtins_and_sandbox`]).
 //!
 //! `clock` and `echo` have the same names, descriptions and schemas as loopd's seed tools
 //! (`loopd::tools::clock_schema`, `echo_schema`), so a model sees no change when brokerd takes
 //! them over.
 
+pub mod exec;
 pub mod files;
 pub mod http_fetch;
 

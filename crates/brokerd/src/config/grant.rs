@@ -1,6 +1,7 @@
 //! `[[grants]]`: which session may call which tool, within which limits, and how its results
 //! are labelled.
 
+use super::exec::{EXEC_TOOL, ExecGrant};
 use super::reach::DEFAULT_PORTS;
 use bxconfig::Problems;
 use bxcore::DataClass;
@@ -8,13 +9,14 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// The tools brokerd runs itself. Any other tool is an MCP server's (`<prefix>_<tool>`).
-pub const BUILTIN_TOOLS: [&str; 6] = [
+pub const BUILTIN_TOOLS: [&str; 7] = [
     "clock",
     "echo",
     "read_file",
     "list_dir",
     "write_file",
     "http_fetch",
+    "exec",
 ];
 
 /// The built-in tools whose arguments are limited by `paths`.
@@ -55,11 +57,13 @@ impl GrantDefaults {
     /// | `read_file`, `list_dir` | private | false | secret | allow |
     /// | `write_file` | public | false | secret | deny |
     /// | `http_fetch` | public | true | public | deny |
+    /// | `exec` | private | false (true with `network = true`) | secret (public with `network = true`) | deny |
     /// | any other (MCP) | private | true | public | deny |
     ///
     /// Read-only built-ins may run in an untrusted context; tools with side effects may not.
     /// `http_fetch` and MCP tools can reach outside the box, so they carry out public context
-    /// only unless the grant raises it.
+    /// only unless the grant raises it. `exec` follows them when its grant sets `network =
+    /// true` ([`Grant`]'s defaults depend on that key); these are its defaults without network.
     pub fn for_tool(tool: &str) -> GrantDefaults {
         use DataClass::{Private, Public, Secret};
         let (result_class, result_untrusted, max_context_class, when_untrusted) = match tool {
@@ -67,6 +71,7 @@ impl GrantDefaults {
             "read_file" | "list_dir" => (Private, false, Secret, WhenUntrusted::Allow),
             "write_file" => (Public, false, Secret, WhenUntrusted::Deny),
             "http_fetch" => (Public, true, Public, WhenUntrusted::Deny),
+            EXEC_TOOL => (Private, false, Secret, WhenUntrusted::Deny),
             _ => (Private, true, Public, WhenUntrusted::Deny),
         };
         GrantDefaults {
@@ -111,6 +116,10 @@ pub struct Grant {
     /// The most calls of this tool in one turn of one session; none: no limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_calls_per_turn: Option<u32>,
+    /// For `exec`: the programs it may run and the walls they run in (flat keys in the
+    /// grant: `programs`, `shell`, `rw_paths`, ...).
+    #[serde(flatten)]
+    pub exec: ExecGrant,
 }
 
 /// A grant as written, before the per-tool defaults fill the keys it leaves out.
@@ -132,6 +141,22 @@ struct RawGrant {
     max_context_class: Option<DataClass>,
     when_untrusted: Option<WhenUntrusted>,
     max_calls_per_turn: Option<u32>,
+    #[serde(default)]
+    programs: Vec<String>,
+    #[serde(default)]
+    shell: bool,
+    #[serde(default)]
+    rw_paths: Vec<PathBuf>,
+    #[serde(default)]
+    ro_paths: Vec<PathBuf>,
+    #[serde(default)]
+    network: bool,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    timeout_ms: Option<u64>,
+    max_output_bytes: Option<usize>,
+    memory_mb: Option<u64>,
+    max_processes: Option<u64>,
 }
 
 fn every_session() -> Vec<String> {
@@ -140,7 +165,13 @@ fn every_session() -> Vec<String> {
 
 impl From<RawGrant> for Grant {
     fn from(raw: RawGrant) -> Grant {
-        let d = GrantDefaults::for_tool(&raw.tool);
+        let mut d = GrantDefaults::for_tool(&raw.tool);
+        if raw.tool == EXEC_TOOL && raw.network {
+            // What came in from outside may be in the output, and the argv can carry data
+            // out: with network, exec is labelled and limited like http_fetch.
+            d.result_untrusted = true;
+            d.max_context_class = DataClass::Public;
+        }
         // Only a tool that takes hosts gets the default ports, so a grant of another tool
         // that lists none stays free of them (and the check can refuse any it lists).
         let ports = raw.ports.unwrap_or_else(|| {
@@ -162,6 +193,18 @@ impl From<RawGrant> for Grant {
             ports,
             networks: raw.networks,
             max_calls_per_turn: raw.max_calls_per_turn,
+            exec: ExecGrant {
+                programs: raw.programs,
+                shell: raw.shell,
+                rw_paths: raw.rw_paths,
+                ro_paths: raw.ro_paths,
+                network: raw.network,
+                env: raw.env,
+                timeout_ms: raw.timeout_ms,
+                max_output_bytes: raw.max_output_bytes,
+                memory_mb: raw.memory_mb,
+                max_processes: raw.max_processes,
+            },
         }
     }
 }
@@ -232,6 +275,13 @@ impl Grant {
         if let Some(n) = self.max_calls_per_turn {
             p.at_least(&key("max_calls_per_turn"), n, 1);
         }
+        self.exec.check(i, tool, p);
+        p.check(
+            !(tool == EXEC_TOOL && self.exec.network && !self.result_untrusted),
+            key("result_untrusted"),
+            "exec with network = true gives untrusted results (what came in from outside may \
+             be in its output); leave result_untrusted out or set it to true",
+        );
     }
 }
 

@@ -4,6 +4,7 @@
 //! Every key has a default, so an empty file is a valid config; with no grants, every call is
 //! denied. `docs/config.md` lists every key and the grant defaults.
 
+mod exec;
 mod grant;
 mod http_fetch;
 mod mcp;
@@ -12,6 +13,7 @@ mod reach;
 #[cfg(test)]
 mod tests;
 
+pub use exec::{EXEC_TOOL, ExecGrant, RUNNERS, is_runner, program_glob};
 pub use grant::{BUILTIN_TOOLS, Grant, GrantDefaults, HOST_TOOLS, PATH_TOOLS, WhenUntrusted};
 pub use http_fetch::HttpFetchSettings;
 pub use mcp::McpServer;
@@ -137,5 +139,23 @@ impl Validate for Config {
         }
         self.http_fetch.check(&mut p);
         p.finish()
+    }
+
+    /// A grant of `exec` where the sandbox cannot be made: brokerd would start, leave `exec`
+    /// out and deny its calls, so `--check-config` says so (probing as the daemon does).
+    fn warnings(&self) -> Vec<Problem> {
+        let Some(i) = self.grants.iter().position(|g| g.tool == EXEC_TOOL) else {
+            return Vec::new();
+        };
+        match exec::probe_blocking(&bxsandbox::ProbeOptions::from_env()) {
+            Ok(()) => Vec::new(),
+            Err(why) => vec![Problem::new(
+                format!("grants[{i}].tool"),
+                format!(
+                    "exec is unavailable here ({why}): brokerd will leave it out of every \
+                     catalogue and deny its calls"
+                ),
+            )],
+        }
     }
 }

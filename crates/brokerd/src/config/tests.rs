@@ -323,3 +323,84 @@ fn config_http_fetch_grants_default_to_ports_80_and_443_and_take_urls_and_networ
     assert!(resolved.contains("ports = [80, 443]"), "{resolved}");
     assert_eq!(valid(&resolved), cfg);
 }
+
+#[test]
+fn exec_grants_default_to_private_trusted_and_deny_when_untrusted() {
+    let cfg = valid("[[grants]]\ntool = \"exec\"\nprograms = [\"wc\", \"/usr/bin/grep\"]\n");
+    let g = &cfg.grants[0];
+    assert_eq!(g.exec.programs, ["wc", "/usr/bin/grep"]);
+    assert_eq!(g.result_class, DataClass::Private);
+    assert!(!g.result_untrusted);
+    assert_eq!(g.max_context_class, DataClass::Secret);
+    assert_eq!(g.when_untrusted, WhenUntrusted::Deny);
+}
+
+#[test]
+fn exec_with_network_is_untrusted_and_carries_out_public_context_only() {
+    let cfg = valid("[[grants]]\ntool = \"exec\"\nprograms = [\"curl\"]\nnetwork = true\n");
+    let g = &cfg.grants[0];
+    assert!(g.result_untrusted);
+    assert_eq!(g.max_context_class, DataClass::Public);
+    let found = invalid(
+        "[[grants]]\ntool = \"exec\"\nprograms = [\"curl\"]\nnetwork = true\n\
+         result_untrusted = false\n",
+    );
+    assert_eq!(keys(&found), ["grants[0].result_untrusted"]);
+}
+
+#[test]
+fn a_shell_or_interpreter_in_programs_needs_shell_true() {
+    for glob in [
+        "sh",
+        "python3",
+        "python3.11",
+        "env",
+        "*",
+        "/usr/bin/*",
+        "/bin/ba?h",
+        "p*",
+    ] {
+        let text = format!("[[grants]]\ntool = \"exec\"\nprograms = [\"{glob}\"]\n");
+        let found = invalid(&text);
+        assert_eq!(keys(&found), ["grants[0].programs[0]"], "{glob}");
+        assert!(
+            found[0].message.contains("shell = true"),
+            "{}",
+            found[0].message
+        );
+        valid(&format!("{text}shell = true\n"));
+    }
+}
+
+#[test]
+fn exec_keys_are_checked_and_refused_on_other_tools() {
+    let found = invalid(
+        "[[grants]]\ntool = \"exec\"\n\
+         [[grants]]\ntool = \"exec\"\nprograms = [\"bin/wc\", \"\"]\nrw_paths = [\"work\"]\n\
+         max_processes = 0\n\
+         [[grants]]\ntool = \"echo\"\nprograms = [\"wc\"]\nnetwork = true\n",
+    );
+    assert_eq!(
+        keys(&found),
+        [
+            "grants[0].programs",
+            "grants[1].programs[0]",
+            "grants[1].programs[1]",
+            "grants[1].rw_paths[0]",
+            "grants[1].max_processes",
+            "grants[2].programs",
+            "grants[2].network",
+        ]
+    );
+}
+
+#[test]
+fn an_exec_grant_renders_as_toml_that_loads_back() {
+    let text = "[[grants]]\ntool = \"exec\"\nprograms = [\"wc\"]\nenv = { A = \"b\" }\n\
+                timeout_ms = 5\nrw_paths = [\"/work\"]\n";
+    let f = file(text);
+    let loader = Loader::new(f.path(), ENV_PREFIX);
+    let cfg: Config = loader.load_valid().unwrap();
+    let rendered = loader.render_toml(&cfg).unwrap();
+    assert_eq!(valid(&rendered), cfg, "{rendered}");
+}

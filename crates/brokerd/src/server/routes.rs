@@ -7,17 +7,10 @@ use bxcore::SessionId;
 pub(super) use bxhttp::answer::Body;
 use bxhttp::answer::{Problem, json};
 use http::{Method, Request, Response, StatusCode};
-use proto::ToolRequest;
 use proto::api::error_kind;
-use serde::Serialize;
+use proto::{BrokerHealth, ToolRequest};
 use std::convert::Infallible;
 use std::sync::Arc;
-
-/// What `GET /v1/health` answers.
-#[derive(Debug, Serialize)]
-struct Health {
-    status: &'static str,
-}
 
 /// Answers one request; never fails (errors are answers).
 pub(super) async fn handle<I>(
@@ -57,7 +50,15 @@ where
         return Err(Problem::wrong_method(path, allowed, request.method()));
     }
     match path {
-        "/v1/health" => Ok(json(StatusCode::OK, &Health { status: "ok" })),
+        "/v1/health" => {
+            // The probe's answer always, granted or not: a status line says which walls
+            // are up before anyone writes an exec grant.
+            let health = BrokerHealth {
+                status: "ok".to_owned(),
+                exec: Some(broker.exec_status()),
+            };
+            Ok(json(StatusCode::OK, &health))
+        }
         "/v1/catalogue" => {
             let session = session_query(request.uri().query())?;
             Ok(json(StatusCode::OK, &broker.catalogue(&session)))

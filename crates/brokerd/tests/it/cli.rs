@@ -161,6 +161,12 @@ async fn cli_daemon_serves_calls_audits_them_and_stops_on_sigterm() {
 
     let (status, health) = common::http_json(&socket, Method::GET, "/v1/health", None).await;
     assert_eq!(status, StatusCode::OK, "{health}");
+    // The daemon probed the sandbox at start; with no PATH there is no bwrap, so exec fails
+    // closed, and health says why even though no grant names exec.
+    assert_eq!(
+        health["exec"], "unavailable: bubblewrap is not installed (no bwrap on PATH)",
+        "{health}"
+    );
     let (_, bytes) = common::http(&socket, Method::GET, "/v1/catalogue?session=main", None).await;
     let catalogue: Catalogue = serde_json::from_slice(&bytes).unwrap();
     let names: Vec<_> = catalogue

@@ -9,6 +9,7 @@ mod broker_record;
 mod builtin_files;
 mod builtin_http_fetch;
 mod cli;
+mod exec;
 mod http_fetch_reach;
 mod mcp_everything;
 mod mcp_peer;

@@ -66,7 +66,11 @@ async fn server_health_catalogue_and_calls() {
     let (status, health) = http_json(&s.socket, Method::GET, "/v1/health", None).await;
     assert_eq!(
         (status, health),
-        (StatusCode::OK, serde_json::json!({"status": "ok"}))
+        (
+            StatusCode::OK,
+            // A tool set made without a probe has no sandbox: exec fails closed.
+            serde_json::json!({"status": "ok", "exec": "unavailable: the sandbox was not probed"})
+        )
     );
 
     let (status, bytes) = http(&s.socket, Method::GET, "/v1/catalogue?session=main", None).await;

@@ -15,6 +15,10 @@ pub(crate) enum Kind {
     String,
     /// A JSON boolean.
     Bool,
+    /// A JSON array of strings.
+    Strings,
+    /// A JSON integer of at least 0.
+    Count,
 }
 
 impl Kind {
@@ -23,6 +27,18 @@ impl Kind {
         match self {
             Kind::String => "string",
             Kind::Bool => "boolean",
+            Kind::Strings => "array",
+            Kind::Count => "integer",
+        }
+    }
+
+    /// How an error names it.
+    fn described(self) -> &'static str {
+        match self {
+            Kind::String => "a string",
+            Kind::Bool => "a boolean",
+            Kind::Strings => "an array of strings",
+            Kind::Count => "an integer of at least 0",
         }
     }
 
@@ -31,6 +47,10 @@ impl Kind {
         match self {
             Kind::String => value.is_string(),
             Kind::Bool => value.is_boolean(),
+            Kind::Strings => value
+                .as_array()
+                .is_some_and(|items| items.iter().all(Value::is_string)),
+            Kind::Count => value.is_u64(),
         }
     }
 }
@@ -53,7 +73,10 @@ pub(crate) fn schema(params: &[Param]) -> Value {
     let properties: Map<String, Value> = params
         .iter()
         .map(|p| {
-            let prop = json!({ "type": p.kind.schema_type(), "description": p.description });
+            let mut prop = json!({ "type": p.kind.schema_type(), "description": p.description });
+            if p.kind == Kind::Strings {
+                prop["items"] = json!({"type": "string"});
+            }
             (p.name.to_string(), prop)
         })
         .collect();
@@ -86,6 +109,19 @@ impl<'a> Args<'a> {
     pub(crate) fn bool(&self, name: &str) -> Option<bool> {
         self.map.get(name).and_then(Value::as_bool)
     }
+
+    /// The array-of-strings argument `name`, when given.
+    pub(crate) fn strings(&self, name: &str) -> Option<Vec<&'a str>> {
+        self.map
+            .get(name)
+            .and_then(Value::as_array)
+            .map(|items| items.iter().filter_map(Value::as_str).collect())
+    }
+
+    /// The integer argument `name`, when given.
+    pub(crate) fn count(&self, name: &str) -> Option<u64> {
+        self.map.get(name).and_then(Value::as_u64)
+    }
 }
 
 /// Checks `arguments` against `params`.
@@ -106,8 +142,8 @@ pub(crate) fn check<'a>(arguments: &'a Value, params: &[Param]) -> Result<Args<'
         };
         if !param.kind.fits(value) {
             return Err(ToolError::InvalidArguments(format!(
-                "key {key:?} must be a {}, not {}",
-                param.kind.schema_type(),
+                "key {key:?} must be {}, not {}",
+                param.kind.described(),
                 type_name(value)
             )));
         }
@@ -117,9 +153,9 @@ pub(crate) fn check<'a>(arguments: &'a Value, params: &[Param]) -> Result<Args<'
         .find(|p| p.required && !map.contains_key(p.name))
     {
         return Err(ToolError::InvalidArguments(format!(
-            "missing key {:?} (a {})",
+            "missing key {:?} ({})",
             missing.name,
-            missing.kind.schema_type()
+            missing.kind.described()
         )));
     }
     Ok(Args { map })

@@ -40,6 +40,7 @@ pub fn grant(tool: &str, sessions: &[&str]) -> Grant {
         max_context_class: d.max_context_class,
         when_untrusted: d.when_untrusted,
         max_calls_per_turn: None,
+        exec: Default::default(),
     }
 }
 

@@ -1,0 +1,249 @@
+//! `exec {argv, cwd?, stdin?, timeout_ms?}`: run one program inside the kernel sandbox
+//! (`bxsandbox`), under the grant's `programs` and walls.
+//!
+//! - **What may run** ([`program`]): `argv[0]` resolved to an absolute path (a bare name on
+//!   the sandbox's `PATH`; a path must be absolute, without `.` or `..`) must match one of the
+//!   grant's `programs` (a glob without `/` matches a bare name's file name, one with `/` the
+//!   path). `["sh", "-c", LINE]` only with `shell = true`; a shell, interpreter or runner only
+//!   with `shell = true`. A refusal happens in `check`, before anything runs; the lookup
+//!   there reads only the system directories of the sandbox's `PATH`, nothing the model
+//!   could have written, so the refusal stays unlabelled like the policy's.
+//! - **Where it runs**: only inside the walls a successful probe found ([`Sandbox`]); this tool
+//!   exists only with them, so when the sandbox cannot be made `exec` is in no catalogue and
+//!   its calls are denied with the probe's reason (see [`crate::Broker`]).
+//! - **The walls** come from the grant: `ro_paths`, `rw_paths`, `network`, `env`,
+//!   `memory_mb`, `max_processes`, `max_output_bytes`, and `timeout_ms` (the most a call may
+//!   ask for; the run also stops [`TIMEOUT_SLACK_MS`] before `limits.call_timeout_ms`, so the
+//!   outcome is reported rather than cut off).
+//! - **The result** ([`report`]): the exit status (or signal, or timed out), the wall time,
+//!   stdout and stderr each capped at `max_output_bytes` with their totals; `truncated` when
+//!   either was capped. A run that cannot start (a missing `rw_paths` entry) is `Failed`.
+
+mod program;
+mod report;
+
+use super::files::args::{self, Kind, Param};
+use crate::audit::{AuditFacts, args_sha256};
+use crate::config::{EXEC_TOOL, ExecGrant};
+use crate::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
+use bxsandbox::{ProbeOptions, Spec, Walls};
+use proto::ToolSchema;
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// The most bytes of `stdin` one call may feed (1 MiB).
+pub const MAX_STDIN_BYTES: usize = 1024 * 1024;
+/// How long before `limits.call_timeout_ms` a run is stopped, so its outcome is still
+/// reported (milliseconds).
+pub const TIMEOUT_SLACK_MS: u64 = 500;
+
+const PARAMS: [Param; 4] = [
+    Param {
+        name: "argv",
+        kind: Kind::Strings,
+        required: true,
+        description: "The program and its arguments, e.g. [\"wc\", \"-l\", \"notes.txt\"]. \
+                      Not a shell line: no pipes, globs or variables unless this session may \
+                      run [\"sh\", \"-c\", LINE].",
+    },
+    Param {
+        name: "cwd",
+        kind: Kind::String,
+        required: false,
+        description: "Absolute working directory; it must lie under a directory this \
+                      session's grant binds. Default: its first read-write directory, else \
+                      /tmp.",
+    },
+    Param {
+        name: "stdin",
+        kind: Kind::String,
+        required: false,
+        description: "Text fed to the program's standard input (at most 1 MiB).",
+    },
+    Param {
+        name: "timeout_ms",
+        kind: Kind::Count,
+        required: false,
+        description: "Stop the program after this many milliseconds (at most the grant's \
+                      limit).",
+    },
+];
+
+/// Whether the sandbox can be made here: the walls a probe found, or why not.
+#[derive(Debug, Clone)]
+pub enum Sandbox {
+    /// The probe made a trial sandbox: `exec` runs inside these walls.
+    Ready(Walls),
+    /// The sandbox cannot be made; `exec` is offered to no one and its calls are denied.
+    Unavailable(String),
+}
+
+impl Default for Sandbox {
+    /// Fail closed: a tool set made without a probe has no sandbox.
+    fn default() -> Sandbox {
+        Sandbox::Unavailable("the sandbox was not probed".to_owned())
+    }
+}
+
+impl Sandbox {
+    /// Probes once (`bxsandbox::probe`) with `options`.
+    pub async fn probe(options: &ProbeOptions) -> Sandbox {
+        match bxsandbox::probe(options).await {
+            Ok(walls) => Sandbox::Ready(walls),
+            Err(unavailable) => Sandbox::Unavailable(unavailable.reason),
+        }
+    }
+
+    /// The walls for a status line: `bubblewrap + Landlock v4`, or `unavailable: REASON`.
+    pub fn describe(&self) -> String {
+        match self {
+            Sandbox::Ready(walls) => walls.describe(),
+            Sandbox::Unavailable(reason) => format!("unavailable: {reason}"),
+        }
+    }
+
+    /// Why the sandbox cannot be made, when it cannot.
+    pub fn unavailable(&self) -> Option<&str> {
+        match self {
+            Sandbox::Ready(_) => None,
+            Sandbox::Unavailable(reason) => Some(reason),
+        }
+    }
+}
+
+/// The `exec` tool; made only with the walls of a successful probe.
+#[derive(Debug, Clone)]
+pub struct Exec {
+    walls: Walls,
+}
+
+impl Exec {
+    /// The tool over `walls`.
+    pub fn new(walls: Walls) -> Exec {
+        Exec { walls }
+    }
+}
+
+/// A call's arguments, checked.
+struct Call {
+    argv: Vec<String>,
+    cwd: Option<PathBuf>,
+    stdin: Vec<u8>,
+    timeout_ms: u64,
+}
+
+impl Tool for Exec {
+    fn schema(&self) -> ToolSchema {
+        ToolSchema {
+            name: EXEC_TOOL.to_owned(),
+            description: "Run a program in a sandbox and return its exit status, wall time, \
+                          stdout and stderr (each cut at a size limit). Only the programs, \
+                          directories and network this session was granted are there."
+                .to_owned(),
+            parameters: args::schema(&PARAMS),
+        }
+    }
+
+    fn check(&self, arguments: &Value, ctx: CallContext<'_>) -> Result<(), ToolError> {
+        checked(arguments, ctx).map(|_| ())
+    }
+
+    fn audit_facts(&self, arguments: &Value, content: Option<&str>) -> AuditFacts {
+        AuditFacts {
+            argv_sha256: arguments
+                .get("argv")
+                .map(|argv| args_sha256(&argv.to_string())),
+            exit: content.and_then(report::status_of).map(str::to_owned),
+        }
+    }
+
+    fn call<'a>(&'a self, arguments: &'a Value, ctx: CallContext<'a>) -> CallFuture<'a> {
+        Box::pin(async move {
+            let call = checked(arguments, ctx)?;
+            let spec = spec(call, &ctx.grant.exec);
+            let outcome = bxsandbox::run(&spec, &self.walls)
+                .await
+                .map_err(|e| ToolError::Failed(format!("exec could not run the program: {e}")))?;
+            Ok(ToolOutput {
+                content: report::text(&outcome),
+                truncated: outcome.stdout.truncated || outcome.stderr.truncated,
+            })
+        })
+    }
+}
+
+/// The arguments, checked against the schema and the grant; `argv[0]` replaced by the
+/// absolute path of the program that may run.
+fn checked(arguments: &Value, ctx: CallContext<'_>) -> Result<Call, ToolError> {
+    let args = args::check(arguments, &PARAMS)?;
+    let given = args.strings("argv").unwrap_or_default();
+    let grant = &ctx.grant.exec;
+    let program = program::allowed(&given, grant)?;
+    let mut argv: Vec<String> = given.iter().map(|a| (*a).to_owned()).collect();
+    argv[0] = program.path;
+    let cwd = match args.str("cwd") {
+        Some(cwd) if !cwd.starts_with('/') => {
+            return Err(ToolError::InvalidArguments(format!(
+                "key \"cwd\" must be an absolute path, not {cwd:?}"
+            )));
+        }
+        cwd => cwd.map(PathBuf::from),
+    };
+    let stdin = args.str("stdin").unwrap_or_default();
+    if stdin.len() > MAX_STDIN_BYTES {
+        return Err(ToolError::InvalidArguments(format!(
+            "key \"stdin\" is {} bytes; the most is {MAX_STDIN_BYTES}",
+            stdin.len()
+        )));
+    }
+    let limit = grant
+        .timeout_ms
+        .unwrap_or(bxsandbox::spec::DEFAULT_TIMEOUT_MS);
+    let timeout_ms = match args.count("timeout_ms") {
+        Some(0) => {
+            return Err(ToolError::InvalidArguments(
+                "key \"timeout_ms\" is 0: give a positive time".to_owned(),
+            ));
+        }
+        Some(asked) if asked > limit => {
+            return Err(ToolError::InvalidArguments(format!(
+                "key \"timeout_ms\" is {asked}; this grant allows at most {limit}"
+            )));
+        }
+        Some(asked) => asked,
+        None => limit,
+    };
+    let call_limit = ctx.timeout_ms.saturating_sub(TIMEOUT_SLACK_MS).max(1);
+    Ok(Call {
+        argv,
+        cwd,
+        stdin: stdin.as_bytes().to_vec(),
+        timeout_ms: timeout_ms.min(call_limit),
+    })
+}
+
+/// The sandbox spec of `call` under `grant`.
+fn spec(call: Call, grant: &ExecGrant) -> Spec {
+    let mut spec = Spec::new(call.argv);
+    spec.cwd = call.cwd;
+    spec.stdin = call.stdin;
+    spec.env = grant
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    spec.ro_paths = grant.ro_paths.clone();
+    spec.rw_paths = grant.rw_paths.clone();
+    spec.network = grant.network;
+    spec.timeout_ms = call.timeout_ms;
+    if let Some(cap) = grant.max_output_bytes {
+        spec.max_output_bytes = cap;
+    }
+    if let Some(mb) = grant.memory_mb {
+        spec.memory_mb = mb;
+    }
+    if let Some(n) = grant.max_processes {
+        spec.max_processes = n;
+    }
+    spec
+}
