@@ -109,8 +109,8 @@ pub struct AuditRecord {
     pub exit: Option<String>,
 }
 
-/// What a tool adds to its audit lines besides the argument digest (see
-/// [`crate::tool::Tool::audit_facts`]); never the arguments themselves.
+/// What a tool adds to its audit lines besides the argument digest (see `Tool::audit_facts`
+/// in the `tool` module, which depends on this one); never the arguments themselves.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditFacts {
     /// Hex SHA-256 of the argv (`exec`).
