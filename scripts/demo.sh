@@ -4,9 +4,11 @@
 # writes a development layout under the dev directory (brokerd.toml with development grants,
 # loopd.toml, and boxd.toml with every child's config file pinned by its sha256; sockets, state
 # and logs beside them; no root), starts boxd, which starts llama-server, brokerd and loopd in
-# order, each once the one before is ready; runs two tasks with boxctl: one the model answers
-# with loopd's clock, one through brokerd's echo (found with find_tool, called with call_tool);
-# shows the session's log; then stops boxd with SIGTERM (it stops its children in reverse order)
+# order, each once the one before is ready; runs three tasks with boxctl: one the model answers
+# with loopd's clock, one through brokerd's echo (found with find_tool, called with call_tool),
+# one with brokerd's exec (`wc -l` over the files of the work directory, in the sandbox, in a
+# session of its own);
+# shows the sessions' logs; then stops boxd with SIGTERM (it stops its children in reverse order)
 # and checks every child is gone.
 # The first run takes minutes (it builds llama-server and downloads the model, with progress);
 # later runs take seconds. Everything goes under .dev/demo; nothing leaves loopback (the model
@@ -22,7 +24,10 @@ mkdir -p "${BOXMAKER_DEV_DIR:-$PWD/.dev/demo}"
 dev=$(cd "${BOXMAKER_DEV_DIR:-$PWD/.dev/demo}" && pwd)
 model="${BOXMAKER_MODEL:-qwen}"
 bin="${BOXMAKER_BIN_DIR:-}"
-mkdir -p "$dev/files"
+mkdir -p "$dev/files" "$dev/work"
+# What the exec task counts: five lines in two files.
+printf 'buy apples\ncall the plumber\nwater the plants\n' >"$dev/work/todo.txt"
+printf 'the demo writes these files\nexec counts their lines\n' >"$dev/work/notes.txt"
 # Sockets go in $dev/run, unless that path is too long for a Unix socket address (107 bytes).
 run="$dev/run"
 tmp_run=
@@ -57,6 +62,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
+echo "==> bubblewrap, the exec tool's sandbox (installed from Debian on the first run only)"
+eval "$(./scripts/fetch-parts.sh --print-paths bubblewrap)"
 if [ "$model" != fake ]; then
     echo "==> llama-server and the model (built and downloaded on the first run only)"
     eval "$(./scripts/fetch-parts.sh --print-paths llama-server)"
@@ -85,6 +92,12 @@ paths = ["$dev/files"]
 [[grants]]
 tool = "list_dir"
 paths = ["$dev/files"]
+# wc alone, in the sandbox: the work directory bound read-write (and the default cwd), no
+# network, nothing else of the machine but its system directories (docs/exec.md).
+[[grants]]
+tool = "exec"
+programs = ["wc"]
+rw_paths = ["$dev/work"]
 TOML
 cat >"$dev/loopd.toml" <<TOML
 socket = "$run/loopd.sock"
@@ -94,7 +107,7 @@ url = "unix:$run/llama.sock"
 [broker]
 socket = "$run/brokerd.sock"
 # The demo's model fails through call_tool: the granted file tools go in the tools array.
-core_tools = ["read_file", "list_dir"]
+core_tools = ["read_file", "list_dir", "exec"]
 [baseline]
 system = "$PWD/config/system.md"
 TOML
@@ -188,10 +201,17 @@ for task in "What time is it?" "Use call_tool to run the echo tool with the text
     echo "\$ boxctl task --session $session $task"
     "$bin/boxctl" task --session "$session" "$task" || status=$?
 done
+# The exec task in a session of its own: after two turns of other work the small model tends
+# to call the tool again instead of answering.
+task="Use the exec tool to run wc -l notes.txt todo.txt and tell me how many lines there are in total."
 echo
-echo "\$ boxctl show $session"
-"$bin/boxctl" show "$session" || status=$?
-
+echo "\$ boxctl task --session $session-wc $task"
+"$bin/boxctl" task --session "$session-wc" "$task" || status=$?
+for shown in "$session" "$session-wc"; do
+    echo
+    echo "\$ boxctl show $shown"
+    "$bin/boxctl" show "$shown" || status=$?
+done
 echo
 echo "==> stopping boxd (SIGTERM): it stops loopd, brokerd and the model server, in that order"
 # The children boxd started, from its log ("started child=NAME pid=PID").

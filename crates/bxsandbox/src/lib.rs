@@ -19,10 +19,12 @@ mod bwrap;
 pub mod probe;
 pub mod run;
 pub mod shim;
+pub mod spawn;
 pub mod spec;
 mod walls;
 
 pub use bwrap::{SANDBOX_PATH, SYSTEM_RO_PATHS};
-pub use probe::{ProbeOptions, Unavailable, Walls, probe};
+pub use probe::{ProbeOptions, Unavailable, Walls, probe, probe_with};
 pub use run::{Outcome, Output, RunError, Status, run};
+pub use spawn::Spawner;
 pub use spec::{Spec, SpecError};

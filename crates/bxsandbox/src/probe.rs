@@ -3,6 +3,7 @@
 
 use crate::run::{Status, run_unchecked};
 use crate::shim::{PROBE_ARG, SHIM_NAME};
+use crate::spawn::Spawner;
 use crate::spec::Spec;
 pub use crate::walls::Walls;
 use std::ffi::OsString;
@@ -51,8 +52,15 @@ impl Unavailable {
 }
 
 /// Finds bubblewrap and the shim, checks user namespaces, and makes one trial sandbox that
-/// reports the Landlock ABI. Fails closed: any doubt is `Unavailable`.
+/// reports the Landlock ABI. Fails closed: any doubt is `Unavailable`. bubblewrap is started
+/// with `Command::spawn`, here and in every run of the walls (see [`probe_with`]).
 pub async fn probe(options: &ProbeOptions) -> Result<Walls, Unavailable> {
+    probe_with(options, Spawner::plain()).await
+}
+
+/// [`probe`], with bubblewrap started by `spawner` here and in every run of the walls: for a
+/// process that reaps children of its own, so its reaper never takes bubblewrap's exit status.
+pub async fn probe_with(options: &ProbeOptions, spawner: Spawner) -> Result<Walls, Unavailable> {
     let bwrap = which::which_in("bwrap", Some(&options.search_path), "/")
         .map_err(|_| Unavailable::new("bubblewrap is not installed (no bwrap on PATH)"))?;
     let bwrap = std::fs::canonicalize(&bwrap)
@@ -65,6 +73,7 @@ pub async fn probe(options: &ProbeOptions) -> Result<Walls, Unavailable> {
         shim,
         landlock: None,
         run_as: root.then_some((ROOT_FALLBACK_ID, ROOT_FALLBACK_ID)),
+        spawner,
     };
     let mut trial = Spec::new([path_string(&candidate.shim), PROBE_ARG.to_owned()]);
     trial.timeout_ms = PROBE_TIMEOUT_MS;

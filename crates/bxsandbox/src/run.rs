@@ -115,10 +115,13 @@ pub(crate) async fn run_unchecked(spec: &Spec, walls: &Walls) -> Result<Outcome,
         command.uid(uid).gid(gid);
     }
     let started = Instant::now();
-    let mut child = command.spawn().map_err(|source| RunError::Spawn {
-        bwrap: walls.bwrap().display().to_string(),
-        source,
-    })?;
+    let mut child = walls
+        .spawner
+        .spawn(&mut command)
+        .map_err(|source| RunError::Spawn {
+            bwrap: walls.bwrap().display().to_string(),
+            source,
+        })?;
 
     let (stop, stopped) = watch::channel(false);
     let cap = spec.max_output_bytes;

@@ -2,6 +2,7 @@
 //! A module of its own so that `probe` (which makes them) and `run` (which takes them) do not
 //! import each other.
 
+use crate::spawn::Spawner;
 use std::path::{Path, PathBuf};
 
 /// The walls a successful probe found; the only way to get one is `probe`.
@@ -11,6 +12,7 @@ pub struct Walls {
     pub(crate) shim: PathBuf,
     pub(crate) landlock: Option<u32>,
     pub(crate) run_as: Option<(u32, u32)>,
+    pub(crate) spawner: Spawner,
 }
 
 impl Walls {

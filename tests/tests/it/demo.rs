@@ -118,6 +118,8 @@ fn the_demo_runs_tasks_with_tool_calls_on_the_double_through_boxd() {
     assert!(stdout.contains("The echo tool said: banana."), "{stdout}");
     assert!(stdout.contains("turn 1 ended: done"), "{stdout}");
     assert!(stdout.contains("turn 2 ended: done"), "{stdout}");
+    assert!(stdout.contains("→ exec"), "{stdout}");
+    assert!(stdout.contains("5 total"), "{stdout}");
 }
 
 #[test]
@@ -132,4 +134,6 @@ fn the_demo_runs_tasks_with_tool_calls_on_the_real_model_through_boxd() {
     assert!(stdout.contains("→ clock"), "{stdout}");
     assert!(stdout.contains("(call 2): banana"), "{stdout}");
     assert!(stdout.contains("turn 2 ended: done"), "{stdout}");
+    assert!(stdout.contains("→ exec"), "{stdout}");
+    assert!(stdout.contains("5 total"), "{stdout}");
 }

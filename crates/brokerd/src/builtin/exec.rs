@@ -51,8 +51,8 @@ const PARAMS: [Param; 4] = [
         kind: Kind::String,
         required: false,
         description: "Absolute working directory; it must lie under a directory this \
-                      session's grant binds. Default: its first read-write directory, else \
-                      /tmp.",
+                      session's grant binds. Default (or empty): its first read-write \
+                      directory, else /tmp.",
     },
     Param {
         name: "stdin",
@@ -65,9 +65,18 @@ const PARAMS: [Param; 4] = [
         kind: Kind::Count,
         required: false,
         description: "Stop the program after this many milliseconds (at most the grant's \
-                      limit).",
+                      limit). Default (or 0): the grant's limit.",
     },
 ];
+
+/// Starts bubblewrap registered with brokerd's `reaper`: brokerd reaps the zombie children it
+/// did not spawn, and would otherwise take bubblewrap's exit status, failing the run (or the
+/// probe) with ECHILD.
+pub fn registered_spawner() -> bxsandbox::Spawner {
+    bxsandbox::Spawner::new(|command| {
+        crate::reaper::spawn_registered(|| command.spawn(), tokio::process::Child::id)
+    })
+}
 
 /// Whether the sandbox can be made here: the walls a probe found, or why not.
 #[derive(Debug, Clone)]
@@ -88,7 +97,7 @@ impl Default for Sandbox {
 impl Sandbox {
     /// Probes once (`bxsandbox::probe`) with `options`.
     pub async fn probe(options: &ProbeOptions) -> Sandbox {
-        match bxsandbox::probe(options).await {
+        match bxsandbox::probe_with(options, registered_spawner()).await {
             Ok(walls) => Sandbox::Ready(walls),
             Err(unavailable) => Sandbox::Unavailable(unavailable.reason),
         }
@@ -181,7 +190,9 @@ fn checked(arguments: &Value, ctx: CallContext<'_>) -> Result<Call, ToolError> {
     let program = program::allowed(&given, grant)?;
     let mut argv: Vec<String> = given.iter().map(|a| (*a).to_owned()).collect();
     argv[0] = program.path;
-    let cwd = match args.str("cwd") {
+    // Small local models fill every optional key with its empty value (Qwen2.5-Coder-0.5B
+    // sends `"cwd": ""` and `"timeout_ms": 0` with every call): those mean "not given".
+    let cwd = match args.str("cwd").filter(|cwd| !cwd.is_empty()) {
         Some(cwd) if !cwd.starts_with('/') => {
             return Err(ToolError::InvalidArguments(format!(
                 "key \"cwd\" must be an absolute path, not {cwd:?}"
@@ -199,12 +210,7 @@ fn checked(arguments: &Value, ctx: CallContext<'_>) -> Result<Call, ToolError> {
     let limit = grant
         .timeout_ms
         .unwrap_or(bxsandbox::spec::DEFAULT_TIMEOUT_MS);
-    let timeout_ms = match args.count("timeout_ms") {
-        Some(0) => {
-            return Err(ToolError::InvalidArguments(
-                "key \"timeout_ms\" is 0: give a positive time".to_owned(),
-            ));
-        }
+    let timeout_ms = match args.count("timeout_ms").filter(|asked| *asked != 0) {
         Some(asked) if asked > limit => {
             return Err(ToolError::InvalidArguments(format!(
                 "key \"timeout_ms\" is {asked}; this grant allows at most {limit}"

@@ -24,6 +24,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod empty_optionals;
 mod fail_closed;
 
 /// `bxsandbox-shim` in the target directory this test binary was built into.

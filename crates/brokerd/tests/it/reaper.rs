@@ -2,7 +2,7 @@
 //! (those are tokio's, or here the test's, to wait for: stealing their exit status would make
 //! that wait fail). Every child in this file is a direct child of the test process.
 //!
-//! `reap_adopted` reaps every zombie child of its process that it was not told of, so the two
+//! `reap_adopted` reaps every zombie child of its process that it was not told of, so the
 //! reaper tests run each in a process of its own (rusty-fork): in this binary's process, other
 //! tests wait for children of their own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -37,6 +37,22 @@ fn wait_for_exit(pid: u32) {
 }
 
 rusty_fork_test! {
+    #[test]
+    fn reaper_leaves_the_sandboxs_bubblewrap_to_its_run() {
+        // exec's bubblewrap is a child brokerd waits for itself: started through the
+        // registered spawner, a zombie of it is not the reaper's (with `Spawner::plain()` the
+        // reaper takes it and the wait fails with ECHILD, as brokerd's probe did).
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let spawner = brokerd::builtin::exec::registered_spawner();
+            let mut child = spawner.spawn(&mut tokio::process::Command::new("true")).unwrap();
+            let pid = child.id().unwrap();
+            wait_for_exit(pid);
+            assert!(!reap_adopted().contains(&pid));
+            assert!(child.wait().await.unwrap().success());
+        });
+    }
+
     #[test]
     fn reaper_reaps_a_zombie_child_it_did_not_spawn() {
         let child = Command::new("true").spawn().unwrap();
