@@ -25,6 +25,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod fail_closed;
+mod limits;
+mod output;
+mod setuid;
 
 /// `bxsandbox-shim` in the target directory this test binary was built into.
 fn shim() -> PathBuf {
