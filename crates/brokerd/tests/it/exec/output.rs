@@ -74,7 +74,8 @@ impl Daemon {
     async fn exec(&self, argv: &[&str]) -> ToolResponse {
         let args = json!({ "argv": argv }).to_string();
         let call = serde_json::to_vec(&request("main", 1, "exec", &args)).unwrap();
-        let (status, bytes) = common::http(&self.socket, Method::POST, "/v1/call", Some(call)).await;
+        let (status, bytes) =
+            common::http(&self.socket, Method::POST, "/v1/call", Some(call)).await;
         assert_eq!(status, StatusCode::OK, "{}", self.log());
         serde_json::from_slice(&bytes).unwrap()
     }

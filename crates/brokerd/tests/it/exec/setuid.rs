@@ -37,7 +37,9 @@ async fn a_setuid_root_binary_gains_nothing_inside() {
     let id = id.to_str().unwrap();
 
     // The control: on the host, run as nobody, the copy does make its caller root.
-    let (nobody, _) = walls.run_as().unwrap_or((bxsandbox::probe::ROOT_FALLBACK_ID, 0));
+    let (nobody, _) = walls
+        .run_as()
+        .unwrap_or((bxsandbox::probe::ROOT_FALLBACK_ID, 0));
     let host = Command::new("setpriv")
         .args([
             &format!("--reuid={nobody}"),
