@@ -113,7 +113,7 @@ fn main() {
         assert!(
             matches!(&answer, ToolResponse::Result { content, .. }
                 if content.starts_with("status: exited with status 0\n")),
-            "{answer:?}"
+            "call {n}: {answer:?}"
         );
         let started = Instant::now();
         let status = Command::new("true").status().unwrap();
