@@ -26,6 +26,9 @@ use std::sync::Arc;
 
 mod empty_optionals;
 mod fail_closed;
+mod limits;
+mod output;
+mod setuid;
 
 /// `bxsandbox-shim` in the target directory this test binary was built into.
 fn shim() -> PathBuf {
