@@ -5,8 +5,6 @@
 //! child's context label, so whatever the child read taints the parent as if it had read it.
 
 #[cfg(test)]
-mod dispatch_tests;
-#[cfg(test)]
 mod tests;
 
 use crate::baseline;

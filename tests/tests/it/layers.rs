@@ -3,7 +3,7 @@
 //! top-level modules import each other in a loop, and loopd's modules sit in layers that only
 //! import downwards. A module is said to import another when its text names `crate::other`
 //! (as `use` lines and paths do); inline `#[cfg(test)] mod` blocks and comments do not count.
-//! Test files count as the module they sit in (`engine/faults_tests.rs` is `engine`), so a unit test
+//! Test files count as the module they sit in (`engine/tests/faults.rs` is `engine`), so a unit test
 //! imports only its own layer and those below; loopd's tests that need a higher layer to set
 //! up what they check live in its top-level `tests` module, the top layer.
 

@@ -8,16 +8,14 @@
 //! back, does the turn's background work (summaries, compaction) on the background slot, and
 //! takes the next task. The lane stays busy through the background work: one writer per log.
 
-#[cfg(test)]
-mod background_work_tests;
 mod compact;
-#[cfg(test)]
-mod faults_tests;
 mod idle;
 mod lane;
 mod pool;
 mod status;
 mod task_ids;
+#[cfg(test)]
+mod tests;
 mod unwind;
 mod waiting;
 mod worker;

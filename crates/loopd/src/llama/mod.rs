@@ -5,23 +5,17 @@
 //! for its calls through `blocking::Blocking`.
 
 mod client;
-#[cfg(test)]
-mod client_tests;
 mod endpoint;
 mod error;
-#[cfg(test)]
-mod errors_tests;
 mod measure;
 mod message;
 mod options;
 mod props;
-#[cfg(test)]
-mod ready_tests;
 mod retry;
 mod sse;
 mod stream;
 #[cfg(test)]
-pub(crate) mod test_support;
+pub(crate) mod tests;
 mod transport;
 mod wire;
 

@@ -285,5 +285,4 @@ fn stream_error(error: ErrorObject) -> InferError {
 }
 
 #[cfg(test)]
-#[path = "stream_tests.rs"]
 mod tests;

@@ -16,19 +16,15 @@
 
 mod baseline;
 pub(crate) mod create;
-#[cfg(test)]
-mod create_tests;
 mod error;
-#[cfg(test)]
-mod format_fixture_tests;
 mod fsync;
 mod hold;
 mod index;
-#[cfg(test)]
-mod index_tests;
 mod line;
 mod log;
 mod scan;
+#[cfg(test)]
+mod tests;
 
 pub use baseline::{BASELINE_FORMAT_VERSION, Baseline};
 pub use error::StoreError;

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use crate::config::Config;
-use crate::llama::test_support::Fake;
+use crate::llama::tests::support::Fake;
 use crate::session::{Session, Store};
 use crate::tools::{Registry, ToolPort};
 use crate::turn::{Runtime, Stop, TurnError, run_turn, start_turn};

@@ -6,7 +6,7 @@
 
 use crate::baseline::context_labels;
 use crate::config::Config;
-use crate::llama::test_support::Fake;
+use crate::llama::tests::support::Fake;
 use crate::session::{Session, Store};
 use crate::tools::{Registry, ToolPort, echo_schema};
 use crate::turn::{Runtime, Stop, run_turn, start_turn};

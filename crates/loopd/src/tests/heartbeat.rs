@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::engine::{Engine, EngineParts, ToolSource};
 use crate::heartbeat::{BeatCounts, HEARTBEAT_PROMPT_FILE, Heartbeat, HeartbeatOptions, list};
 use crate::llama::ServerInfo;
-use crate::llama::test_support::Fake;
+use crate::llama::tests::support::Fake;
 use crate::session::Store;
 use crate::tools::{FakeTools, Registry, ToolPort};
 use proto::{ToolRequest, ToolResponse};

@@ -2,7 +2,8 @@
 //! around them, run against fakellama in-process on the shared test bed (`bed`).
 //!
 //! A test of one module's internals lives beside that module (`<module>/tests.rs`,
-//! `<module>/*_tests.rs`) and imports only its own layer and those below, as the module does.
+//! `<module>/tests/<topic>.rs`) and imports only its own layer and those below, as the module
+//! does.
 //! A test that needs a higher layer to set up what it checks (a turn to test compaction, the
 //! engine to test the heartbeat) lives here instead: this module sits above every layer
 //! (`tests/tests/it/layers.rs` places it), so no test file makes an import loop between

@@ -3,7 +3,7 @@
 //! labels, and `read_output` reads pages of it back under the same labels.
 
 use crate::config::Config;
-use crate::llama::test_support::Fake;
+use crate::llama::tests::support::Fake;
 use crate::outputs::{self, Page, READ_OUTPUT};
 use crate::session::{Session, Store};
 use crate::tools::{Registry, ToolPort};

@@ -2,7 +2,7 @@
 //! The turn engine against fakellama in-process: steps, limits, labels, stops, prompt stability.
 
 use crate::config::Config;
-use crate::llama::test_support::Fake;
+use crate::llama::tests::support::Fake;
 use crate::session::{Session, Store};
 use crate::tools::{FakeTools, Registry, ToolPort};
 use crate::turn::{Runtime, Stop, TurnError, run_turn, start_turn};

@@ -6,7 +6,7 @@
 //! a model that repeats a call is told so and its turn ends early.
 
 use crate::config::Config;
-use crate::llama::test_support::Fake;
+use crate::llama::tests::support::Fake;
 use crate::session::{Session, Store};
 use crate::tools::{FakeTools, Registry};
 use crate::turn::{CUT_CALL, Runtime, Stop, run_turn, start_turn};

@@ -1,6 +1,6 @@
 //! loopd's integration tests: what goes through its public surface (the daemon binary, the
 //! HTTP API, the CLI, the brokerd client), in one test binary with a module per concern.
-//! Tests of one internal module are unit tests beside its code (`src/<module>/*_tests.rs`).
+//! Tests of one internal module are unit tests beside its code (`src/<module>/tests.rs` or `src/<module>/tests/`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod api_common;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::Blocking;
-use crate::llama::test_support::{
+use crate::llama::tests::support::{
     Fake, TEST_ATTEMPTS, attempts_of, chat_retry, client_for, content_of, dead_url, runtime, user,
 };
 use crate::llama::{ChatEvent, InferError};

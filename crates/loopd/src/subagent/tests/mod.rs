@@ -3,9 +3,11 @@
 //! whose answer and labels come back as the tool result; depth, per-turn and id limits; a
 //! stopped parent stops its child; a failed child is a failed result, not a hung turn.
 
+mod dispatch;
+
 use crate::baseline::{context_labels, tool_names};
 use crate::config::Config;
-use crate::llama::test_support::Fake;
+use crate::llama::tests::support::Fake;
 use crate::session::{Session, Store};
 use crate::subagent::{SUBAGENT, SUBAGENT_PROMPT, registry_for};
 use crate::tools::{Registry, ToolPort};

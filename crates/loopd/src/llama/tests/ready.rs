@@ -4,7 +4,7 @@
 
 use crate::blocking::Blocking;
 use crate::config::{Expect, Slots};
-use crate::llama::test_support::{Fake, client_for, dead_url, runtime};
+use crate::llama::tests::support::{Fake, client_for, dead_url, runtime};
 use crate::llama::{Health, InferError, ServerInfo, check_expectations};
 
 /// Long enough that the first `/health` surely falls inside the loading period.

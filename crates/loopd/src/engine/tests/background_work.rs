@@ -7,7 +7,7 @@ use crate::api::{Backend, Submitted};
 use crate::config::Config;
 use crate::engine::{Engine, EngineParts, ToolSource};
 use crate::llama::ServerInfo;
-use crate::llama::test_support::Fake;
+use crate::llama::tests::support::Fake;
 use crate::session::Store;
 use crate::tools::{FakeTools, Registry};
 use bxcore::{LogRecord, SessionId, TurnEnd, TurnEvent};

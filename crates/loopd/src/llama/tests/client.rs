@@ -2,7 +2,7 @@
 //! reasoning, usage, the API key, and a Unix socket.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::llama::test_support::{Fake, chat_once, chat_retry, client_for, content_of, user};
+use crate::llama::tests::support::{Fake, chat_once, chat_retry, client_for, content_of, user};
 use crate::llama::{ChatEvent, ChatMessage, ChatRequest, Client, InferError, ToolSchema};
 use bxcore::ToolCall;
 use serde_json::{Value, json};

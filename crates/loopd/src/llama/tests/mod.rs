@@ -1,0 +1,7 @@
+//! The llama client's tests, against fakellama in-process (`support`, which every loopd test
+//! that needs a model shares).
+
+mod client;
+mod errors;
+mod ready;
+pub(crate) mod support;
