@@ -14,12 +14,13 @@
 )]
 
 use bxcore::{CallId, Labels, SessionId};
-use e2e::bin_dir;
 use loopd::blocking::Blocking;
 use loopd::broker::Broker;
 use proto::{ToolRequest, ToolResponse};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+mod support;
+use support::report;
 
 /// Calls measured per kind.
 const CALLS: usize = 2_000;
@@ -34,72 +35,16 @@ fn rss_kb(pid: u32, field: &str) -> String {
         .to_string()
 }
 
-fn report(name: &str, mut samples: Vec<Duration>) {
-    samples.sort();
-    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
-    println!(
-        "{name}: n={} p50={:?} p99={:?}",
-        samples.len(),
-        at(0.5),
-        at(0.99)
-    );
-}
-
-/// A process this bench started but is not the parent of; killed when dropped.
-struct Detached(u32);
-
-impl Detached {
-    fn id(&self) -> u32 {
-        self.0
-    }
-}
-
-impl Drop for Detached {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.to_string()).status();
-    }
-}
-
 fn main() {
-    let brokerd = bin_dir().join("brokerd");
-    assert!(
-        brokerd.is_file(),
-        "{} is missing: run `cargo build --release -p brokerd` first",
-        brokerd.display()
+    let running = support::start_brokerd(
+        "[[grants]]\ntool = \"echo\"\n",
+        &[],
+        "cargo build --release -p brokerd",
     );
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("brokerd.sock");
-    let config = dir.path().join("brokerd.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "socket = {socket:?}\nstate_dir = {:?}\n[[grants]]\ntool = \"echo\"\n",
-            dir.path().join("state")
-        ),
-    )
-    .unwrap();
-    let started = Command::new("sh")
-        .arg("-c")
-        .arg("\"$0\" --config \"$1\" >/dev/null 2>&1 </dev/null & echo $!")
-        .arg(&brokerd)
-        .arg(&config)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    let pid: u32 = String::from_utf8_lossy(&started.stdout)
-        .trim()
-        .parse()
-        .unwrap();
-    let running = Detached(pid);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "brokerd did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     println!(
         "brokerd idle: RSS {} kB (peak {} kB)",
-        rss_kb(running.id(), "VmRSS:"),
-        rss_kb(running.id(), "VmHWM:")
+        rss_kb(running.process.0, "VmRSS:"),
+        rss_kb(running.process.0, "VmHWM:")
     );
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -107,7 +52,11 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let broker = Broker::new(socket, 5_000, Blocking::new(rt.handle().clone()));
+    let broker = Broker::new(
+        running.socket.clone(),
+        5_000,
+        Blocking::new(rt.handle().clone()),
+    );
     let request = |n: usize, tool: &str| ToolRequest {
         session: SessionId::new("bench").unwrap(),
         turn: 1,
@@ -140,7 +89,7 @@ fn main() {
     println!(
         "brokerd after {} calls: RSS {} kB (peak {} kB)",
         2 * CALLS,
-        rss_kb(running.id(), "VmRSS:"),
-        rss_kb(running.id(), "VmHWM:")
+        rss_kb(running.process.0, "VmRSS:"),
+        rss_kb(running.process.0, "VmHWM:")
     );
 }

@@ -14,87 +14,38 @@
 )]
 
 use bxcore::{CallId, Labels, SessionId};
-use e2e::bin_dir;
 use loopd::blocking::Blocking;
 use loopd::broker::Broker;
 use loopd::tools::ToolPort;
 use proto::{ToolRequest, ToolResponse};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+mod support;
+use support::report;
 
 /// Calls measured per kind.
 const RUNS: usize = 200;
 /// Calls made first and not measured (the first runs page bubblewrap and the shim in).
 const WARMUP: usize = 10;
-/// How long brokerd may take to serve its socket.
-const START_WAIT: Duration = Duration::from_secs(20);
-
-fn report(name: &str, mut samples: Vec<Duration>) {
-    samples.sort();
-    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
-    println!(
-        "{name}: n={} p50={:.2} ms p99={:.2} ms",
-        samples.len(),
-        at(0.5).as_secs_f64() * 1e3,
-        at(0.99).as_secs_f64() * 1e3
-    );
-}
-
-/// A process this bench started but is not the parent of; killed when dropped.
-struct Detached(u32);
-
-impl Drop for Detached {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.to_string()).status();
-    }
-}
 
 fn main() {
-    let brokerd = bin_dir().join("brokerd");
-    let shim = bin_dir().join("bxsandbox-shim");
-    assert!(
-        brokerd.is_file() && shim.is_file(),
-        "{} or {} is missing: run `cargo build --release -p brokerd -p bxsandbox --bins` first",
-        brokerd.display(),
-        shim.display()
+    let running = support::start_brokerd(
+        "[[grants]]\ntool = \"exec\"\nprograms = [\"true\"]\n",
+        &["bxsandbox-shim"],
+        "cargo build --release -p brokerd -p bxsandbox --bins",
     );
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("brokerd.sock");
-    let config = dir.path().join("brokerd.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "socket = {socket:?}\nstate_dir = {:?}\n[[grants]]\ntool = \"exec\"\n\
-             programs = [\"true\"]\n",
-            dir.path().join("state")
-        ),
-    )
-    .unwrap();
-    let started = Command::new("sh")
-        .arg("-c")
-        .arg("\"$0\" --config \"$1\" >/dev/null 2>&1 </dev/null & echo $!")
-        .arg(&brokerd)
-        .arg(&config)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    let pid: u32 = String::from_utf8_lossy(&started.stdout)
-        .trim()
-        .parse()
-        .unwrap();
-    let _running = Detached(pid);
-    let deadline = Instant::now() + START_WAIT;
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "brokerd did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
-    let broker = Broker::new(socket, 30_000, Blocking::new(rt.handle().clone()));
+    let broker = Broker::new(
+        running.socket.clone(),
+        30_000,
+        Blocking::new(rt.handle().clone()),
+    );
     let request = |n: usize| ToolRequest {
         session: SessionId::new("bench").unwrap(),
         turn: 1,
