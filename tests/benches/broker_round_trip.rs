@@ -65,6 +65,7 @@ fn main() {
         arguments: "{\"text\":\"ping\"}".into(),
         context: Labels::PUBLIC,
         counts_for: None,
+        approval: None,
     };
     use loopd::tools::ToolPort;
     for (tool, expect_denied) in [("echo", false), ("read_file", true)] {

@@ -54,6 +54,7 @@ fn main() {
         arguments: "{\"argv\":[\"true\"]}".into(),
         context: Labels::PUBLIC,
         counts_for: None,
+        approval: None,
     };
     let mut through_brokerd = Vec::with_capacity(RUNS);
     let mut direct = Vec::with_capacity(RUNS);

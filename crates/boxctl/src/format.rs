@@ -221,6 +221,28 @@ impl EventPrinter {
                     .push_str(&tool_result_line(outcome, *bytes, *truncated, *untrusted));
                 p.out.push('\n');
             }
+            TurnEvent::ApprovalRequested {
+                approval,
+                tool,
+                arguments,
+                reason,
+                ..
+            } => {
+                self.break_line(&mut p.out);
+                p.out.push_str(&format!(
+                    "? approval {approval}: {} {} ({}); answer with boxctl approve {approval} or boxctl deny {approval}\n",
+                    one_line(tool, None),
+                    one_line(arguments.trim(), Some(MAX_ARGUMENT_CHARS)),
+                    one_line(reason, None)
+                ));
+            }
+            TurnEvent::ApprovalDecided {
+                approval, decision, ..
+            } => {
+                self.break_line(&mut p.out);
+                p.out
+                    .push_str(&format!("  approval {approval}: {decision}\n"));
+            }
             TurnEvent::Ended { end, .. } => {
                 self.break_line(&mut p.out);
                 if let Some(why) = end_message(end) {
@@ -378,6 +400,38 @@ pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
                 "{} turn {turn} ended: {}",
                 clock(time),
                 end_words(end)
+            )]
+        }
+        LogRecord::ApprovalRequested {
+            time,
+            approval,
+            tool,
+            arguments,
+            reason,
+            ..
+        } => vec![format!(
+            "{} approval {approval} asked: {} {} ({})",
+            clock(time),
+            one_line(tool, None),
+            one_line(arguments.trim(), Some(MAX_ARGUMENT_CHARS)),
+            one_line(reason, None)
+        )],
+        LogRecord::ApprovalDecided {
+            time,
+            approval,
+            decision,
+            uid,
+            reason,
+            ..
+        } => {
+            let by = uid.map(|uid| format!(" by uid {uid}")).unwrap_or_default();
+            let why = reason
+                .as_deref()
+                .map(|r| format!(": {}", one_line(r, None)))
+                .unwrap_or_default();
+            vec![format!(
+                "{} approval {approval} {decision}{by}{why}",
+                clock(time)
             )]
         }
         LogRecord::Note { time, text } => {

@@ -61,6 +61,8 @@ pub enum AuditDecision {
     Denied,
     /// The tool failed or ran past its time.
     Failed,
+    /// The grant asks the owner first: nothing ran, an approval was minted.
+    Asked,
 }
 
 /// One line of the audit log.
@@ -166,6 +168,7 @@ impl AuditRecord {
                 (AuditDecision::Denied, Some(*reason), 0, *labels, false)
             }
             ToolResponse::Failed { labels, .. } => (AuditDecision::Failed, None, 0, *labels, false),
+            ToolResponse::Ask { .. } => (AuditDecision::Asked, None, 0, None, false),
         };
         AuditRecord {
             reason,

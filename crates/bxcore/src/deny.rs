@@ -22,6 +22,13 @@ pub enum DenyReason {
     RateLimit,
     /// No tool of that name exists.
     UnknownTool,
+    /// The grant asks the owner first, and the owner denied the call, did not answer in time,
+    /// or the wait was void (loopd's words then say which).
+    NotApproved,
+    /// The call came with an approval brokerd does not accept: one it never minted (or minted
+    /// before a restart), one used already, one for another session, tool or arguments, or
+    /// one that expired.
+    ApprovalRefused,
 }
 
 impl DenyReason {
@@ -40,6 +47,10 @@ impl DenyReason {
             DenyReason::HostNotAllowed => "Denied: the host is not on the allowed hosts",
             DenyReason::RateLimit => "Denied: this tool was called too often in this turn",
             DenyReason::UnknownTool => "Denied: there is no tool of that name",
+            DenyReason::NotApproved => "Denied: the owner did not approve this call",
+            DenyReason::ApprovalRefused => {
+                "Denied: the approval does not hold for this call (unknown, used, for another call, or expired)"
+            }
         }
     }
 }

@@ -1,6 +1,9 @@
 //! What a running turn reports as it goes: streamed to `boxctl` as server-sent events.
 
-use crate::{CallId, DataClass, Labels, SessionId, ToolCall, ToolOutcome, TurnEnd, Usage};
+use crate::{
+    ApprovalDecision, ApprovalId, CallId, DataClass, Labels, SessionId, ToolCall, ToolOutcome,
+    TurnEnd, Usage,
+};
 use serde::{Deserialize, Serialize};
 
 /// The model server's timings of one call (llama-server's `timings`).
@@ -81,6 +84,31 @@ pub enum TurnEvent {
         truncated: bool,
         /// Its length in bytes, as the model saw it.
         bytes: u64,
+    },
+    /// brokerd asks the owner about a call, and the turn waits (sent after the session log
+    /// holds the request). Answer it with `POST /v1/approvals/{approval}`.
+    ApprovalRequested {
+        /// The call's number in the session.
+        call: CallId,
+        /// brokerd's id for it.
+        approval: ApprovalId,
+        /// The tool that would run.
+        tool: String,
+        /// Its arguments (JSON text): what would run.
+        arguments: String,
+        /// Why brokerd asks.
+        reason: String,
+        /// How long the turn waits, in milliseconds.
+        timeout_ms: u64,
+    },
+    /// The wait for an approval ended (sent after the session log holds the decision).
+    ApprovalDecided {
+        /// The call's number in the session.
+        call: CallId,
+        /// brokerd's id for it.
+        approval: ApprovalId,
+        /// What became of it.
+        decision: ApprovalDecision,
     },
     /// The turn ended; the last event of a turn.
     Ended {

@@ -30,7 +30,7 @@ impl SessionId {
 
 /// Checks that `s` is 1 to `max_bytes` bytes of `[A-Za-z0-9._-]` not starting with `.`; the
 /// error names `what`.
-fn check_name(what: &'static str, s: &str, max_bytes: usize) -> Result<(), ValueError> {
+pub(crate) fn check_name(what: &'static str, s: &str, max_bytes: usize) -> Result<(), ValueError> {
     let refuse = |why: String| Err(ValueError::new(what, why));
     if s.is_empty() {
         return refuse(format!(

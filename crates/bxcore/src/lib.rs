@@ -4,6 +4,7 @@
 //! Everything that crosses a process boundary or lands on disk is built from these types, so
 //! each one validates itself on construction and on deserialisation.
 
+mod approval;
 mod deny;
 mod error;
 mod event;
@@ -13,6 +14,7 @@ mod record;
 pub mod sanitize;
 mod time;
 
+pub use approval::{APPROVAL_ID_MAX_BYTES, ApprovalDecision, ApprovalId};
 pub use deny::{DenyReason, denial_message};
 pub use error::ValueError;
 pub use event::{ModelTimings, TurnEvent};

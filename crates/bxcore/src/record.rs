@@ -3,7 +3,9 @@
 //! The log is append-only; these types are its on-disk format, so every variant refuses
 //! fields it does not know rather than dropping them silently.
 
-use crate::{CallId, DataClass, DenyReason, SessionId, TaskId, Timestamp};
+use crate::{
+    ApprovalDecision, ApprovalId, CallId, DataClass, DenyReason, SessionId, TaskId, Timestamp,
+};
 use serde::{Deserialize, Serialize};
 
 /// The format version written in every log's header. A reader accepts this version and any
@@ -209,6 +211,47 @@ pub enum LogRecord {
         /// How it ended.
         end: TurnEnd,
     },
+    /// brokerd asked the owner about a call of this turn, and the turn waits for the answer.
+    /// Written before anyone is told (event, API, notification), so an approval nobody
+    /// recorded is never shown. Never sent to the model.
+    ApprovalRequested {
+        /// When.
+        time: Timestamp,
+        /// The call it is about.
+        call: CallId,
+        /// brokerd's id for it.
+        approval: ApprovalId,
+        /// The tool that would run (a `call_tool`'s target).
+        tool: String,
+        /// Its arguments as brokerd got them (JSON text): what would run.
+        arguments: String,
+        /// Why brokerd asks ("write_file after untrusted text entered the session").
+        reason: String,
+        /// The class of the session's context when it asked.
+        class: DataClass,
+        /// Whether that context was untrusted.
+        untrusted: bool,
+        /// How long the turn waits for an answer, in milliseconds.
+        timeout_ms: u64,
+    },
+    /// What became of an [`LogRecord::ApprovalRequested`]: the owner's answer, silence, or a
+    /// wait made void (cancelled turn, restart). Never sent to the model.
+    ApprovalDecided {
+        /// When.
+        time: Timestamp,
+        /// The call it is about.
+        call: CallId,
+        /// brokerd's id for it.
+        approval: ApprovalId,
+        /// What became of it.
+        decision: ApprovalDecision,
+        /// The user id of the peer that answered (`SO_PEERCRED`); absent when nobody did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uid: Option<u32>,
+        /// The owner's reason for a denial, or loopd's words for a timeout or a void wait.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// A remark for people reading the log (a failed compaction, a recovery); never sent to
     /// the model.
     Note {
@@ -232,6 +275,8 @@ impl LogRecord {
             LogRecord::ToolResult { .. } => "tool_result",
             LogRecord::ToolSummary { .. } => "tool_summary",
             LogRecord::TurnEnd { .. } => "turn_end",
+            LogRecord::ApprovalRequested { .. } => "approval_requested",
+            LogRecord::ApprovalDecided { .. } => "approval_decided",
             LogRecord::Note { .. } => "note",
         }
     }

@@ -50,6 +50,15 @@ pub fn user_groups(uid: u32, allowed_gid: u32) -> Vec<u32> {
     groups
 }
 
+/// Who sent a request, as the kernel said when the connection was accepted (`SO_PEERCRED`):
+/// the server puts it into every request's extensions after the peer check passed, so a
+/// handler can record who answered (loopd's approvals keep the deciding uid).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerUser {
+    /// The peer process's user id.
+    pub uid: u32,
+}
+
 /// Checks the user of `stream`'s peer: root, `own_uid`, or a member of `allowed_gid` (the
 /// user database is read on the blocking pool, and only when the ids alone do not decide).
 /// The peer's credentials when it may connect, for the daemon's further checks; otherwise why

@@ -152,6 +152,11 @@ async fn connection<H: Handler>(
         answer_and_close(stream, answer, limits, name).await;
         return;
     }
+    // Read once, after the check passed: every request on the connection carries it.
+    let peer = stream
+        .peer_cred()
+        .ok()
+        .map(|c| crate::peer::PeerUser { uid: c.uid() });
     let withheld = Arc::new(Withheld::default());
     let io = TokioIo::new(Metered::new(
         Withhold::new(stream, Arc::clone(&withheld)),
@@ -162,7 +167,10 @@ async fn connection<H: Handler>(
     let noted = Arc::clone(&withheld);
     let service = service_fn(move |request: Request<Incoming>| {
         let in_flight = InFlight::start(Arc::clone(&counted));
-        let request = request.map(|body| RequestBody::new(body, Arc::clone(&counted)));
+        let mut request = request.map(|body| RequestBody::new(body, Arc::clone(&counted)));
+        if let Some(peer) = peer {
+            request.extensions_mut().insert(peer);
+        }
         let answer = answering.handle(request);
         let noted = Arc::clone(&noted);
         async move {

@@ -167,6 +167,8 @@ pub fn messages_with_carry(
             | LogRecord::PartialAnswer { .. }
             | LogRecord::ToolSummary { .. }
             | LogRecord::TurnEnd { .. }
+            | LogRecord::ApprovalRequested { .. }
+            | LogRecord::ApprovalDecided { .. }
             | LogRecord::Note { .. } => {}
         }
     }

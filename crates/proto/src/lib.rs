@@ -8,8 +8,8 @@ pub mod api;
 mod tool;
 
 pub use tool::{
-    CALL_TOOL, Catalogue, CatalogueTool, FIND_TOOL, LOOPD_TOOLS, READ_OUTPUT, SUBAGENT,
-    ToolRequest, ToolResponse, ToolSchema, TurnRef,
+    ApprovalAsk, ApprovalUse, CALL_TOOL, Catalogue, CatalogueTool, FIND_TOOL, LOOPD_TOOLS,
+    READ_OUTPUT, SUBAGENT, ToolRequest, ToolResponse, ToolSchema, TurnRef,
 };
 
 /// What brokerd's `GET /v1/health` answers: that it is up, and whether its `exec` tool can run

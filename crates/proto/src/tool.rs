@@ -1,6 +1,6 @@
 //! Tool calls between loopd and brokerd, and the schemas tools are described by.
 
-use bxcore::{CallId, DataClass, DenyReason, Labels, SessionId};
+use bxcore::{ApprovalId, CallId, DataClass, DenyReason, Labels, SessionId};
 use serde::{Deserialize, Serialize};
 
 /// A tool as the model sees it: name, description and a JSON Schema of its arguments.
@@ -39,6 +39,46 @@ pub struct ToolRequest {
     /// started it, so children cannot multiply a `max_calls_per_turn`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts_for: Option<TurnRef>,
+    /// The owner's approval of this exact call, when brokerd asked for one
+    /// ([`ToolResponse::Ask`]) and the owner approved: brokerd accepts it once, only for the
+    /// session, tool and argument digest it minted it for, and only before it expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalUse>,
+}
+
+/// An approval loopd sends with a call the owner approved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalUse {
+    /// The id brokerd minted in its [`ToolResponse::Ask`].
+    pub id: ApprovalId,
+    /// The owner approved the tool for the rest of this turn: brokerd then allows later calls
+    /// of the same tool in the same turn of the same session without asking.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub for_turn: bool,
+}
+
+/// brokerd's question to the owner about one call, the answer to a call whose grant says
+/// `approve` (or `when_untrusted = "ask"` in an untrusted context): nothing ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalAsk {
+    /// The approval's id, minted by brokerd and bound to this call.
+    pub id: ApprovalId,
+    /// The tool that would run.
+    pub tool: String,
+    /// The arguments exactly as received (the owner must see what would run; brokerd's audit
+    /// log keeps only their digest).
+    pub arguments: String,
+    /// The calling session.
+    pub session: SessionId,
+    /// The caller's context label.
+    pub context: Labels,
+    /// Why brokerd asks, in words for the owner ("write_file after untrusted text entered
+    /// the session").
+    pub reason: String,
+    /// How long brokerd accepts an approval of it, from now, in milliseconds.
+    pub expires_in_ms: u64,
 }
 
 /// One turn of one session.
@@ -87,6 +127,12 @@ pub enum ToolResponse {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         labels: Option<Labels>,
     },
+    /// The grant asks the owner first: nothing ran. Send the call again with
+    /// [`ToolRequest::approval`] once the owner approved it.
+    Ask {
+        /// The question.
+        approval: ApprovalAsk,
+    },
     /// The broker refused the call.
     Denied {
         /// Why.
@@ -120,7 +166,8 @@ impl ToolResponse {
     }
 
     /// The label of what this answer tells the model: the result's, the tool's for a failure
-    /// or refusal a tool made, public and trusted for the broker's own words.
+    /// or refusal a tool made, public and trusted for the broker's own words (an `Ask` is
+    /// never shown to the model as it is).
     pub fn labels(&self) -> Labels {
         match self {
             ToolResponse::Result {
@@ -129,6 +176,7 @@ impl ToolResponse {
             ToolResponse::Failed { labels, .. } | ToolResponse::Denied { labels, .. } => {
                 labels.unwrap_or(Labels::PUBLIC)
             }
+            ToolResponse::Ask { .. } => Labels::PUBLIC,
         }
     }
 }

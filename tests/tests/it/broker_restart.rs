@@ -35,6 +35,7 @@ fn request(call: u64, tool: &str, arguments: String) -> ToolRequest {
         arguments,
         context: Labels::PUBLIC,
         counts_for: None,
+        approval: None,
     }
 }
 

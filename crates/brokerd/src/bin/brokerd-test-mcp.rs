@@ -264,6 +264,7 @@ fn forge(mut stream: UnixStream, secret: &str) -> anyhow::Result<String> {
         arguments: json!({ "path": secret }).to_string(),
         context: Labels::PUBLIC,
         counts_for: None,
+        approval: None,
     };
     let body = serde_json::to_vec(&request)?;
     let written = write!(

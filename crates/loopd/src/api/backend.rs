@@ -1,10 +1,10 @@
 //! What the HTTP layer needs from loopd: the contract between `api` (HTTP, SSE, peer checks)
 //! and the engine that runs turns. Tests of the HTTP layer use a stand-in.
 
-use bxcore::{SessionId, TurnEvent};
+use bxcore::{ApprovalId, SessionId, TurnEvent};
 use proto::api::{
-    CancelAnswer, CompactAnswer, MemoryList, NotificationList, RecordsPage, SessionList, Status,
-    TaskAccepted, TaskRequest,
+    ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer, MemoryList,
+    NotificationList, RecordsPage, SessionList, Status, TaskAccepted, TaskRequest,
 };
 use std::future::Future;
 use tokio::sync::{broadcast, mpsc};
@@ -73,4 +73,15 @@ pub trait Backend: Send + Sync + 'static {
     fn notifications(&self) -> Result<NotificationList, ApiFailure>;
     /// How loopd, the broker and the model server are.
     fn status(&self) -> impl Future<Output = Status> + Send;
+    /// Every call waiting for the owner's approval, across sessions, oldest first.
+    fn approvals(&self) -> Result<ApprovalList, ApiFailure>;
+    /// The owner's `answer` to approval `id`, from a peer of user `uid`; resolves once the
+    /// decision is in the session log. No call waiting under `id` is [`ApiFailure::NotFound`];
+    /// a bad answer (a reason too long) is [`ApiFailure::BadRequest`].
+    fn answer_approval(
+        &self,
+        id: &ApprovalId,
+        answer: ApprovalAnswer,
+        uid: Option<u32>,
+    ) -> impl Future<Output = Result<ApprovalAnswered, ApiFailure>> + Send;
 }

@@ -3,9 +3,9 @@
 use super::body::{Body, Problem, json, read_json};
 use super::sse::{follow_stream, task_stream};
 use super::{ApiFailure, ApiOptions, Backend, MAX_PAGE_RECORDS};
-use bxcore::SessionId;
+use bxcore::{ApprovalId, SessionId};
 use http::{Method, Request, Response, StatusCode, header};
-use proto::api::{TaskRequest, reserved};
+use proto::api::{ApprovalAnswer, TaskRequest, reserved};
 use std::convert::Infallible;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -37,6 +37,8 @@ enum Route<'a> {
     Status,
     Memory,
     Notifications,
+    Approvals,
+    Approval(&'a str),
 }
 
 impl Route<'_> {
@@ -52,14 +54,19 @@ impl Route<'_> {
             ["status"] => Route::Status,
             ["memory"] => Route::Memory,
             ["notifications"] => Route::Notifications,
+            ["approvals"] => Route::Approvals,
+            ["approvals", id] => Route::Approval(id),
             _ => return None,
         })
     }
 
     fn method(self) -> Method {
         match self {
-            Route::Tasks | Route::Cancel(_) | Route::Compact(_) => Method::POST,
+            Route::Tasks | Route::Cancel(_) | Route::Compact(_) | Route::Approval(_) => {
+                Method::POST
+            }
             Route::Sessions
+            | Route::Approvals
             | Route::Session(_)
             | Route::Events(_)
             | Route::Status
@@ -99,6 +106,11 @@ pub(super) fn page_query(query: Option<&str>, default_limit: u64) -> Result<(u64
 fn session_id(raw: &str) -> Result<SessionId, Problem> {
     SessionId::new(raw)
         .map_err(|e| Problem::bad_request(format!("bad session id in the path: {e}")))
+}
+
+fn approval_id(raw: &str) -> Result<ApprovalId, Problem> {
+    ApprovalId::new(raw)
+        .map_err(|e| Problem::bad_request(format!("bad approval id in the path: {e}")))
 }
 
 fn wants_event_stream(headers: &http::HeaderMap) -> bool {
@@ -200,6 +212,16 @@ where
         Route::Status => json(StatusCode::OK, &backend.status().await),
         Route::Memory => answer(blocking(backend, |b| b.memory()).await),
         Route::Notifications => answer(blocking(backend, |b| b.notifications()).await),
+        Route::Approvals => answer(backend.approvals()),
+        Route::Approval(raw) => {
+            let id = approval_id(raw)?;
+            let uid = request
+                .extensions()
+                .get::<bxhttp::peer::PeerUser>()
+                .map(|peer| peer.uid);
+            let body: ApprovalAnswer = read_json(request, ctx.options.max_body_bytes).await?;
+            answer(backend.answer_approval(&id, body, uid).await)
+        }
     })
 }
 
@@ -229,6 +251,11 @@ mod tests {
         assert_eq!(
             Route::parse("/v1/notifications"),
             Some(Route::Notifications)
+        );
+        assert_eq!(Route::parse("/v1/approvals"), Some(Route::Approvals));
+        assert_eq!(
+            Route::parse("/v1/approvals/ap-1"),
+            Some(Route::Approval("ap-1"))
         );
         assert_eq!(Route::parse("/v1/sessions/"), Some(Route::Session("")));
         for unknown in [

@@ -200,6 +200,8 @@ fn message_lines(epoch: &[LogRecord], open_turn: Option<u64>) -> Vec<String> {
             | LogRecord::PartialAnswer { .. }
             | LogRecord::ToolSummary { .. }
             | LogRecord::TurnEnd { .. }
+            | LogRecord::ApprovalRequested { .. }
+            | LogRecord::ApprovalDecided { .. }
             | LogRecord::Note { .. } => {}
         }
     }

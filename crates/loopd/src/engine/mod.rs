@@ -8,6 +8,7 @@
 //! back, does the turn's background work (summaries, compaction) on the background slot, and
 //! takes the next task. The lane stays busy through the background work: one writer per log.
 
+mod approvals;
 mod compact;
 mod idle;
 mod lane;
@@ -27,11 +28,11 @@ use crate::config::Config;
 use crate::llama::{Client, ServerInfo};
 use crate::session::{Store, StoreError};
 use crate::tools::{Registry, ToolPort};
-use bxcore::{SessionId, TurnEvent};
+use bxcore::{ApprovalId, SessionId, TurnEvent};
 use lane::{Lane, Pending, Work};
 use proto::api::{
-    CancelAnswer, CompactAnswer, MemoryList, NotificationList, RecordsPage, SessionInfo,
-    SessionList, Status, TaskRequest,
+    ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer, MemoryList,
+    NotificationList, RecordsPage, SessionInfo, SessionList, Status, TaskRequest,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -411,6 +412,19 @@ impl Backend for Engine {
             cancelled,
             dropped,
         })
+    }
+
+    fn approvals(&self) -> Result<ApprovalList, ApiFailure> {
+        Ok(approvals::list(&self.inner))
+    }
+
+    async fn answer_approval(
+        &self,
+        id: &ApprovalId,
+        answer: ApprovalAnswer,
+        uid: Option<u32>,
+    ) -> Result<ApprovalAnswered, ApiFailure> {
+        approvals::answer(&self.inner, id, answer, uid).await
     }
 
     fn memory(&self) -> Result<MemoryList, ApiFailure> {

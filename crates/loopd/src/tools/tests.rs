@@ -375,6 +375,7 @@ fn request(call: u64, tool: &str, arguments: &str) -> ToolRequest {
         arguments: arguments.to_string(),
         context: Labels::PUBLIC,
         counts_for: None,
+        approval: None,
     }
 }
 

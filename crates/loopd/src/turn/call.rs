@@ -52,6 +52,7 @@ pub fn run_call(
                     session: session.clone(),
                     turn,
                 }),
+                approval: None,
             };
             from_port(rt.port.call(&request))
         }
@@ -115,6 +116,16 @@ fn from_port(response: ToolResponse) -> CallOutcome {
             content, truncated, ..
         } => (content, truncated, ToolOutcome::Ok),
         ToolResponse::Failed { message, .. } => (message, false, ToolOutcome::Failed),
+        ToolResponse::Ask { approval } => (
+            format!(
+                "brokerd asks the owner to approve this call of {} ({}), and nothing ran",
+                approval.tool, approval.reason
+            ),
+            false,
+            ToolOutcome::Denied {
+                reason: bxcore::DenyReason::NotApproved,
+            },
+        ),
         ToolResponse::Denied { reason, detail, .. } => (
             denial_message(reason, detail.as_deref()),
             false,

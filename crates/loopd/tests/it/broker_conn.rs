@@ -65,6 +65,7 @@ fn request(n: u64) -> ToolRequest {
         arguments: format!("{{\"n\":{n}}}"),
         context: Labels::PUBLIC,
         counts_for: None,
+        approval: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn a_broker_that_is_down_gives_failed_tool_broker_unavailable() {
         arguments: "{}".into(),
         context: Labels::PUBLIC,
         counts_for: None,
+        approval: None,
     };
     match ToolPort::call(&broker, &request) {
         ToolResponse::Failed { message, .. } => {
@@ -60,6 +61,7 @@ fn the_port_called_inside_an_async_task_fails_the_call_instead_of_panicking() {
         arguments: "{}".into(),
         context: Labels::PUBLIC,
         counts_for: None,
+        approval: None,
     };
     let (response, catalogue) = rt.block_on(async move {
         tokio::spawn(async move {

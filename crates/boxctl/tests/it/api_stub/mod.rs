@@ -122,6 +122,8 @@ pub fn turn(session: &SessionId, end: TurnEnd) -> Vec<TurnEvent> {
 pub struct Stub {
     pub follow: Mutex<Option<broadcast::Sender<TurnEvent>>>,
     pub followed: Notify,
+    /// Every answer to `ap-1`, with the peer's uid.
+    pub answered: Mutex<Vec<(proto::api::ApprovalAnswer, Option<u32>)>>,
 }
 
 impl Backend for Stub {
@@ -261,6 +263,31 @@ impl Backend for Stub {
             },
         }
     }
+    fn approvals(&self) -> Result<proto::api::ApprovalList, ApiFailure> {
+        Ok(proto::api::ApprovalList {
+            approvals: vec![stub_pending_approval()],
+        })
+    }
+
+    async fn answer_approval(
+        &self,
+        approval: &bxcore::ApprovalId,
+        answer: proto::api::ApprovalAnswer,
+        uid: Option<u32>,
+    ) -> Result<proto::api::ApprovalAnswered, ApiFailure> {
+        if approval.as_str() != "ap-1" {
+            return Err(ApiFailure::NotFound(format!(
+                "no call waits for approval {approval}"
+            )));
+        }
+        self.answered.lock().unwrap().push((answer.clone(), uid));
+        Ok(proto::api::ApprovalAnswered {
+            id: approval.clone(),
+            session: SessionId::new("s1").unwrap(),
+            call: bxcore::CallId(4),
+            decision: answer.answer.decision(),
+        })
+    }
 }
 
 pub struct Served {
@@ -279,6 +306,7 @@ pub fn start() -> Served {
     let stub = Arc::new(Stub {
         follow: Mutex::new(Some(broadcast::channel(16).0)),
         followed: Notify::new(),
+        answered: Mutex::new(Vec::new()),
     });
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(serve(listener, Arc::clone(&stub), options, async move {
@@ -304,4 +332,21 @@ pub async fn boxctl(served: &Served, args: &[&str]) -> (Option<i32>, String, Str
         .unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// The one call the stub says waits for approval: `ap-1`, a `write_file` of session `s1`.
+pub fn stub_pending_approval() -> proto::api::PendingApproval {
+    proto::api::PendingApproval {
+        id: bxcore::ApprovalId::new("ap-1").unwrap(),
+        session: SessionId::new("s1").unwrap(),
+        turn: 3,
+        call: bxcore::CallId(4),
+        tool: "write_file".into(),
+        arguments: r#"{"path":"/srv/notes/a.txt","content":"hello"}"#.into(),
+        reason: "write_file asks the owner first (approve = always)".into(),
+        class: DataClass::Public,
+        untrusted: false,
+        asked: Timestamp::parse("2026-01-02T03:04:05Z").unwrap(),
+        timeout_ms: 600_000,
+    }
 }

@@ -54,6 +54,7 @@ pub fn request(session: &str, turn: u64, tool: &str, arguments: &str) -> ToolReq
         arguments: arguments.to_string(),
         context: Labels::PUBLIC,
         counts_for: None,
+        approval: None,
     }
 }
 

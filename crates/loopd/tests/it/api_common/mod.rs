@@ -78,6 +78,8 @@ pub struct Stub {
     pub follow: broadcast::Sender<TurnEvent>,
     /// The sender of the `slow` session's running turn, once submitted.
     pub slow_turn: Mutex<Option<mpsc::UnboundedSender<TurnEvent>>>,
+    /// Every answer to `ap-1`, with the peer's uid.
+    pub answered: Mutex<Vec<(proto::api::ApprovalAnswer, Option<u32>)>>,
 }
 
 impl Stub {
@@ -88,6 +90,7 @@ impl Stub {
             last_page: Mutex::new(None),
             follow: broadcast::channel(follow_capacity).0,
             slow_turn: Mutex::new(None),
+            answered: Mutex::new(Vec::new()),
         }
     }
 }
@@ -204,6 +207,31 @@ impl Backend for Stub {
 
     async fn status(&self) -> Status {
         status()
+    }
+    fn approvals(&self) -> Result<proto::api::ApprovalList, ApiFailure> {
+        Ok(proto::api::ApprovalList {
+            approvals: vec![stub_pending_approval()],
+        })
+    }
+
+    async fn answer_approval(
+        &self,
+        approval: &bxcore::ApprovalId,
+        answer: proto::api::ApprovalAnswer,
+        uid: Option<u32>,
+    ) -> Result<proto::api::ApprovalAnswered, ApiFailure> {
+        if approval.as_str() != "ap-1" {
+            return Err(ApiFailure::NotFound(format!(
+                "no call waits for approval {approval}"
+            )));
+        }
+        self.answered.lock().unwrap().push((answer.clone(), uid));
+        Ok(proto::api::ApprovalAnswered {
+            id: approval.clone(),
+            session: SessionId::new("s1").unwrap(),
+            call: bxcore::CallId(4),
+            decision: answer.answer.decision(),
+        })
     }
 }
 
@@ -389,4 +417,21 @@ pub fn turn_events(text: &str) -> Vec<TurnEvent> {
         .filter_map(|frame| frame.strip_prefix("event: turn\ndata: "))
         .map(|data| serde_json::from_str(data).unwrap())
         .collect()
+}
+
+/// The one call the stub says waits for approval: `ap-1`, a `write_file` of session `s1`.
+pub fn stub_pending_approval() -> proto::api::PendingApproval {
+    proto::api::PendingApproval {
+        id: bxcore::ApprovalId::new("ap-1").unwrap(),
+        session: SessionId::new("s1").unwrap(),
+        turn: 3,
+        call: bxcore::CallId(4),
+        tool: "write_file".into(),
+        arguments: r#"{"path":"/srv/notes/a.txt","content":"hello"}"#.into(),
+        reason: "write_file asks the owner first (approve = always)".into(),
+        class: DataClass::Public,
+        untrusted: false,
+        asked: Timestamp::parse("2026-01-02T03:04:05Z").unwrap(),
+        timeout_ms: 600_000,
+    }
 }

@@ -12,11 +12,20 @@
 //! | `GET /v1/status` | | [`Status`] |
 //! | `GET /v1/memory` | | [`MemoryList`] |
 //! | `GET /v1/notifications` | | [`NotificationList`] |
+//! | `GET /v1/approvals` | | [`ApprovalList`]: the calls waiting for the owner, across sessions |
+//! | `POST /v1/approvals/{id}` | [`ApprovalAnswer`] | [`ApprovalAnswered`] once the decision is in the session log; 404 when no call waits under that id (answered, timed out, void, or never asked) |
 //!
 //! Every error is an [`ApiError`] with a status: 400 bad JSON or session id (or a request head
-//! that is not HTTP/1.1), 404 unknown session or path, 409 the session's queue is full, 413
+//! that is not HTTP/1.1), 404 unknown session, approval or path, 409 the session's queue is full, 413
 //! body too large, 414 URI too long, 429 too many tasks wait (`[api] max_waiting_tasks`), 431
 //! request head too large, 503 not ready, 507 the disk is full.
+
+mod approvals;
+
+pub use approvals::{
+    ApprovalAnswer, ApprovalAnswered, ApprovalList, MAX_DENY_REASON_BYTES, OwnerAnswer,
+    PendingApproval,
+};
 
 use bxcore::{DataClass, LogRecord, MemoryNote, SessionId, TaskId, Timestamp, TurnEnd};
 use serde::{Deserialize, Serialize};
@@ -143,7 +152,8 @@ pub struct MemoryList {
 }
 
 /// What a heartbeat turn said when it was not quiet (its answer was not exactly
-/// `HEARTBEAT_OK`): one line of `<state_dir>/notifications.jsonl`.
+/// `HEARTBEAT_OK`), or a call of an unattended turn (the heartbeat's) that waits for the
+/// owner's approval: one line of `<state_dir>/notifications.jsonl`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Notification {
