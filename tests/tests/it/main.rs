@@ -7,6 +7,7 @@
 //! test (many processes at once, or timing a starved machine would break) takes
 //! `e2e::real::heavy`.
 
+mod approvals;
 mod broker_restart;
 mod compact_command;
 mod demo;

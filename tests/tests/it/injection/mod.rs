@@ -10,7 +10,8 @@
 //! (`tests/tests/it/slow_clients.rs`), and forged turns in every template family
 //! (`crates/bxcore/tests/it/sanitize.rs`).
 
-mod common;
+mod ask_before_write;
+pub(crate) mod common;
 mod internal_address;
 mod reserved_sessions;
 mod subagent_inheritance;
