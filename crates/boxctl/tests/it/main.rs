@@ -4,6 +4,8 @@
 mod api_stub;
 
 mod against_api;
+mod approvals;
 mod cli;
 mod format;
+mod prompt;
 mod status_text;
