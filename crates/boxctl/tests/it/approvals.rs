@@ -35,6 +35,9 @@ async fn boxctl_approvals_lists_the_waiting_calls_and_json_is_the_list() {
     );
     let (code, json, _) = boxctl(&served, &["approvals", "--json"]).await;
     assert_eq!(code, Some(0));
+    // One line, compact, id before session: how scripts/demo.sh finds a session's approval.
+    assert_eq!(json.lines().count(), 1, "{json}");
+    assert!(json.contains(r#"{"id":"ap-1","session":"s1","#), "{json}");
     let list: ApprovalList = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(list.approvals, vec![stub_pending_approval()]);
     // Nothing was answered by listing.
