@@ -61,6 +61,13 @@ pub fn answer_of(line: &str) -> ApprovalAnswer {
     }
 }
 
+/// Whether boxctl asks inline: only an owner at a terminal can answer, so stdin and stderr
+/// must both be terminals; and boxctl must be the terminal's foreground job, since a
+/// background job (`boxctl task ... &`) that read the terminal would be stopped by it.
+pub fn asks_at(stdin_is_terminal: bool, stderr_is_terminal: bool, foreground: bool) -> bool {
+    stdin_is_terminal && stderr_is_terminal && foreground
+}
+
 /// How a decision that came before an answer at the prompt reads.
 fn decided_words(decision: ApprovalDecision) -> &'static str {
     match decision {
@@ -250,10 +257,13 @@ impl Prompt {
         }
     }
 
-    /// The prompt of an owner at a terminal: `Some` only when stdin and stderr both are
-    /// terminals, so that scripts are never asked.
+    /// The prompt of an owner at a terminal: `Some` only when [`asks_at`] this process's
+    /// stdin and stderr, so that scripts are never asked.
     pub fn terminal() -> Option<Prompt> {
-        (io::stdin().is_terminal() && io::stderr().is_terminal())
+        let stdin = io::stdin();
+        let foreground = rustix::termios::tcgetpgrp(&stdin)
+            .is_ok_and(|group| group == rustix::process::getpgrp());
+        asks_at(stdin.is_terminal(), io::stderr().is_terminal(), foreground)
             .then(|| Prompt::new(Lines::stdin(), Box::new(io::stderr())))
     }
 

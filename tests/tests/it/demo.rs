@@ -79,7 +79,10 @@ fn demo(model: &str, model_child: &str) -> String {
     // demo answered it from another boxctl.
     let note = std::fs::read_to_string(dev.path().join("notes/note-1.txt"))
         .unwrap_or_else(|e| panic!("the approved note was not written ({e})\n{context}"));
-    assert!(stdout.contains(note.trim()), "the demo shows the note\n{context}");
+    assert!(
+        stdout.contains(note.trim()),
+        "the demo shows the note\n{context}"
+    );
     assert!(
         !dev.path().join("notes/note-2.txt").exists(),
         "the denied note was written\n{context}"

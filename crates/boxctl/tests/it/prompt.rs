@@ -4,7 +4,7 @@
 
 use crate::api_stub::*;
 use boxctl::client::{Client, StreamItem};
-use boxctl::prompt::{DENIED_AT_PROMPT, Effect, Lines, Prompt, Prompter};
+use boxctl::prompt::{DENIED_AT_PROMPT, Effect, Lines, Prompt, Prompter, asks_at};
 use bxcore::{ApprovalDecision, ApprovalId, CallId, TurnEnd, TurnEvent};
 use proto::api::{ApprovalAnswer, OwnerAnswer, TaskRequest};
 use std::io::Write;
@@ -174,6 +174,22 @@ fn prompt_asks_about_a_subagents_call_too() {
         event: Box::new(requested("ap-7")),
     };
     assert_eq!(prompter.event(&nested), [ask("ap-7")]);
+}
+
+#[test]
+fn prompt_asks_only_a_foreground_job_whose_stdin_and_stderr_are_terminals() {
+    assert!(asks_at(true, true, true));
+    for (stdin, stderr, foreground) in [
+        (false, true, true), // stdin from a file or a pipe: a script
+        (true, false, true), // stderr captured: nobody sees the question
+        (true, true, false), // a background job: reading would stop it
+        (false, false, false),
+    ] {
+        assert!(
+            !asks_at(stdin, stderr, foreground),
+            "{stdin} {stderr} {foreground}"
+        );
+    }
 }
 
 /// Stderr of a [`Prompt`] under test.
