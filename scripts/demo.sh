@@ -276,7 +276,8 @@ note_task() {
     "$bin/boxctl" task --session "$shown_session" "$text" >"$out" 2>&1 </dev/null &
     pid=$!
     if ! id=$(waiting_approval "$shown_session" "$pid"); then
-        echo "demo.sh: no call of $shown_session waited for approval within 120 s; the task printed:" >&2
+        echo "demo.sh: no call of $shown_session waited for approval (the task ended without" \
+            "asking, or 120 s passed); the task printed:" >&2
         kill -TERM "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
         cat "$out" >&2
