@@ -7,7 +7,10 @@
 # order, each once the one before is ready; runs three tasks with boxctl: one the model answers
 # with loopd's clock, one through brokerd's echo (found with find_tool, called with call_tool),
 # one with brokerd's exec (`wc -l` over the files of the work directory, in the sandbox, in a
-# session of its own);
+# session of its own); then two tasks that ask the model to save a note with write_file, which
+# the grants put under `approve = "always"` (docs/approvals.md): each runs in the background
+# and waits for the owner; the demo approves the first with `boxctl approve` and shows the file,
+# and denies the second with `boxctl deny --reason "not now"` and shows the model's answer;
 # shows the sessions' logs; then stops boxd with SIGTERM (it stops its children in reverse order)
 # and checks every child is gone.
 # The first run takes minutes (it builds llama-server and downloads the model, with progress);
@@ -24,7 +27,17 @@ mkdir -p "${BOXMAKER_DEV_DIR:-$PWD/.dev/demo}"
 dev=$(cd "${BOXMAKER_DEV_DIR:-$PWD/.dev/demo}" && pwd)
 model="${BOXMAKER_MODEL:-qwen}"
 bin="${BOXMAKER_BIN_DIR:-}"
-mkdir -p "$dev/files" "$dev/work"
+mkdir -p "$dev/files" "$dev/work" "$dev/notes"
+# Where the note tasks save their notes (write_file's grant root); a note left by an earlier
+# run would make write_file refuse to overwrite it.
+notes="$dev/notes"
+rm -f "$notes/note-1.txt" "$notes/note-2.txt"
+case "$notes" in
+*'"'* | *'\'*)
+    echo "demo.sh: the dev directory $dev holds a quote or a backslash; choose another" >&2
+    exit 1
+    ;;
+esac
 # What the exec task counts: five lines in two files.
 printf 'buy apples\ncall the plumber\nwater the plants\n' >"$dev/work/todo.txt"
 printf 'the demo writes these files\nexec counts their lines\n' >"$dev/work/notes.txt"
@@ -98,6 +111,11 @@ paths = ["$dev/files"]
 tool = "exec"
 programs = ["wc"]
 rw_paths = ["$dev/work"]
+# Every write_file call waits for the owner's answer (docs/approvals.md); no answer denies it.
+[[grants]]
+tool = "write_file"
+paths = ["$notes"]
+approve = "always"
 TOML
 cat >"$dev/loopd.toml" <<TOML
 socket = "$run/loopd.sock"
@@ -107,7 +125,7 @@ url = "unix:$run/llama.sock"
 [broker]
 socket = "$run/brokerd.sock"
 # The demo's model fails through call_tool: the granted file tools go in the tools array.
-core_tools = ["read_file", "list_dir", "exec"]
+core_tools = ["read_file", "list_dir", "exec", "write_file"]
 [baseline]
 system = "$PWD/config/system.md"
 TOML
@@ -117,7 +135,10 @@ TOML
 # then; loopd itself waits for /health (llama.health_wait_ms) and only then opens its socket,
 # which is loopd's readiness, hence loopd's long start_timeout_ms.
 if [ "$model" = fake ]; then
-    pinned="$PWD/config/demo-script.toml"
+    # The script names the notes' paths (@NOTES_DIR@), which live under this run's dev directory.
+    pinned="$dev/demo-script.toml"
+    script=$(<config/demo-script.toml)
+    printf '%s\n' "${script//@NOTES_DIR@/"$notes"}" >"$pinned"
     model_child=$(cat <<TOML
 name = "fakellama"
 command = "$bin/fakellama"
@@ -207,7 +228,90 @@ task="Use the exec tool to run wc -l notes.txt todo.txt and tell me how many lin
 echo
 echo "\$ boxctl task --session $session-wc $task"
 "$bin/boxctl" task --session "$session-wc" "$task" || status=$?
-for shown in "$session" "$session-wc"; do
+
+# Notes that wait for the owner: write_file asks first (approve = "always"), so each task runs
+# in the background while the demo answers it as the owner would, from another boxctl.
+# Prints the id of the call of session $1 that waits for approval, once there is one: bounded
+# (120 s), and given up early when the task (pid $2) ended without asking.
+waiting_approval() {
+    local id=
+    for _ in $(seq 1 1200); do
+        id=$("$bin/boxctl" approvals --json 2>/dev/null |
+            grep -oE "\"id\":\"[A-Za-z0-9._-]+\",\"session\":\"$1\"" |
+            head -n 1 | cut -d'"' -f4) || true
+        if [ -n "$id" ]; then
+            echo "$id"
+            return 0
+        fi
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+# Waits, bounded (180 s), for the background task $1 and prints what it printed (file $2);
+# its exit status, or 1 when it did not end in time.
+finish_task() {
+    local rc=0
+    for _ in $(seq 1 1800); do
+        kill -0 "$1" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$1" 2>/dev/null; then
+        echo "demo.sh: the task did not end within 180 s after the answer" >&2
+        kill -TERM "$1" 2>/dev/null || true
+        rc=1
+    fi
+    wait "$1" || rc=$?
+    echo "--- what that boxctl task printed:"
+    cat "$2"
+    return "$rc"
+}
+# Runs note task $2 in session $1 in the background and answers its approval with boxctl
+# command $3... (approve or deny, with its flags); fails loudly when no call waits.
+note_task() {
+    local shown_session=$1 text=$2 out="$dev/$1.out" pid id rc=0
+    shift 2
+    echo
+    echo "\$ boxctl task --session $shown_session $text >$out &"
+    "$bin/boxctl" task --session "$shown_session" "$text" >"$out" 2>&1 </dev/null &
+    pid=$!
+    if ! id=$(waiting_approval "$shown_session" "$pid"); then
+        echo "demo.sh: no call of $shown_session waited for approval (the task ended without" \
+            "asking, or 120 s passed); the task printed:" >&2
+        kill -TERM "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        cat "$out" >&2
+        return 1
+    fi
+    echo "\$ boxctl approvals"
+    "$bin/boxctl" approvals || rc=$?
+    echo "\$ boxctl $1 $id${2+$(printf ' %q' "${@:2}")}"
+    "$bin/boxctl" "$1" "$id" "${@:2}" || rc=$?
+    finish_task "$pid" "$out" || rc=$?
+    return "$rc"
+}
+note1="$notes/note-1.txt"
+note_task "$session-note1" \
+    "Use the write_file tool to save the text 'buy oat milk' to the file $note1 and nothing else." \
+    approve || status=$?
+echo "\$ cat $note1"
+if [ -f "$note1" ]; then
+    cat "$note1"
+    [ -z "$(tail -c 1 "$note1")" ] || echo
+else
+    echo "demo.sh: $note1 was not written after the approval" >&2
+    status=1
+fi
+note2="$notes/note-2.txt"
+note_task "$session-note2" \
+    "Use the write_file tool to save the text 'call the bank' to the file $note2 and nothing else." \
+    deny --reason "not now" || status=$?
+if [ -e "$note2" ]; then
+    echo "demo.sh: $note2 was written although the owner denied it" >&2
+    status=1
+fi
+
+for shown in "$session" "$session-wc" "$session-note1" "$session-note2"; do
     echo
     echo "\$ boxctl show $shown"
     "$bin/boxctl" show "$shown" || status=$?

@@ -1,7 +1,7 @@
 //! boxctl's command line and its exit codes.
 
 use crate::client::DEFAULT_SOCKET;
-use bxcore::{SessionId, TaskId};
+use bxcore::{ApprovalId, SessionId, TaskId};
 use clap::{Parser, Subcommand};
 use clap_complete::Shell;
 use std::path::PathBuf;
@@ -17,6 +17,9 @@ pub const EXIT_UNREACHABLE: u8 = 2;
 pub const EXIT_BUSY: u8 = 3;
 /// No such session (HTTP 404).
 pub const EXIT_UNKNOWN_SESSION: u8 = 4;
+/// No call waits under that approval id (HTTP 404 from `approve`/`deny`): it was answered
+/// already, timed out, was void, or never asked.
+pub const EXIT_NO_APPROVAL: u8 = 5;
 /// The command line was wrong.
 pub const EXIT_USAGE: u8 = 64;
 
@@ -27,6 +30,7 @@ Exit codes:
   2   loopd is not running at the socket, cannot be reached, or went away
   3   the session is busy: its queue is full
   4   no such session
+  5   no such approval: answered, timed out, or never asked
   64  the command line was wrong";
 
 /// boxctl drives a boxmaker appliance through loopd's Unix socket.
@@ -121,10 +125,46 @@ pub enum Command {
         #[arg(value_name = "ID")]
         id: SessionId,
     },
+    /// List the tool calls waiting for the owner's approval, across sessions: id, session,
+    /// tool, how long it has waited, arguments (shortened; `--json` has them whole), why.
+    Approvals,
+    /// Approve a call that waits: it runs once (with --for-turn, later calls of the same tool
+    /// in the same turn run without asking too).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Approve {
+        /// The approval (`boxctl approvals` lists them).
+        #[arg(value_name = "ID")]
+        id: ApprovalId,
+        /// Also let later calls of the same tool in the same turn run without asking.
+        #[arg(long)]
+        for_turn: bool,
+    },
+    /// Deny a call that waits: it does not run, and the model is told so (with the reason).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Deny {
+        /// The approval (`boxctl approvals` lists them).
+        #[arg(value_name = "ID")]
+        id: ApprovalId,
+        /// Why, for the model to read (at most 1000 bytes).
+        #[arg(long, value_name = "TEXT", value_parser = deny_reason)]
+        reason: Option<String>,
+    },
     /// Print a shell completion script to stdout.
     Completions {
         /// The shell.
         #[arg(value_name = "SHELL")]
         shell: Shell,
     },
+}
+
+/// Checks a denial's reason against loopd's limit before anything is sent.
+fn deny_reason(text: &str) -> Result<String, String> {
+    let max = proto::api::MAX_DENY_REASON_BYTES;
+    if text.len() > max {
+        return Err(format!(
+            "the reason is {} bytes long; the limit is {max}",
+            text.len()
+        ));
+    }
+    Ok(text.to_string())
 }

@@ -2,14 +2,15 @@
 //! ([`bxhttp::client`]), JSON answers, and turn events read from server-sent events.
 
 use crate::sse::{SseItem, SseParser};
-use bxcore::{SessionId, TurnEvent};
+use bxcore::{ApprovalId, SessionId, TurnEvent};
 use bxhttp::client::{AnswerBody, ClientError as HttpError};
 use bytes::Bytes;
 use http::{Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use proto::api::{
-    ApiError, CancelAnswer, CompactAnswer, MemoryList, NotificationList, RecordsPage,
-    SSE_EVENT_TURN, SessionList, Status, TaskAccepted, TaskRequest,
+    ApiError, ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer,
+    MemoryList, NotificationList, RecordsPage, SSE_EVENT_TURN, SessionList, Status, TaskAccepted,
+    TaskRequest,
 };
 use serde::de::DeserializeOwned;
 use std::collections::VecDeque;
@@ -320,6 +321,22 @@ impl Client {
     /// `GET /v1/notifications`.
     pub async fn notifications(&self) -> Result<Answer<NotificationList>, ClientError> {
         self.call(Method::GET, "/v1/notifications", None).await
+    }
+
+    /// `GET /v1/approvals`: the calls waiting for the owner, across sessions.
+    pub async fn approvals(&self) -> Result<Answer<ApprovalList>, ClientError> {
+        self.call(Method::GET, "/v1/approvals", None).await
+    }
+
+    /// `POST /v1/approvals/{id}`: the owner's answer; loopd answers once the decision is in
+    /// the session log.
+    pub async fn answer_approval(
+        &self,
+        id: &ApprovalId,
+        answer: &ApprovalAnswer,
+    ) -> Result<Answer<ApprovalAnswered>, ClientError> {
+        let path = format!("/v1/approvals/{id}");
+        self.call(Method::POST, &path, Some(to_json(answer)?)).await
     }
 }
 

@@ -1,6 +1,7 @@
 //! How boxctl shows things to people: pure functions from events, records and answers to
 //! text. Everything that came from the model or a tool is made safe for a terminal first.
 
+use crate::approvals::{MAX_APPROVAL_ARGUMENT_CHARS, approval_decided_line, approval_request_text};
 use bxcore::{DataClass, LogRecord, ToolCall, ToolOutcome, TurnEnd, TurnEvent};
 use std::borrow::Cow;
 
@@ -226,22 +227,24 @@ impl EventPrinter {
                 tool,
                 arguments,
                 reason,
+                timeout_ms,
                 ..
             } => {
                 self.break_line(&mut p.out);
-                p.out.push_str(&format!(
-                    "? approval {approval}: {} {} ({}); answer with boxctl approve {approval} or boxctl deny {approval}\n",
-                    one_line(tool, None),
-                    one_line(arguments.trim(), Some(MAX_ARGUMENT_CHARS)),
-                    one_line(reason, None)
+                p.out.push_str(&approval_request_text(
+                    approval,
+                    tool,
+                    arguments,
+                    reason,
+                    *timeout_ms,
                 ));
             }
             TurnEvent::ApprovalDecided {
                 approval, decision, ..
             } => {
                 self.break_line(&mut p.out);
-                p.out
-                    .push_str(&format!("  approval {approval}: {decision}\n"));
+                p.out.push_str(&approval_decided_line(approval, *decision));
+                p.out.push('\n');
             }
             TurnEvent::Ended { end, .. } => {
                 self.break_line(&mut p.out);
@@ -441,8 +444,8 @@ pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
 }
 
 /// A subagent's event as one indented line (two spaces a level), naming the child session;
-/// only its tool calls, tool results and end are shown: its answer comes back as the parent's
-/// tool result.
+/// only its tool calls, tool results, approvals and end are shown: its answer comes back as the
+/// parent's tool result.
 fn nested_line(event: &TurnEvent, depth: usize) -> Option<String> {
     let indent = "  ".repeat(depth);
     match event {
@@ -465,6 +468,22 @@ fn nested_line(event: &TurnEvent, depth: usize) -> Option<String> {
         TurnEvent::Ended { end, .. } => {
             Some(child_end_message(end).unwrap_or_else(|| "the subagent is done".into()))
         }
+        TurnEvent::ApprovalRequested {
+            approval,
+            tool,
+            arguments,
+            reason,
+            ..
+        } => Some(format!(
+            "? approval {}: {} {} ({}); boxctl approve|deny {0}",
+            terminal_safe(approval.as_str()),
+            one_line(tool, None),
+            one_line(arguments.trim(), Some(MAX_APPROVAL_ARGUMENT_CHARS)),
+            one_line(reason, None)
+        )),
+        TurnEvent::ApprovalDecided {
+            approval, decision, ..
+        } => Some(approval_decided_line(approval, *decision)),
         _ => None,
     }
 }

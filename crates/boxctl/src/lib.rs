@@ -2,14 +2,16 @@
 //!
 //! The library holds everything but `main`: the command line ([`cli`]), a client of loopd's
 //! API ([`client`], with an SSE reader in [`sse`]), how events, records and answers read as
-//! text ([`mod@format`], [`listing`], [`answers`]), and the commands themselves
-//! ([`mod@run`]). See `boxctl --help` for the exit codes.
+//! text ([`mod@format`], [`listing`], [`answers`], [`approvals`]), the inline `[y/N]` question
+//! for a call waiting for the owner ([`prompt`]), and the commands themselves ([`mod@run`]). See `boxctl --help` for the exit codes.
 
 pub mod answers;
+pub mod approvals;
 pub mod cli;
 pub mod client;
 pub mod format;
 pub mod listing;
+pub mod prompt;
 pub mod run;
 pub mod sse;
 

@@ -2,13 +2,15 @@
 
 use crate::answers::{cancel_text, sessions_table, status_text};
 use crate::cli::{
-    Cli, Command, EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN_SESSION, EXIT_UNREACHABLE,
+    Cli, Command, EXIT_BUSY, EXIT_FAILED, EXIT_NO_APPROVAL, EXIT_OK, EXIT_UNKNOWN_SESSION,
+    EXIT_UNREACHABLE,
 };
 use crate::client::{Client, ClientError, EventStream, StreamItem};
 use crate::format::{EventPrinter, end_message, record_lines};
-use bxcore::{SessionId, TaskId, TurnEnd, TurnEvent};
+use crate::prompt::Prompt;
+use bxcore::{ApprovalId, SessionId, TaskId, TurnEnd, TurnEvent};
 use clap::CommandFactory;
-use proto::api::{SSE_PING_COMMENT, TaskRequest};
+use proto::api::{ApprovalAnswer, OwnerAnswer, SSE_PING_COMMENT, TaskRequest};
 use std::io::{self, IsTerminal, Write};
 
 /// Why a command stopped early.
@@ -18,6 +20,8 @@ enum Failure {
     Output(io::Error),
     /// Something on this side, before anything was sent (no task id could be made).
     Local(String),
+    /// loopd has no call waiting under this approval id (HTTP 404).
+    NoApproval(ApprovalId, ClientError),
 }
 
 impl From<ClientError> for Failure {
@@ -87,19 +91,38 @@ pub async fn run(cli: Cli) -> u8 {
         Command::Memory => memory(&client, json).await,
         Command::Notifications => notifications(&client, json).await,
         Command::Summaries { id } => summaries(&client, json, &id).await,
+        Command::Approvals => approvals(&client, json).await,
+        Command::Approve { id, for_turn } => {
+            let answer = match for_turn {
+                true => OwnerAnswer::ApproveForTurn,
+                false => OwnerAnswer::Approve,
+            };
+            let answer = ApprovalAnswer {
+                answer,
+                reason: None,
+            };
+            answer_approval(&client, json, id, answer).await
+        }
+        Command::Deny { id, reason } => {
+            let answer = ApprovalAnswer {
+                answer: OwnerAnswer::Deny,
+                reason,
+            };
+            answer_approval(&client, json, id, answer).await
+        }
         Command::Completions { shell } => completions(shell),
     };
     match result {
         Ok(code) => code,
         Err(Failure::Client(e)) => {
-            if let ClientError::Api { error, .. } = &e
-                && json
-                && let Ok(raw) = serde_json::to_string(error)
-            {
-                let _ = out_line(&raw);
-            }
+            print_api_error(&e, json);
             eprintln!("boxctl: {e}");
             exit_code(&e)
+        }
+        Err(Failure::NoApproval(id, e)) => {
+            print_api_error(&e, json);
+            eprintln!("boxctl: no such approval {id}: answered, timed out, or never asked ({e})");
+            EXIT_NO_APPROVAL
         }
         Err(Failure::Local(why)) => {
             eprintln!("boxctl: {why}");
@@ -111,6 +134,16 @@ pub async fn run(cli: Cli) -> u8 {
             }
             EXIT_FAILED
         }
+    }
+}
+
+/// With `--json`, loopd's error answer as it came, on stdout.
+fn print_api_error(error: &ClientError, json: bool) {
+    if let ClientError::Api { error, .. } = error
+        && json
+        && let Ok(raw) = serde_json::to_string(error)
+    {
+        let _ = out_line(&raw);
     }
 }
 
@@ -147,7 +180,8 @@ async fn submit_task(
     }
     let mut stream = client.submit_stream(&task).await?;
     let mut printer = EventPrinter::new(reasoning, io::stdout().is_terminal());
-    while let Some(item) = stream.next().await? {
+    let mut prompt = Prompt::terminal();
+    while let Some(item) = next_item(client, &mut stream, &mut prompt).await? {
         let (event, raw) = match item {
             StreamItem::Event { event, raw } => (event, raw),
             StreamItem::Comment(text) => {
@@ -172,6 +206,9 @@ async fn submit_task(
             out(&printed.out)?;
             eprint!("{}", printed.err);
         }
+        if let Some(prompt) = &mut prompt {
+            prompt.event(client, &event).await;
+        }
         if let TurnEvent::Ended { end, .. } = event {
             return Ok(if end == TurnEnd::Done {
                 EXIT_OK
@@ -182,6 +219,18 @@ async fn submit_task(
     }
     out(&printer.finish())?;
     Err(stream_ended(client, "before the turn ended").into())
+}
+
+/// The next item of `stream`; with a prompt, answers typed while it waits are posted.
+async fn next_item(
+    client: &Client,
+    stream: &mut EventStream,
+    prompt: &mut Option<Prompt>,
+) -> Result<Option<StreamItem>, ClientError> {
+    match prompt {
+        Some(prompt) => prompt.next(client, stream).await,
+        None => stream.next().await,
+    }
 }
 
 async fn sessions(client: &Client, json: bool) -> Result<u8, Failure> {
@@ -252,18 +301,27 @@ async fn follow_events(
         eprintln!("boxctl: following {id}; Ctrl-C stops");
     }
     let mut printer = EventPrinter::new(reasoning, io::stdout().is_terminal());
-    while let Some(item) = stream.next().await? {
-        match item {
-            StreamItem::Comment(text) => comment(&text),
-            StreamItem::Event { raw, .. } if json => out_line(&raw)?,
-            StreamItem::Event { event, .. } => {
-                if let TurnEvent::Started { turn, .. } = &event {
-                    out(&format!("{}── turn {turn}\n", printer.finish()))?;
-                }
-                let printed = printer.print(&event);
-                out(&printed.out)?;
-                eprint!("{}", printed.err);
+    let mut prompt = Prompt::terminal();
+    while let Some(item) = next_item(client, &mut stream, &mut prompt).await? {
+        let (event, raw) = match item {
+            StreamItem::Comment(text) => {
+                comment(&text);
+                continue;
             }
+            StreamItem::Event { event, raw } => (event, raw),
+        };
+        if json {
+            out_line(&raw)?;
+        } else {
+            if let TurnEvent::Started { turn, .. } = &event {
+                out(&format!("{}── turn {turn}\n", printer.finish()))?;
+            }
+            let printed = printer.print(&event);
+            out(&printed.out)?;
+            eprint!("{}", printed.err);
+        }
+        if let Some(prompt) = &mut prompt {
+            prompt.event(client, &event).await;
         }
     }
     out(&printer.finish())?;
@@ -363,6 +421,36 @@ async fn summaries(client: &Client, json: bool, id: &SessionId) -> Result<u8, Fa
             }
         }
     }
+}
+
+async fn approvals(client: &Client, json: bool) -> Result<u8, Failure> {
+    let answer = client.approvals().await?;
+    if json {
+        out_line(&answer.raw)?;
+    } else {
+        let now = bxcore::Timestamp::now();
+        out(&crate::approvals::approvals_table(&answer.value, &now))?;
+    }
+    Ok(EXIT_OK)
+}
+
+async fn answer_approval(
+    client: &Client,
+    json: bool,
+    id: ApprovalId,
+    answer: ApprovalAnswer,
+) -> Result<u8, Failure> {
+    let answered = match client.answer_approval(&id, &answer).await {
+        Ok(answered) => answered,
+        Err(e @ ClientError::Api { status: 404, .. }) => return Err(Failure::NoApproval(id, e)),
+        Err(e) => return Err(e.into()),
+    };
+    if json {
+        out_line(&answered.raw)?;
+    } else {
+        out_line(&crate::approvals::answered_line(&answered.value))?;
+    }
+    Ok(EXIT_OK)
 }
 
 fn completions(shell: clap_complete::Shell) -> Result<u8, Failure> {

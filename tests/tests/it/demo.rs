@@ -1,10 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The README's main job, end to end: `scripts/demo.sh` with the binaries this test run built.
 //! It writes a development layout (configs pinned by sha256), starts boxd, which starts a model
-//! server, brokerd and loopd; runs two boxctl tasks, one answered with loopd's clock and one
-//! with brokerd's echo found through find_tool/call_tool; then stops boxd with SIGTERM. Here we
-//! check the answers, that boxd stopped its children in reverse order and none is left, and that
-//! every session log reopens.
+//! server, brokerd and loopd; runs boxctl tasks: one answered with loopd's clock, one with
+//! brokerd's echo found through find_tool/call_tool, one with exec, and two notes whose
+//! write_file waits for the owner (approved with `boxctl approve`, denied with `boxctl deny`);
+//! then stops boxd with SIGTERM. Here we check the answers, the approved note's file and the
+//! denied one's absence, that boxd stopped its children in reverse order and none is left, and
+//! that every session log reopens.
 
 use e2e::real::{RealParts, heavy, one_at_a_time};
 use e2e::{bin_dir, workspace_root};
@@ -72,6 +74,29 @@ fn demo(model: &str, model_child: &str) -> String {
         dev.path().join("brokerd/audit.jsonl").is_file(),
         "brokerd audited the echo"
     );
+
+    // The approved note was written, the denied one not; each waited for the owner, and the
+    // demo answered it from another boxctl.
+    let note = std::fs::read_to_string(dev.path().join("notes/note-1.txt"))
+        .unwrap_or_else(|e| panic!("the approved note was not written ({e})\n{context}"));
+    assert!(
+        stdout.contains(note.trim()),
+        "the demo shows the note\n{context}"
+    );
+    assert!(
+        !dev.path().join("notes/note-2.txt").exists(),
+        "the denied note was written\n{context}"
+    );
+    for line in [
+        "? approval ",
+        "= approval ",
+        "$ boxctl approvals\n",
+        "approved ap-",
+        "denied ap-",
+        "not now",
+    ] {
+        assert!(stdout.contains(line), "{line:?} missing\n{context}");
+    }
     let store = Store::new(&dev.path().join("state")).unwrap();
     let ids = store.list().unwrap();
     assert!(!ids.is_empty(), "no session was logged\n{context}");
@@ -120,6 +145,13 @@ fn the_demo_runs_tasks_with_tool_calls_on_the_double_through_boxd() {
     assert!(stdout.contains("turn 2 ended: done"), "{stdout}");
     assert!(stdout.contains("→ exec"), "{stdout}");
     assert!(stdout.contains("5 total"), "{stdout}");
+    // The notes: fakellama's script writes exactly these, and answers the denial.
+    assert!(stdout.contains("\nbuy oat milk\n"), "{stdout}");
+    assert!(stdout.contains("I saved the note."), "{stdout}");
+    assert!(
+        stdout.contains("The owner denied saving the note (\"not now\"), so I did not write it."),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -140,12 +140,19 @@ fn cli_help_lists_the_commands_and_the_exit_codes() {
         "compact",
         "status",
         "completions",
+        "approvals",
+        "approve",
+        "deny",
     ] {
         assert!(help.contains(word), "{word} missing: {help}");
     }
     assert!(help.contains("Exit codes:"), "{help}");
     assert!(help.contains("3   the session is busy"), "{help}");
     assert!(help.contains("4   no such session"), "{help}");
+    assert!(
+        help.contains("5   no such approval: answered, timed out, or never asked"),
+        "{help}"
+    );
 }
 
 #[test]
@@ -200,4 +207,27 @@ fn cli_completions_for_bash_zsh_and_fish_name_boxctl() {
         assert!(script.contains("boxctl"), "{shell}: {script}");
         assert!(script.contains("sessions"), "{shell}");
     }
+}
+
+#[test]
+fn cli_approve_and_deny_parse_their_flags() {
+    let Command::Approve { id, for_turn } =
+        parse(&["approve", "ap-1", "--for-turn"]).unwrap().command
+    else {
+        panic!("not approve")
+    };
+    assert_eq!((id.as_str(), for_turn), ("ap-1", true));
+    let Command::Deny { id, reason } = parse(&["deny", "ap-2", "--reason", "not now"])
+        .unwrap()
+        .command
+    else {
+        panic!("not deny")
+    };
+    assert_eq!((id.as_str(), reason.as_deref()), ("ap-2", Some("not now")));
+    assert!(matches!(
+        parse(&["deny", "ap-2"]).unwrap().command,
+        Command::Deny { reason: None, .. }
+    ));
+    assert!(parse(&["approve"]).is_err(), "the id is required");
+    assert!(parse(&["deny", "ap-1", "--for-turn"]).is_err());
 }

@@ -4,6 +4,9 @@
 mod api_stub;
 
 mod against_api;
+mod approval_lines;
+mod approvals;
 mod cli;
 mod format;
+mod prompt;
 mod status_text;

@@ -3,7 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use bxcore::{
-    CallId, DataClass, LogRecord, SessionId, Timestamp, ToolCall, ToolOutcome, TurnEnd, TurnEvent,
+    ApprovalDecision, CallId, DataClass, DenyReason, LogRecord, SessionId, Timestamp, ToolCall,
+    ToolOutcome, TurnEnd, TurnEvent,
 };
 use loopd::api::{ApiFailure, ApiOptions, Backend, Submitted, bind_socket, serve};
 use proto::api::{
@@ -118,17 +119,33 @@ pub fn turn(session: &SessionId, end: TurnEnd) -> Vec<TurnEvent> {
     ]
 }
 
-/// Sessions: `s1` (known), `busy` (full queue), `fail` (its turn fails); no other exists.
+/// Sessions: `s1` (known), `busy` (full queue), `fail` (its turn fails), `ask` (its turn
+/// asks for approval `ap-1` and waits for the answer), `ask-timeout` (its turn asks, and the
+/// wait times out at once); no other exists.
 pub struct Stub {
     pub follow: Mutex<Option<broadcast::Sender<TurnEvent>>>,
     pub followed: Notify,
     /// Every answer to `ap-1`, with the peer's uid.
     pub answered: Mutex<Vec<(proto::api::ApprovalAnswer, Option<u32>)>>,
+    /// The `ask` turn waiting for its answer: the rest of its events go here.
+    pub waiting: Mutex<Option<mpsc::UnboundedSender<TurnEvent>>>,
+    /// Notified when the `ask` turn has asked.
+    pub asked: Notify,
 }
 
 impl Backend for Stub {
     async fn submit(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
         let session = task.session.unwrap_or_else(|| id("new-1"));
+        if let Some(events) = self.asking_turn(&session) {
+            return Ok(Submitted {
+                accepted: TaskAccepted {
+                    session,
+                    turn: 3,
+                    end: None,
+                },
+                events,
+            });
+        }
         let end = match session.as_str() {
             "s1" | "new-1" => TurnEnd::Done,
             "fail" => TurnEnd::Failed {
@@ -281,6 +298,11 @@ impl Backend for Stub {
             )));
         }
         self.answered.lock().unwrap().push((answer.clone(), uid));
+        if let Some(turn) = self.waiting.lock().unwrap().take() {
+            for event in asked_turn_rest(answer.answer.decision()) {
+                let _ = turn.send(event);
+            }
+        }
         Ok(proto::api::ApprovalAnswered {
             id: approval.clone(),
             session: SessionId::new("s1").unwrap(),
@@ -288,6 +310,97 @@ impl Backend for Stub {
             decision: answer.answer.decision(),
         })
     }
+}
+
+impl Stub {
+    /// The events of a turn of `ask` or `ask-timeout`; `None` for other sessions.
+    fn asking_turn(&self, session: &SessionId) -> Option<mpsc::UnboundedReceiver<TurnEvent>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        match session.as_str() {
+            "ask" => {
+                for event in asked_turn_start(session) {
+                    tx.send(event).unwrap();
+                }
+                *self.waiting.lock().unwrap() = Some(tx);
+                self.asked.notify_one();
+            }
+            "ask-timeout" => {
+                let start = asked_turn_start(session);
+                for event in start
+                    .into_iter()
+                    .chain(asked_turn_rest(ApprovalDecision::TimedOut))
+                {
+                    tx.send(event).unwrap();
+                }
+            }
+            _ => return None,
+        }
+        Some(rx)
+    }
+}
+
+/// The start of a turn that asks for approval `ap-1` (the stub's pending approval).
+pub fn asked_turn_start(session: &SessionId) -> Vec<TurnEvent> {
+    let pending = stub_pending_approval();
+    vec![
+        TurnEvent::Started {
+            session: session.clone(),
+            turn: 3,
+        },
+        TurnEvent::ToolCall {
+            call: pending.call,
+            tool_call: ToolCall {
+                id: "c4".into(),
+                name: pending.tool.clone(),
+                arguments: pending.arguments.clone(),
+            },
+        },
+        TurnEvent::ApprovalRequested {
+            call: pending.call,
+            approval: pending.id,
+            tool: pending.tool,
+            arguments: pending.arguments,
+            reason: pending.reason,
+            timeout_ms: pending.timeout_ms,
+        },
+    ]
+}
+
+/// The rest of that turn once `decision` is in: the call's result and the answer.
+pub fn asked_turn_rest(decision: ApprovalDecision) -> Vec<TurnEvent> {
+    let pending = stub_pending_approval();
+    let (outcome, answer) = match decision.approves() {
+        true => (ToolOutcome::Ok, "Saved."),
+        false => (
+            ToolOutcome::Denied {
+                reason: DenyReason::NotApproved,
+            },
+            "The owner did not approve; nothing was saved.",
+        ),
+    };
+    vec![
+        TurnEvent::ApprovalDecided {
+            call: pending.call,
+            approval: pending.id,
+            decision,
+        },
+        TurnEvent::ToolResult {
+            call: pending.call,
+            outcome,
+            class: DataClass::Public,
+            untrusted: false,
+            truncated: false,
+            bytes: 12,
+        },
+        TurnEvent::Content {
+            text: answer.into(),
+        },
+        TurnEvent::Ended {
+            turn: 3,
+            end: TurnEnd::Done,
+            context: Default::default(),
+        },
+    ]
 }
 
 pub struct Served {
@@ -307,6 +420,8 @@ pub fn start() -> Served {
         follow: Mutex::new(Some(broadcast::channel(16).0)),
         followed: Notify::new(),
         answered: Mutex::new(Vec::new()),
+        waiting: Mutex::new(None),
+        asked: Notify::new(),
     });
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(serve(listener, Arc::clone(&stub), options, async move {
@@ -349,4 +464,11 @@ pub fn stub_pending_approval() -> proto::api::PendingApproval {
         asked: Timestamp::parse("2026-01-02T03:04:05Z").unwrap(),
         timeout_ms: 600_000,
     }
+}
+
+/// This test process's uid: what loopd's API reads from a peer that is this process or a
+/// child of it (`SO_PEERCRED`).
+pub fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid()
 }
