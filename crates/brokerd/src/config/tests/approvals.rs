@@ -29,7 +29,10 @@ fn approve_and_when_untrusted_ask_parse() {
     // always asks in a trusted context; the tool's default still denies in an untrusted one.
     assert_eq!(g.when_untrusted, WhenUntrusted::Deny);
     let g = &valid(&format!("{WRITE}when_untrusted = \"ask\"\n")).grants[0];
-    assert_eq!((g.approve, g.when_untrusted), (Approve::Never, WhenUntrusted::Ask));
+    assert_eq!(
+        (g.approve, g.when_untrusted),
+        (Approve::Never, WhenUntrusted::Ask)
+    );
 }
 
 #[test]
@@ -80,7 +83,10 @@ fn the_resolved_toml_of_an_approving_grant_loads_back() {
     else {
         panic!("should be valid");
     };
-    assert!(resolved.contains("approve = \"when_untrusted\""), "{resolved}");
+    assert!(
+        resolved.contains("approve = \"when_untrusted\""),
+        "{resolved}"
+    );
     assert!(resolved.contains("when_untrusted = \"ask\""), "{resolved}");
     assert!(resolved.contains("[approvals]"), "{resolved}");
     let again = file(&resolved);

@@ -3,9 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use brokerd::audit::AuditLog;
-use brokerd::config::{
-    Approve, Config, DEFAULT_PORTS, Grant, GrantDefaults, HOST_TOOLS, Limits,
-};
+use brokerd::config::{Approve, Config, DEFAULT_PORTS, Grant, GrantDefaults, HOST_TOOLS, Limits};
 use brokerd::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
 use brokerd::{Broker, ToolSet};
 use bxcore::{CallId, DataClass, Labels, SessionId};
