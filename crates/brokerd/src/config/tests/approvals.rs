@@ -93,3 +93,10 @@ fn the_resolved_toml_of_an_approving_grant_loads_back() {
     let back: Config = Loader::new(again.path(), ENV_PREFIX).load_valid().unwrap();
     assert_eq!(back, valid(&text));
 }
+
+#[test]
+fn the_shipped_config_keeps_approvals_at_their_defaults() {
+    let cfg: Config = Loader::new(SHIPPED, ENV_PREFIX).load_valid().unwrap();
+    assert_eq!(cfg.approvals, ApprovalSettings::default());
+    assert!(cfg.grants.iter().all(|g| g.approve == Approve::Never));
+}
