@@ -12,8 +12,13 @@
 //!
 //! A record never holds the arguments (they may hold private data), only their SHA-256, and
 //! never a tool's own message (which may quote them): its `detail` is brokerd's own text.
+//!
+//! Approvals (`docs/approvals.md`): a call brokerd asks the owner about gets one `decided`
+//! line with decision `asked` and the minted `approval` id; the lines of a call that ran under
+//! an approval carry its id and `approval_scope`; an approval brokerd refused is a `denied`
+//! line with reason `approval_refused` and the id as sent.
 
-use bxcore::{CallId, DenyReason, Labels, SessionId, Timestamp};
+use bxcore::{ApprovalId, CallId, DenyReason, Labels, SessionId, Timestamp};
 use proto::{ToolRequest, ToolResponse};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -65,6 +70,19 @@ pub enum AuditDecision {
     Asked,
 }
 
+/// How a call that ran used its approval (`approval_scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalScope {
+    /// The owner approved this one call.
+    Call,
+    /// The owner approved this call and the tool for the rest of the turn: it left a turn
+    /// allowance.
+    Turn,
+    /// The call ran under the turn allowance that approval left; nobody was asked about it.
+    Allowance,
+}
+
 /// One line of the audit log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -109,6 +127,13 @@ pub struct AuditRecord {
     /// For `exec`: how the program ended (`exited with status 0`, `timed out`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<String>,
+    /// The approval of the line: minted (`asked`), refused (`approval_refused`, the id as
+    /// sent), or the one the call ran under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalId>,
+    /// For a call that ran under an approval: how.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_scope: Option<ApprovalScope>,
 }
 
 /// What a tool adds to its audit lines besides the argument digest (see `Tool::audit_facts`
@@ -122,6 +147,15 @@ pub struct AuditFacts {
 }
 
 impl AuditRecord {
+    /// This line with the approval `id` and, for a call that ran under it, its `scope`.
+    pub fn with_approval(self, id: ApprovalId, scope: Option<ApprovalScope>) -> AuditRecord {
+        AuditRecord {
+            approval: Some(id),
+            approval_scope: scope,
+            ..self
+        }
+    }
+
     /// This line with `facts` added.
     pub fn with_facts(self, facts: AuditFacts) -> AuditRecord {
         AuditRecord {
@@ -151,6 +185,10 @@ impl AuditRecord {
         detail: Option<String>,
         started: Instant,
     ) -> AuditRecord {
+        let approval = match response {
+            ToolResponse::Ask { approval } => Some(approval.id.clone()),
+            _ => None,
+        };
         let (decision, reason, result_bytes, result, truncated) = match response {
             ToolResponse::Result {
                 content,
@@ -176,6 +214,7 @@ impl AuditRecord {
             result_bytes,
             result,
             truncated,
+            approval,
             ..AuditRecord::line(event, request, decision, started)
         }
     }
@@ -205,6 +244,8 @@ impl AuditRecord {
             truncated: false,
             argv_sha256: None,
             exit: None,
+            approval: None,
+            approval_scope: None,
         }
     }
 }

@@ -1,14 +1,18 @@
-//! The broker: decides each request ([`crate::policy::decide`]), audits the decision before
-//! anything runs, runs the tool under its time limit, caps and labels the result (and a
-//! tool's failure alike), and audits the outcome before it answers.
+//! The broker: decides each request ([`crate::policy::decide`], the tool's own check, then
+//! the approval step [`crate::policy::admit`]), audits the decision before anything runs,
+//! runs the tool under its time limit, caps and labels the result (and a tool's failure
+//! alike), and audits the outcome before it answers. A call the owner must decide is answered
+//! with an approval to decide (`ToolResponse::Ask`) and does not run.
 
-use crate::audit::{AuditEvent, AuditLog, AuditRecord};
+use crate::audit::{ApprovalScope, AuditEvent, AuditLog, AuditRecord};
 use crate::config::{Config, EXEC_TOOL, Grant, Limits};
-use crate::policy::{CallCounters, Decision, GlobError, Grants, decide};
+use crate::policy::{
+    Admission, ApprovalTable, CallCounters, Decision, GlobError, Grants, admit, decide,
+};
 use crate::result::{from_error, grant_labels, labelled, refused};
 use crate::tool::{CallContext, Tool};
 use crate::toolset::ToolSet;
-use bxcore::{DenyReason, SessionId};
+use bxcore::{ApprovalId, DenyReason, SessionId};
 use proto::{Catalogue, ToolRequest, ToolResponse};
 use serde_json::Value;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -27,6 +31,9 @@ pub struct Broker {
     grants: Grants,
     limits: Limits,
     counters: Mutex<CallCounters>,
+    /// The approvals this broker minted; gone with it, so a restart voids them. Locked after
+    /// `counters` when both are held.
+    approvals: Mutex<ApprovalTable>,
     audit: Arc<AuditLog>,
 }
 
@@ -44,6 +51,7 @@ impl Broker {
             grants,
             limits: config.limits.clone(),
             counters: Mutex::new(CallCounters::new()),
+            approvals: Mutex::new(ApprovalTable::new(&config.approvals)),
             audit,
         })
     }
@@ -79,8 +87,8 @@ impl Broker {
         let started = Instant::now();
         let tool = self.tools.get(&request.tool);
         let decision = {
-            let mut counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
-            decide(request, &self.grants, tool.is_some(), &mut counters)
+            let counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
+            decide(request, &self.grants, tool.is_some(), &counters)
         };
         let (grant, arguments, tool) = match (decision, tool) {
             (Decision::Allow { grant, arguments }, Some(tool)) => (grant, arguments, tool),
@@ -123,8 +131,56 @@ impl Broker {
                     .with_facts(tool.audit_facts(&arguments, None));
             return self.answer(request, &line, response);
         }
-        let decided =
-            AuditRecord::decided(request, started).with_facts(tool.audit_facts(&arguments, None));
+        let approval = match self.admit(request, &grant) {
+            Admission::Run { approval } => approval,
+            Admission::Ask(ask) => {
+                let detail = ask.reason.clone();
+                let response = ToolResponse::Ask { approval: ask };
+                let line = AuditRecord::of_response(
+                    AuditEvent::Decided,
+                    request,
+                    &response,
+                    Some(detail),
+                    started,
+                );
+                return self.answer(request, &line, response);
+            }
+            Admission::Deny {
+                reason,
+                detail,
+                approval,
+            } => {
+                let response = ToolResponse::denied(reason, Some(detail.clone()));
+                let line = AuditRecord::of_response(
+                    AuditEvent::Decided,
+                    request,
+                    &response,
+                    Some(detail),
+                    started,
+                );
+                let line = match approval {
+                    Some(id) => line.with_approval(id, None),
+                    None => line,
+                };
+                return self.answer(request, &line, response);
+            }
+            Admission::Fail { message } => {
+                tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{message}");
+                let response = ToolResponse::failed(message.clone());
+                let line = AuditRecord::of_response(
+                    AuditEvent::Decided,
+                    request,
+                    &response,
+                    Some(message),
+                    started,
+                );
+                return self.answer(request, &line, response);
+            }
+        };
+        let decided = with_approval(
+            AuditRecord::decided(request, started).with_facts(tool.audit_facts(&arguments, None)),
+            &approval,
+        );
         if let Err(e) = self.audit.append(&decided) {
             tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}; the call does not run");
             return ToolResponse::failed(AUDIT_FAILED_MESSAGE);
@@ -143,7 +199,23 @@ impl Broker {
             started,
         )
         .with_facts(facts);
-        self.answer(request, &line, response)
+        self.answer(request, &with_approval(line, &approval), response)
+    }
+
+    /// The approval step for a call allowed under `grant` that passed its tool's check.
+    fn admit(&self, request: &ToolRequest, grant: &Grant) -> Admission {
+        let mut counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut approvals = self
+            .approvals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        admit(
+            request,
+            grant,
+            &mut approvals,
+            &mut counters,
+            Instant::now(),
+        )
     }
 
     /// The walls `exec` runs in, for a status line: `bubblewrap + Landlock v4`, or
@@ -231,4 +303,12 @@ fn failed(message: String, grant: &Grant) -> (ToolResponse, Option<String>) {
         },
         Some(message),
     )
+}
+
+/// `line` with the approval a call ran under, when it ran under one.
+fn with_approval(line: AuditRecord, approval: &Option<(ApprovalId, ApprovalScope)>) -> AuditRecord {
+    match approval {
+        Some((id, scope)) => line.with_approval(id.clone(), Some(*scope)),
+        None => line,
+    }
 }

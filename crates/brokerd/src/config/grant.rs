@@ -1,6 +1,7 @@
 //! `[[grants]]`: which session may call which tool, within which limits, and how its results
 //! are labelled.
 
+use super::approvals::{self, Approve};
 use super::exec::{EXEC_TOOL, ExecGrant};
 use super::reach::DEFAULT_PORTS;
 use bxconfig::Problems;
@@ -33,6 +34,19 @@ pub enum WhenUntrusted {
     Allow,
     /// The call is denied (`Denied { UntrustedContext }`) once the context is untrusted.
     Deny,
+    /// Once the context is untrusted, the call asks the owner first (`ToolResponse::Ask`).
+    Ask,
+}
+
+impl WhenUntrusted {
+    /// The value as the config writes it (`allow`, `deny`, `ask`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WhenUntrusted::Allow => "allow",
+            WhenUntrusted::Deny => "deny",
+            WhenUntrusted::Ask => "ask",
+        }
+    }
 }
 
 /// What a grant gets when it does not say: by tool, the conservative choice.
@@ -111,8 +125,12 @@ pub struct Grant {
     pub result_untrusted: bool,
     /// The highest context class a call may carry (egress control).
     pub max_context_class: DataClass,
-    /// Whether the call may run while the caller's context is untrusted.
+    /// Whether the call may run while the caller's context is untrusted (`ask`: the owner
+    /// decides; `approve = "when_untrusted"` sets it).
     pub when_untrusted: WhenUntrusted,
+    /// When a call asks the owner first (`always`: every call; `when_untrusted`: as
+    /// `when_untrusted = "ask"`).
+    pub approve: Approve,
     /// The most calls of this tool in one turn of one session; none: no limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_calls_per_turn: Option<u32>,
@@ -140,6 +158,8 @@ struct RawGrant {
     result_untrusted: Option<bool>,
     max_context_class: Option<DataClass>,
     when_untrusted: Option<WhenUntrusted>,
+    #[serde(default)]
+    approve: Approve,
     max_calls_per_turn: Option<u32>,
     #[serde(default)]
     programs: Vec<String>,
@@ -185,7 +205,12 @@ impl From<RawGrant> for Grant {
             result_class: raw.result_class.unwrap_or(d.result_class),
             result_untrusted: raw.result_untrusted.unwrap_or(d.result_untrusted),
             max_context_class: raw.max_context_class.unwrap_or(d.max_context_class),
-            when_untrusted: raw.when_untrusted.unwrap_or(d.when_untrusted),
+            when_untrusted: approvals::resolve_when_untrusted(
+                raw.approve,
+                raw.when_untrusted,
+                d.when_untrusted,
+            ),
+            approve: raw.approve,
             tool: raw.tool,
             sessions: raw.sessions,
             paths: raw.paths,
@@ -272,6 +297,7 @@ impl Grant {
             &self.networks,
             p,
         );
+        approvals::check_grant(i, self.approve, self.when_untrusted, p);
         if let Some(n) = self.max_calls_per_turn {
             p.at_least(&key("max_calls_per_turn"), n, 1);
         }

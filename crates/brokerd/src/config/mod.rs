@@ -4,6 +4,7 @@
 //! Every key has a default, so an empty file is a valid config; with no grants, every call is
 //! denied. `docs/config.md` lists every key and the grant defaults.
 
+mod approvals;
 mod exec;
 mod grant;
 mod http_fetch;
@@ -13,6 +14,7 @@ mod reach;
 #[cfg(test)]
 mod tests;
 
+pub use approvals::{ApprovalSettings, Approve};
 pub use exec::{EXEC_TOOL, ExecGrant, RUNNERS, is_runner, program_glob};
 pub use grant::{BUILTIN_TOOLS, Grant, GrantDefaults, HOST_TOOLS, PATH_TOOLS, WhenUntrusted};
 pub use http_fetch::HttpFetchSettings;
@@ -48,6 +50,8 @@ pub struct Config {
     pub mcp: Vec<McpServer>,
     /// `[http_fetch]`: settings of the `http_fetch` tool (a resolver override).
     pub http_fetch: HttpFetchSettings,
+    /// `[approvals]`: how long an approval brokerd mints holds, and how many may be pending.
+    pub approvals: ApprovalSettings,
 }
 
 impl Default for Config {
@@ -61,6 +65,7 @@ impl Default for Config {
             grants: Vec::new(),
             mcp: Vec::new(),
             http_fetch: HttpFetchSettings::default(),
+            approvals: ApprovalSettings::default(),
         }
     }
 }
@@ -138,6 +143,7 @@ impl Validate for Config {
             }
         }
         self.http_fetch.check(&mut p);
+        self.approvals.check(&mut p);
         p.finish()
     }
 

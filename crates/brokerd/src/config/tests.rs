@@ -404,3 +404,5 @@ fn an_exec_grant_renders_as_toml_that_loads_back() {
     let rendered = loader.render_toml(&cfg).unwrap();
     assert_eq!(valid(&rendered), cfg, "{rendered}");
 }
+
+mod approvals;

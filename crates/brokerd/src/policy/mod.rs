@@ -1,7 +1,8 @@
 //! Whether a tool call may run: [`decide`] checks a request against the grants, the caller's
-//! context label and the per-turn counts, in a fixed order, and says why when it may not.
+//! context label and the per-turn counts, in a fixed order, and says why when it may not;
+//! [`admit`] is the approval step that comes after the tool's own check.
 //!
-//! The order (the first failing check is the reason):
+//! The order (the first failing check is the reason; `docs/approvals.md` has the whole of it):
 //!
 //! 1. `UnknownTool`: no tool of that name in the tool set (`call_tool`, `find_tool` and
 //!    `subagent` never are: loopd answers them, and grants apply to the target tool).
@@ -14,13 +15,25 @@
 //!    `ToolRequest::counts_for`, so children cannot multiply a limit).
 //!    When none passes, the reason is the first matching grant's.
 //! 4. `InvalidArguments`: the arguments are not a JSON object (blank text counts as `{}`).
+//! 5. The tool's own check (paths, hosts, programs: `Tool::check`, run by the broker).
+//! 6. The approval step ([`admit`]): an approval the request carries is checked
+//!    (`ApprovalRefused`), a grant that asks the owner answers with an approval to decide
+//!    (`ToolResponse::Ask`), unless a turn allowance covers the call; too many outstanding is
+//!    `NotApproved`.
 //!
-//! An allowed call is counted for the rate limit there and then. Path and host limits are
-//! checked by the tools themselves, which get the grant.
+//! [`decide`] counts nothing: [`admit`] counts a call for the rate limit when it runs, never
+//! when it is refused or asked about.
 
+mod admit;
+mod approvals;
 mod counters;
 mod grants;
 
+pub use admit::{Admission, admit, ask_reason};
+pub use approvals::{
+    APPROVAL_ID_PREFIX, APPROVAL_ID_RANDOM_CHARS, ApprovalTable, MAX_REMEMBERED_USED,
+    MAX_TURN_ALLOWANCES, MintError, Refusal,
+};
 pub use counters::{CallCounters, MAX_TRACKED_SESSIONS};
 pub use grants::{GlobError, Grants};
 
@@ -58,13 +71,14 @@ impl Decision {
     }
 }
 
-/// Decides `request` under `grants`; `tool_known` says whether a tool of its name exists.
-/// Counts the call in `counters` when it is allowed.
+/// Decides `request` under `grants`, up to and including its arguments; `tool_known` says
+/// whether a tool of its name exists. Counts nothing: an allowed call still goes through the
+/// tool's check and [`admit`], which counts it when it runs.
 pub fn decide(
     request: &ToolRequest,
     grants: &Grants,
     tool_known: bool,
-    counters: &mut CallCounters,
+    counters: &CallCounters,
 ) -> Decision {
     let tool = request.tool.as_str();
     if !tool_known {
@@ -99,8 +113,6 @@ pub fn decide(
         Ok(arguments) => arguments,
         Err(why) => return Decision::deny(DenyReason::InvalidArguments, why),
     };
-    let counted = request.counted_turn();
-    counters.record(&counted.session, counted.turn, tool);
     Decision::Allow {
         grant: Arc::clone(grant),
         arguments,
@@ -139,6 +151,16 @@ fn check_grant(
             format!("the grant for {tool:?} says when_untrusted = deny"),
         ));
     }
+    rate_limit(grant, request, counters)
+}
+
+/// The grant's `max_calls_per_turn` for the request's counted turn.
+fn rate_limit(
+    grant: &Grant,
+    request: &ToolRequest,
+    counters: &CallCounters,
+) -> Result<(), (DenyReason, String)> {
+    let tool = request.tool.as_str();
     if let Some(max) = grant.max_calls_per_turn {
         // A subagent's calls count against its top-level session's turn (`counts_for`).
         let counted = request.counted_turn();

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod approvals;
 mod broker;
 mod broker_record;
 mod builtin_files;

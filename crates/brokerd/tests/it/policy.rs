@@ -5,7 +5,7 @@
 use crate::common;
 
 use brokerd::config::{Grant, WhenUntrusted};
-use brokerd::policy::{CallCounters, Decision, Grants, decide};
+use brokerd::policy::{Admission, ApprovalTable, CallCounters, Decision, Grants, admit, decide};
 use brokerd::{ToolSet, ToolSetError};
 use bxcore::{DataClass, DenyReason, denial_message};
 use common::{Fixed, grant, request, sid, with_context};
@@ -14,7 +14,30 @@ use serde_json::json;
 
 fn decide_with(grants: &[Grant], request: &ToolRequest, known: bool) -> Decision {
     let grants = Grants::new(grants).unwrap();
-    decide(request, &grants, known, &mut CallCounters::new())
+    decide(request, &grants, known, &CallCounters::new())
+}
+
+/// `decide`, then for an allowed call the approval step as the broker takes it, which counts
+/// the call (none of these grants asks the owner).
+fn decide_and_count(
+    request: &ToolRequest,
+    grants: &Grants,
+    known: bool,
+    counters: &mut CallCounters,
+) -> Decision {
+    let decision = decide(request, grants, known, counters);
+    if let Decision::Allow { grant, .. } = &decision {
+        let mut table = ApprovalTable::new(&Default::default());
+        let admission = admit(
+            request,
+            grant,
+            &mut table,
+            counters,
+            std::time::Instant::now(),
+        );
+        assert_eq!(admission, Admission::Run { approval: None });
+    }
+    decision
 }
 
 #[track_caller]
@@ -194,7 +217,7 @@ fn policy_rate_limit_per_turn_and_a_new_turn_resets_it() {
     let grants = Grants::new(&[g]).unwrap();
     let mut counters = CallCounters::new();
     let mut call = |session: &str, turn: u64, tool: &str| {
-        decide(
+        decide_and_count(
             &request(session, turn, tool, "{}"),
             &grants,
             true,
@@ -226,14 +249,14 @@ fn policy_denied_calls_do_not_count_against_the_rate_limit() {
     g.max_calls_per_turn = Some(1);
     let grants = Grants::new(&[g]).unwrap();
     let mut counters = CallCounters::new();
-    let bad = decide(
+    let bad = decide_and_count(
         &request("main", 1, "echo", "[]"),
         &grants,
         true,
         &mut counters,
     );
     assert_eq!(denied(&bad).0, DenyReason::InvalidArguments);
-    allowed(&decide(
+    allowed(&decide_and_count(
         &request("main", 1, "echo", "{}"),
         &grants,
         true,
@@ -282,7 +305,7 @@ fn policy_checks_in_order_and_reports_the_first_failing_one() {
     g.max_calls_per_turn = Some(1);
     let grants = Grants::new(std::slice::from_ref(&g)).unwrap();
     let mut counters = CallCounters::new();
-    allowed(&decide(
+    allowed(&decide_and_count(
         &request("main", 1, "echo", "{}"),
         &grants,
         true,
@@ -290,7 +313,7 @@ fn policy_checks_in_order_and_reports_the_first_failing_one() {
     ));
     let everything_wrong = with_context(request("main", 1, "echo", "[]"), DataClass::Secret, true);
     let reason = |r: &ToolRequest, known: bool, counters: &mut CallCounters| {
-        denied(&decide(r, &grants, known, counters)).0
+        denied(&decide_and_count(r, &grants, known, counters)).0
     };
     assert_eq!(
         reason(&everything_wrong, false, &mut counters),
@@ -380,14 +403,14 @@ fn policy_subagents_calls_count_against_their_top_level_turn() {
         });
         r
     };
-    allowed(&decide(
+    allowed(&decide_and_count(
         &request("main", 4, "echo", "{}"),
         &grants,
         true,
         &mut counters,
     ));
     for n in 1..=3 {
-        let decision = decide(&child(n), &grants, true, &mut counters);
+        let decision = decide_and_count(&child(n), &grants, true, &mut counters);
         let (reason, detail) = denied(&decision);
         assert_eq!(reason, DenyReason::RateLimit, "child {n}");
         assert!(detail.contains("subagents"), "{detail}");
@@ -398,5 +421,5 @@ fn policy_subagents_calls_count_against_their_top_level_turn() {
         session: sid("main"),
         turn: 5,
     });
-    allowed(&decide(&next, &grants, true, &mut counters));
+    allowed(&decide_and_count(&next, &grants, true, &mut counters));
 }

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use brokerd::audit::AuditLog;
-use brokerd::config::{Config, DEFAULT_PORTS, Grant, GrantDefaults, HOST_TOOLS, Limits};
+use brokerd::config::{Approve, Config, DEFAULT_PORTS, Grant, GrantDefaults, HOST_TOOLS, Limits};
 use brokerd::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
 use brokerd::{Broker, ToolSet};
 use bxcore::{CallId, DataClass, Labels, SessionId};
@@ -39,6 +39,7 @@ pub fn grant(tool: &str, sessions: &[&str]) -> Grant {
         result_untrusted: d.result_untrusted,
         max_context_class: d.max_context_class,
         when_untrusted: d.when_untrusted,
+        approve: Approve::Never,
         max_calls_per_turn: None,
         exec: Default::default(),
     }
