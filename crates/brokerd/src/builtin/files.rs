@@ -99,9 +99,9 @@ impl Tool for ReadFile {
         }
     }
 
-    fn check(&self, arguments: &serde_json::Value, _ctx: CallContext<'_>) -> Result<(), ToolError> {
+    fn check(&self, arguments: &serde_json::Value, ctx: CallContext<'_>) -> Result<(), ToolError> {
         let args = args::check(arguments, &READ_FILE_PARAMS)?;
-        paths::absolute(args.str("path").unwrap_or_default()).map(|_| ())
+        beneath_a_root(args.str("path").unwrap_or_default(), ctx)
     }
 
     fn call<'a>(
@@ -145,9 +145,9 @@ impl Tool for ListDir {
         }
     }
 
-    fn check(&self, arguments: &serde_json::Value, _ctx: CallContext<'_>) -> Result<(), ToolError> {
+    fn check(&self, arguments: &serde_json::Value, ctx: CallContext<'_>) -> Result<(), ToolError> {
         let args = args::check(arguments, &LIST_DIR_PARAMS)?;
-        paths::absolute(args.str("path").unwrap_or_default()).map(|_| ())
+        beneath_a_root(args.str("path").unwrap_or_default(), ctx)
     }
 
     fn call<'a>(
@@ -193,8 +193,9 @@ impl Tool for WriteFile {
         }
     }
 
-    fn check(&self, arguments: &serde_json::Value, _ctx: CallContext<'_>) -> Result<(), ToolError> {
-        write_arguments(arguments).map(|_| ())
+    fn check(&self, arguments: &serde_json::Value, ctx: CallContext<'_>) -> Result<(), ToolError> {
+        let (arg, _, _) = write_arguments(arguments)?;
+        paths::resolve_allowed(&arg, &ctx.grant.paths).map(|_| ())
     }
 
     fn call<'a>(
@@ -211,6 +212,15 @@ impl Tool for WriteFile {
             .await
         })
     }
+}
+
+/// The check before a file tool runs (and before brokerd asks the owner about it): `arg` is
+/// absolute and, as the tree is now, under one of the grant's roots. The tool checks again
+/// when it runs, beneath the root's fd: this is only so that nobody is asked to approve a
+/// call that would be refused anyway.
+fn beneath_a_root(arg: &str, ctx: CallContext<'_>) -> Result<(), ToolError> {
+    let path = paths::absolute(arg)?;
+    paths::resolve_allowed(&path, &ctx.grant.paths).map(|_| ())
 }
 
 /// `write_file`'s arguments: the absolute path, the content (at most [`MAX_WRITE_BYTES`]) and
