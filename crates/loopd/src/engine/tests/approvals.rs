@@ -252,3 +252,40 @@ fn a_shutdown_makes_a_waiting_call_void_and_ends_its_turn_interrupted() {
     ));
     assert_eq!(bed.port.requests().len(), 1, "never sent again");
 }
+
+#[test]
+fn the_desk_holds_at_most_max_waiting_approvals_and_each_id_once() {
+    use crate::engine::approvals::{Desk, MAX_WAITING_APPROVALS};
+    let desk = Desk::default();
+    let pending = |n: usize| proto::api::PendingApproval {
+        id: ApprovalId::new(&format!("ap-{n}")).unwrap(),
+        session: SessionId::new("s").unwrap(),
+        turn: 1,
+        call: bxcore::CallId(n as u64),
+        tool: ASKED_TOOL.into(),
+        arguments: "{}".into(),
+        reason: "asks".into(),
+        class: bxcore::DataClass::Public,
+        untrusted: false,
+        asked: bxcore::Timestamp::now(),
+        timeout_ms: 1,
+    };
+    let mut receivers = Vec::new();
+    for n in 0..MAX_WAITING_APPROVALS {
+        receivers.push(desk.put(pending(n)).unwrap());
+    }
+    let why = desk.put(pending(MAX_WAITING_APPROVALS)).unwrap_err();
+    assert!(why.contains("MAX_WAITING_APPROVALS"), "{why}");
+    assert!(desk.withdraw(&ApprovalId::new("ap-0").unwrap()));
+    assert!(!desk.withdraw(&ApprovalId::new("ap-0").unwrap()));
+    let why = desk.put(pending(1)).unwrap_err();
+    assert!(why.contains("ap-1 already waits"), "{why}");
+    desk.put(pending(MAX_WAITING_APPROVALS)).unwrap();
+    let listed = desk.list().approvals;
+    assert_eq!(listed.len(), MAX_WAITING_APPROVALS);
+    assert_eq!(listed[0].id.as_str(), "ap-1", "oldest first");
+    assert_eq!(
+        listed.last().unwrap().id.as_str(),
+        format!("ap-{MAX_WAITING_APPROVALS}")
+    );
+}

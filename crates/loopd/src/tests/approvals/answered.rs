@@ -156,3 +156,60 @@ fn approved_for_the_turn_a_second_identical_call_is_not_asked_but_one_in_the_nex
     );
     assert_eq!(port.requests().len(), 5);
 }
+
+/// An owner whose answer comes just as the wait ends: it answers (approve) when the turn
+/// withdraws the call, as the desk's answer does when it takes the call off the list first.
+struct LateOwner {
+    reply: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<crate::turn::OwnerReply>>>,
+    recorded:
+        std::sync::Mutex<Option<tokio::sync::oneshot::Receiver<Result<ApprovalDecision, String>>>>,
+}
+
+impl crate::turn::Owner for LateOwner {
+    fn ask(
+        &self,
+        _asked: proto::api::PendingApproval,
+    ) -> Result<tokio::sync::oneshot::Receiver<crate::turn::OwnerReply>, String> {
+        let (reply, answers) = tokio::sync::oneshot::channel();
+        *self.reply.lock().unwrap() = Some(reply);
+        Ok(answers)
+    }
+
+    fn withdraw(&self, _id: &bxcore::ApprovalId) -> bool {
+        let (recorded, acknowledged) = tokio::sync::oneshot::channel();
+        let reply = crate::turn::OwnerReply {
+            answer: OwnerAnswer::Approve,
+            reason: None,
+            uid: Some(42),
+            recorded,
+        };
+        let _ = self.reply.lock().unwrap().take().unwrap().send(reply);
+        *self.recorded.lock().unwrap() = Some(acknowledged);
+        false
+    }
+
+    fn release_slot(&self) {}
+
+    fn retake_slot(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn an_answer_taken_off_the_list_as_the_wait_ends_is_the_one_recorded_and_acknowledged() {
+    let bed = Bed::waiting_ms(1);
+    let port = AskingPort::new();
+    let owner = LateOwner {
+        reply: std::sync::Mutex::new(None),
+        recorded: std::sync::Mutex::new(None),
+    };
+    let ran = bed.run(&port, &owner, "s", "save a note", &Stop::new(), &mut |_| {});
+    assert_eq!(ran.end.unwrap(), TurnEnd::Done);
+    assert_eq!(trail(&ran.session)[1], "decided approved Some(42) None");
+    assert_eq!(port.requests().len(), 2, "sent again with the approval");
+    let acknowledged = owner.recorded.lock().unwrap().take().unwrap();
+    assert_eq!(
+        acknowledged.blocking_recv().unwrap(),
+        Ok(ApprovalDecision::Approved)
+    );
+}

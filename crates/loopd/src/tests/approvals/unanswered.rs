@@ -156,3 +156,79 @@ fn without_an_engine_nobody_can_answer_and_the_call_is_void_at_once() {
     assert!(trail[2].contains(NO_OWNER));
     assert_eq!(port.requests().len(), 1);
 }
+
+#[test]
+fn a_heartbeat_request_whose_notification_cannot_be_written_is_void_and_never_waits() {
+    // Nobody could learn of the request: it must not wait silently.
+    let bed = Bed::new();
+    std::fs::create_dir(bed.cfg.state_dir.join(heartbeat::NOTIFICATIONS_FILE)).unwrap();
+    let port = AskingPort::new();
+    let (ran, ()) = bed.turn(&port, "heartbeat", "save a note", &Stop::new(), |_| ());
+    assert_eq!(ran.end.unwrap(), TurnEnd::Done);
+    let trail = trail(&ran.session);
+    assert!(
+        trail[1].starts_with("decided void None Some(\"the notification could not be written"),
+        "{trail:?}"
+    );
+    assert!(
+        ran.events
+            .iter()
+            .all(|e| !matches!(e, bxcore::TurnEvent::ApprovalRequested { .. }))
+    );
+    assert!(bed.desk.list().approvals.is_empty());
+    assert_eq!(port.requests().len(), 1);
+}
+
+/// An owner that answers "approve" at once, and whose main slot cannot be taken again: the
+/// whole turn was stopped while a subagent's call waited (`TurnOwner` watches the top turn).
+struct SlotLost;
+
+impl crate::turn::Owner for SlotLost {
+    fn ask(
+        &self,
+        _asked: proto::api::PendingApproval,
+    ) -> Result<tokio::sync::oneshot::Receiver<crate::turn::OwnerReply>, String> {
+        let (reply, answers) = tokio::sync::oneshot::channel();
+        let (recorded, _) = tokio::sync::oneshot::channel();
+        let _ = reply.send(crate::turn::OwnerReply {
+            answer: OwnerAnswer::Approve,
+            reason: None,
+            uid: Some(7),
+            recorded,
+        });
+        Ok(answers)
+    }
+
+    fn withdraw(&self, _id: &bxcore::ApprovalId) -> bool {
+        true
+    }
+
+    fn release_slot(&self) {}
+
+    fn retake_slot(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn an_approved_call_whose_turn_cannot_take_its_slot_again_does_not_run() {
+    let bed = Bed::new();
+    let port = AskingPort::new();
+    let ran = bed.run(
+        &port,
+        &SlotLost,
+        "s",
+        "save a note",
+        &Stop::new(),
+        &mut |_| {},
+    );
+    let trail = trail(&ran.session);
+    assert_eq!(
+        trail[1..3],
+        [
+            "decided approved Some(7) None".to_string(),
+            "decided void None Some(\"the turn was cancelled\")".to_string(),
+        ]
+    );
+    assert_eq!(port.requests().len(), 1, "never sent with the approval");
+}
