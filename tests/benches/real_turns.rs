@@ -80,6 +80,7 @@ fn main() {
         system: &system,
         n_ctx: blocking.wait(client.props()).unwrap().n_ctx,
         children: &loopd::subagent::Subagents,
+        owner: &loopd::turn::NoOwner,
     };
     let mut session = store
         .open_or_create(&SessionId::new("bench").unwrap())

@@ -82,6 +82,7 @@ fn main() {
         system: SYSTEM,
         n_ctx: N_CTX,
         children: &loopd::subagent::Subagents,
+        owner: &loopd::turn::NoOwner,
     };
     let mut session = store
         .open_or_create(&SessionId::new("bench").unwrap())

@@ -23,7 +23,7 @@ pub const HEARTBEAT_PROMPT_FILE: &str = "heartbeat.md";
 /// The answer that means "nothing needs the owner's attention".
 pub const QUIET_REPLY: &str = "HEARTBEAT_OK";
 /// The notifications file, in the state dir.
-pub const NOTIFICATIONS_FILE: &str = "notifications.jsonl";
+pub use crate::journal::NOTIFICATIONS_FILE;
 
 /// The notifications file of `cfg`.
 pub fn path(cfg: &Config) -> PathBuf {

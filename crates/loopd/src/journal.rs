@@ -7,6 +7,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+/// The notifications file, in the state dir: what the heartbeat found worth telling, and the
+/// approvals that unattended turns wait for (`GET /v1/notifications`).
+pub const NOTIFICATIONS_FILE: &str = "notifications.jsonl";
+
 /// Serialises appends within loopd, so lines from two turns never interleave.
 static APPENDS: Mutex<()> = Mutex::new(());
 

@@ -1,7 +1,9 @@
 //! What a turn runs with: the model server, the tools, the config ([`Runtime`]), how it is told
-//! to stop ([`Stop`]), and what runs a child session ([`Children`]). Below `turn`, `compact`
-//! and `summarise`, which all take a `Runtime`; the child runner is a trait so that `turn`
-//! never imports `subagent`, which runs turns itself.
+//! to stop ([`Stop`]), what runs a child session ([`Children`]) and where a call waits for the
+//! owner's approval ([`Owner`]). Below `turn`, `compact` and `summarise`, which all take a
+//! `Runtime`; the child runner and the owner are traits so that `turn` never imports
+//! `subagent`, which runs turns itself, or `engine`, which keeps the approvals desk and the
+//! main slot.
 
 use crate::blocking::Blocking;
 use crate::config::Config;
@@ -9,9 +11,11 @@ use crate::llama::Client;
 use crate::outcome::CallOutcome;
 use crate::session::Session;
 use crate::tools::{Registry, ToolPort};
-use bxcore::{CallId, TurnEnd, TurnEvent};
+use bxcore::{ApprovalDecision, ApprovalId, CallId, TurnEnd, TurnEvent};
+use proto::api::{OwnerAnswer, PendingApproval};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// What a turn needs besides its session.
@@ -33,6 +37,9 @@ pub struct Runtime<'a> {
     pub n_ctx: u32,
     /// What runs a `subagent` call's child session (`subagent::Subagents`).
     pub children: &'a dyn Children,
+    /// Where a call brokerd asks about waits for the owner's answer: the engine's desk for a
+    /// turn the engine runs, [`NoOwner`] where nobody can answer.
+    pub owner: &'a dyn Owner,
 }
 
 /// How a turn is told to stop early: the one way loopd cancels work. Waits select on its
@@ -106,6 +113,66 @@ pub trait Children: Sync {
         stop: &Stop,
         on_event: &mut dyn FnMut(&TurnEvent),
     ) -> CallOutcome;
+}
+
+/// The owner's answer to a waiting call, as it reaches the turn that waits (from
+/// `POST /v1/approvals/{id}` through the engine's desk).
+#[derive(Debug)]
+pub struct OwnerReply {
+    /// The answer.
+    pub answer: OwnerAnswer,
+    /// The owner's reason, for a denial.
+    pub reason: Option<String>,
+    /// The user id of the peer that answered (`SO_PEERCRED`).
+    pub uid: Option<u32>,
+    /// Told the decision once the session log holds it, or why it could not be recorded: the
+    /// API answers the owner only then.
+    pub recorded: oneshot::Sender<Result<ApprovalDecision, String>>,
+}
+
+/// Where a turn's calls wait for the owner: the list the API shows and answers from, and the
+/// main slot the turn gives back while it waits (so other sessions' turns run meanwhile).
+pub trait Owner: Sync {
+    /// Lists `asked` for the owner; the answer comes on the receiver. `Err(why)`: nobody can
+    /// answer it here, and the call is not run.
+    fn ask(&self, asked: PendingApproval) -> Result<oneshot::Receiver<OwnerReply>, String>;
+
+    /// Takes approval `id` off the list once its wait ended without an answer (timeout,
+    /// stop). `false`: an answer took it first, and is in its receiver.
+    fn withdraw(&self, id: &ApprovalId) -> bool;
+
+    /// Gives back the main slot the turn holds, for as long as it waits.
+    fn release_slot(&self);
+
+    /// Takes the main slot again, before the turn goes on. `false`: it could not, because
+    /// the turn was stopped meanwhile (loopd is shutting down, the task was cancelled); the
+    /// turn must run nothing more.
+    fn retake_slot(&self) -> bool;
+}
+
+/// What [`NoOwner`] answers: why a call that needs approval is void there.
+pub const NO_OWNER: &str = "nobody can answer an approval here (this runtime has no engine)";
+
+/// The owner of a runtime without the engine (benches, tests that build a [`Runtime`] by
+/// hand, the background work after a turn): nobody can answer, so a call that needs the
+/// owner's approval is void at once, and never waits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoOwner;
+
+impl Owner for NoOwner {
+    fn ask(&self, _asked: PendingApproval) -> Result<oneshot::Receiver<OwnerReply>, String> {
+        Err(NO_OWNER.to_string())
+    }
+
+    fn withdraw(&self, _id: &ApprovalId) -> bool {
+        true
+    }
+
+    fn release_slot(&self) {}
+
+    fn retake_slot(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

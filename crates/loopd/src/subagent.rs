@@ -174,6 +174,7 @@ pub fn run(
         system: &system,
         n_ctx: rt.n_ctx,
         children: rt.children,
+        owner: rt.owner,
     };
     let timeout = Duration::from_millis(rt.cfg.subagent.timeout_ms);
     let mut forward = |event: &TurnEvent| {

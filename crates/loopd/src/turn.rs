@@ -12,13 +12,15 @@ use crate::session::{Session, StoreError};
 use bxcore::{LogRecord, TaskId, Timestamp, TurnEnd, TurnEvent};
 use std::time::Instant;
 
+mod approval;
 mod call;
 mod repeats;
 
 pub use crate::baseline::CUT_CALL;
 pub use crate::llama::FINISH_LENGTH;
 pub use crate::outcome::CallOutcome;
-pub use crate::runtime::{Children, Runtime, Stop};
+pub use crate::runtime::{Children, NO_OWNER, NoOwner, Owner, OwnerReply, Runtime, Stop};
+pub use approval::{CANCELLED, NO_REASON, SHUTTING_DOWN};
 pub use call::run_call;
 pub use repeats::{REFUSED_REPEATS_BEFORE_END, Repeats};
 

@@ -3,8 +3,9 @@
 
 use bxcore::{ApprovalId, SessionId, TurnEvent};
 use proto::api::{
-    ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer, MemoryList,
-    NotificationList, RecordsPage, SessionList, Status, TaskAccepted, TaskRequest,
+    ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer,
+    MAX_DENY_REASON_BYTES, MemoryList, NotificationList, RecordsPage, SessionList, Status,
+    TaskAccepted, TaskRequest,
 };
 use std::future::Future;
 use tokio::sync::{broadcast, mpsc};
@@ -84,4 +85,20 @@ pub trait Backend: Send + Sync + 'static {
         answer: ApprovalAnswer,
         uid: Option<u32>,
     ) -> impl Future<Output = Result<ApprovalAnswered, ApiFailure>> + Send;
+}
+
+/// Checks the owner's answer before anything waits on it: a reason reaches the model, so it
+/// is at most [`MAX_DENY_REASON_BYTES`] ([`ApiFailure::BadRequest`] past it). The route checks
+/// every answer, and the engine again, so no backend relays an over-long one.
+pub fn check_approval_answer(answer: &ApprovalAnswer) -> Result<(), ApiFailure> {
+    match &answer.reason {
+        Some(reason) if reason.len() > MAX_DENY_REASON_BYTES => {
+            Err(ApiFailure::BadRequest(format!(
+                "the reason is {} bytes, longer than the {MAX_DENY_REASON_BYTES} bytes a reason \
+                 may be (the model reads it)",
+                reason.len()
+            )))
+        }
+        _ => Ok(()),
+    }
 }

@@ -23,7 +23,7 @@ mod routes;
 mod server;
 mod sse;
 
-pub use backend::{ApiFailure, Backend, Submitted};
+pub use backend::{ApiFailure, Backend, Submitted, check_approval_answer};
 pub use bxhttp::Limits;
 pub use bxhttp::SocketError;
 pub use bxhttp::peer::peer_allowed;

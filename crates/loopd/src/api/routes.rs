@@ -220,6 +220,7 @@ where
                 .get::<bxhttp::peer::PeerUser>()
                 .map(|peer| peer.uid);
             let body: ApprovalAnswer = read_json(request, ctx.options.max_body_bytes).await?;
+            super::check_approval_answer(&body)?;
             answer(backend.answer_approval(&id, body, uid).await)
         }
     })

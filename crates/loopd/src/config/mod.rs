@@ -5,6 +5,7 @@
 //! key with its unit and default.
 
 mod api;
+mod approvals;
 mod heartbeat;
 mod llama;
 mod memory;
@@ -16,6 +17,7 @@ mod turn;
 mod tests;
 
 pub use api::{Api, Broker};
+pub use approvals::Approvals;
 pub use heartbeat::{HEARTBEAT_MIN_MS, HEARTBEAT_OFF, Heartbeat};
 pub use llama::{Expect, Llama};
 pub use memory::Memory;
@@ -65,6 +67,8 @@ pub struct Config {
     pub heartbeat: Heartbeat,
     /// `[subagent]`: children the model may start.
     pub subagent: Subagent,
+    /// `[approvals]`: the wait for the owner's answer to a call brokerd asks about.
+    pub approvals: Approvals,
     /// `[log]`: the log level.
     pub log: LogConfig,
 }
@@ -85,6 +89,7 @@ impl Default for Config {
             memory: Memory::default(),
             heartbeat: Heartbeat::default(),
             subagent: Subagent::default(),
+            approvals: Approvals::default(),
             log: LogConfig::default(),
         }
     }
@@ -106,6 +111,7 @@ impl Validate for Config {
         self.memory.check(&mut p);
         self.heartbeat.check(&mut p);
         self.subagent.check(&mut p);
+        self.approvals.check(&mut p);
         p.finish()
     }
 

@@ -225,3 +225,13 @@ fn config_max_repeated_calls_is_two_by_default_and_at_least_one() {
     let found = invalid("[loop]\nmax_repeated_calls = 0\n");
     assert_eq!(keys(&found), ["loop.max_repeated_calls"]);
 }
+
+#[test]
+fn config_approvals_timeout_is_ten_minutes_by_default_and_at_least_one_ms() {
+    assert_eq!(Config::default().approvals.timeout_ms, 600_000);
+    let found = invalid("[approvals]\ntimeout_ms = 0\n");
+    assert_eq!(keys(&found), ["approvals.timeout_ms"]);
+    let f = file("[approvals]\ntimeout_ms = 1500\n");
+    let cfg: Config = Loader::new(f.path(), ENV_PREFIX).load_valid().unwrap();
+    assert_eq!(cfg.approvals.timeout_ms, 1500);
+}

@@ -8,7 +8,7 @@
 //! back, does the turn's background work (summaries, compaction) on the background slot, and
 //! takes the next task. The lane stays busy through the background work: one writer per log.
 
-mod approvals;
+pub(crate) mod approvals;
 mod compact;
 mod idle;
 mod lane;
@@ -130,6 +130,8 @@ struct Inner {
     waiters: Arc<waiting::Waiters>,
     /// Notified each time a worker ends.
     worker_done: Notify,
+    /// The calls waiting for the owner's approval, across sessions.
+    approvals: approvals::Desk,
 }
 
 impl Engine {
@@ -152,6 +154,7 @@ impl Engine {
                 ready: Arc::default(),
                 workers: std::sync::OnceLock::new(),
                 worker_done: Notify::new(),
+                approvals: approvals::Desk::default(),
             }),
         }
     }
@@ -415,7 +418,7 @@ impl Backend for Engine {
     }
 
     fn approvals(&self) -> Result<ApprovalList, ApiFailure> {
-        Ok(approvals::list(&self.inner))
+        Ok(self.inner.approvals.list())
     }
 
     async fn answer_approval(
@@ -424,7 +427,7 @@ impl Backend for Engine {
         answer: ApprovalAnswer,
         uid: Option<u32>,
     ) -> Result<ApprovalAnswered, ApiFailure> {
-        approvals::answer(&self.inner, id, answer, uid).await
+        self.inner.approvals.answer(id, answer, uid).await
     }
 
     fn memory(&self) -> Result<MemoryList, ApiFailure> {

@@ -1,12 +1,15 @@
 //! One session's tasks, one after another, run by a pool worker (`pool`).
 
+use super::approvals::TurnOwner;
 use super::lane::{Pending, Work};
 use super::{EngineParts, Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
 use crate::blocking::OnRuntimeThread;
 use crate::session::Session;
 use crate::tools::Registry;
-use crate::turn::{Runtime, Stop, TurnError, finish_turn, run_foreground, start_task};
+use crate::turn::{
+    NoOwner, Owner, Runtime, Stop, TurnError, finish_turn, run_foreground, start_task,
+};
 use bxcore::{SessionId, TurnEnd, TurnEvent};
 use proto::api::TaskAccepted;
 use std::sync::Arc;
@@ -48,8 +51,13 @@ struct Ran {
     result: Result<TurnEnd, TurnError>,
 }
 
-/// The runtime of a task of this engine with `registry`.
-pub(super) fn runtime<'a>(parts: &'a EngineParts, registry: &'a Registry) -> Runtime<'a> {
+/// The runtime of a task of this engine with `registry`, whose calls wait for the owner
+/// through `owner`.
+pub(super) fn runtime<'a>(
+    parts: &'a EngineParts,
+    registry: &'a Registry,
+    owner: &'a dyn Owner,
+) -> Runtime<'a> {
     Runtime {
         cfg: &parts.cfg,
         client: &parts.client,
@@ -59,6 +67,7 @@ pub(super) fn runtime<'a>(parts: &'a EngineParts, registry: &'a Registry) -> Run
         system: &parts.system,
         n_ctx: parts.server.n_ctx,
         children: &crate::subagent::Subagents,
+        owner,
     }
 }
 
@@ -71,7 +80,7 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         .parts
         .blocking
         .wait(async { Ok::<_, OnRuntimeThread>(slots.acquire_owned().await.ok()) });
-    let _permit = match permit {
+    let permit = match permit {
         Ok(Some(permit)) => permit,
         Ok(None) => {
             pending.refuse(ApiFailure::Unavailable("loopd is shutting down".into()));
@@ -150,7 +159,16 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
             let _ = feed.send(event.clone());
         }
     };
-    let rt = runtime(parts, &registry);
+    // The permit rides with the turn's owner: given back while a call waits for the owner's
+    // approval, and on return.
+    let owner = TurnOwner::new(
+        &inner.approvals,
+        inner.slots.clone(),
+        permit,
+        &parts.blocking,
+        stop.clone(),
+    );
+    let rt = runtime(parts, &registry, &owner);
     let result = match unwind::catch("a turn", id, || {
         run_foreground(&rt, &mut session, stop, &mut on_event)
     }) {
@@ -183,7 +201,8 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
         return;
     }
     tracing::debug!(session = %id, "background work after the turn");
-    let rt = runtime(&inner.parts, &ran.registry);
+    // No tool runs after the turn: nothing there asks the owner.
+    let rt = runtime(&inner.parts, &ran.registry, &NoOwner);
     finish_turn(&rt, &mut ran.session, &ran.result);
     if !inner.shutting_down.load(Ordering::SeqCst) {
         inner.idle.keep(ran.session);

@@ -6,13 +6,18 @@ use super::hold::Hold;
 use super::index::{Index, Summary};
 use super::line::{self, GENESIS_DIGEST};
 use super::scan::scan;
-use bxcore::{CallId, Labels, LogRecord, SessionId, Timestamp, TurnEnd, Usage};
+use bxcore::{
+    ApprovalDecision, ApprovalId, CallId, Labels, LogRecord, SessionId, Timestamp, TurnEnd, Usage,
+};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The log file's name inside a session directory.
 pub const LOG_FILE: &str = "log.jsonl";
+/// The reason of the void decision recorded, on the next open, for an approval whose call was
+/// still waiting when loopd stopped.
+pub const STOPPED_WHILE_WAITING: &str = "loopd stopped while the call waited";
 
 /// A session opened for appending. While it exists no other `Session` for the same id can be
 /// opened, in this process (the hold) or another (an exclusive lock on the log file).
@@ -32,6 +37,8 @@ pub struct Session {
     last_turn: u64,
     open_turn: Option<u64>,
     last_call: u64,
+    /// The approvals asked in the open turn, in order, and whether each was decided.
+    approvals: Vec<TurnApproval>,
     /// The join of the labels this session inherited (`Inherited` records): a floor under its
     /// context label for its whole life.
     inherited: Labels,
@@ -45,6 +52,14 @@ pub struct Session {
     _hold: Hold,
     /// The store's index, told of every append.
     index: Index,
+}
+
+/// An approval asked in the open turn.
+#[derive(Debug)]
+struct TurnApproval {
+    call: CallId,
+    id: ApprovalId,
+    decided: bool,
 }
 
 impl Session {
@@ -103,6 +118,7 @@ impl Session {
             last_turn: 0,
             open_turn: None,
             last_call: 0,
+            approvals: Vec::new(),
             inherited: Labels::PUBLIC,
             root_turn: None,
             poisoned: false,
@@ -115,6 +131,7 @@ impl Session {
         }
         session.baseline = baseline::read(&session.dir, session.epoch)?;
         if let Some(turn) = session.open_turn {
+            session.void_waiting_approvals()?;
             tracing::warn!(session = %session.id, turn, "ending a turn left unfinished as interrupted");
             session.append(LogRecord::TurnEnd {
                 time: Timestamp::now(),
@@ -124,6 +141,30 @@ impl Session {
         }
         session.note_in_index();
         Ok(session)
+    }
+
+    /// Records each approval of the open turn that was asked and never decided as void: the
+    /// turn that waited for it is gone (loopd stopped or was killed), so the call never ran
+    /// and brokerd's approval expires unused.
+    fn void_waiting_approvals(&mut self) -> Result<(), StoreError> {
+        let waiting: Vec<(CallId, ApprovalId)> = self
+            .approvals
+            .iter()
+            .filter(|a| !a.decided)
+            .map(|a| (a.call, a.id.clone()))
+            .collect();
+        for (call, approval) in waiting {
+            tracing::warn!(session = %self.id, %approval, "recording an approval left waiting as void");
+            self.append(LogRecord::ApprovalDecided {
+                time: Timestamp::now(),
+                call,
+                approval,
+                decision: ApprovalDecision::Void,
+                uid: None,
+                reason: Some(STOPPED_WHILE_WAITING.to_string()),
+            })?;
+        }
+        Ok(())
     }
 
     /// Writes a new log holding only its header, durably. The caller made `dir`.
@@ -209,6 +250,16 @@ impl Session {
                 "epoch {epoch} does not follow epoch {}",
                 self.epoch
             )),
+            LogRecord::ApprovalRequested { .. } | LogRecord::ApprovalDecided { .. }
+                if self.open_turn.is_none() =>
+            {
+                Some("an approval belongs to a call of an open turn, and no turn is open".into())
+            }
+            LogRecord::ApprovalDecided { approval, .. }
+                if !self.approvals.iter().any(|a| &a.id == approval) =>
+            {
+                Some(format!("approval {approval} was not asked in this turn"))
+            }
             _ => None,
         };
         match why {
@@ -223,8 +274,24 @@ impl Session {
             LogRecord::User { turn, .. } => {
                 self.open_turn = Some(*turn);
                 self.last_turn = *turn;
+                self.approvals.clear();
             }
-            LogRecord::TurnEnd { .. } => self.open_turn = None,
+            LogRecord::TurnEnd { .. } => {
+                self.open_turn = None;
+                self.approvals.clear();
+            }
+            LogRecord::ApprovalRequested { call, approval, .. } => {
+                self.approvals.push(TurnApproval {
+                    call: *call,
+                    id: approval.clone(),
+                    decided: false,
+                });
+            }
+            LogRecord::ApprovalDecided { approval, .. } => {
+                for asked in self.approvals.iter_mut().filter(|a| &a.id == approval) {
+                    asked.decided = true;
+                }
+            }
             LogRecord::EpochStart { epoch, .. } => {
                 self.epoch = *epoch;
                 self.epoch_start = self.records.len();

@@ -8,7 +8,8 @@
 //!   on open every line is checked, and a damaged or misplaced line is an error naming the file
 //!   and line: the log is refused, never rewritten;
 //! - a crash mid-write leaves at most a torn last line, which open cuts off (and logs);
-//! - a turn left unfinished gets an `interrupted` turn end on open;
+//! - a turn left unfinished gets an `interrupted` turn end on open, after a `void` decision for
+//!   each approval it still waited for;
 //! - one open [`Session`] per id: an in-process hold plus an exclusive lock on the log file;
 //! - an epoch's baseline is written once and never changes;
 //! - a session is created whole or not at all: a directory without a log is no session, and
@@ -30,7 +31,7 @@ pub use baseline::{BASELINE_FORMAT_VERSION, Baseline};
 pub use error::StoreError;
 pub use hold::{Hold, Holds};
 pub use index::{Index, Summary};
-pub use log::{LOG_FILE, Session};
+pub use log::{LOG_FILE, STOPPED_WHILE_WAITING, Session};
 
 /// The directory, inside a session's directory, that holds its stored outputs.
 pub const OUTPUTS_DIR: &str = "outputs";

@@ -121,6 +121,7 @@ impl Bed {
             system: SYSTEM,
             n_ctx,
             children: &crate::subagent::Subagents,
+            owner: &crate::turn::NoOwner,
         };
         f(&rt)
     }

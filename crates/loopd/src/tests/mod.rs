@@ -9,6 +9,7 @@
 //! (`tests/tests/it/layers.rs` places it), so no test file makes an import loop between
 //! loopd's modules.
 
+mod approvals;
 mod bed;
 mod call_labels;
 mod compact;

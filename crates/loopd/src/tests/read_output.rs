@@ -67,6 +67,7 @@ impl Bed {
             system: SYSTEM,
             n_ctx: fakellama::DEFAULT_N_CTX,
             children: &crate::subagent::Subagents,
+            owner: &crate::turn::NoOwner,
         };
         let mut session = self
             .store
@@ -231,6 +232,7 @@ fn read_output_refuses_unknown_handles_and_offsets_past_the_end() {
         system: SYSTEM,
         n_ctx: fakellama::DEFAULT_N_CTX,
         children: &crate::subagent::Subagents,
+        owner: &crate::turn::NoOwner,
     };
     let mut session = bed.store.create(&SessionId::new("other").unwrap()).unwrap();
     start_turn(&mut session, "go").unwrap();

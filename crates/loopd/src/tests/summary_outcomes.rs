@@ -77,6 +77,7 @@ fn go(bed: &Bed, session: &mut Session) -> TurnEnd {
         system: SYSTEM,
         n_ctx: ROOMY_N_CTX,
         children: &crate::subagent::Subagents,
+        owner: &crate::turn::NoOwner,
     };
     start_turn(session, "go").unwrap();
     run_turn(&rt, session, &Stop::default(), &mut |_| {}).unwrap()

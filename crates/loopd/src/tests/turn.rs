@@ -51,6 +51,7 @@ impl Bed {
             system: SYSTEM,
             n_ctx: fakellama::DEFAULT_N_CTX,
             children: &crate::subagent::Subagents,
+            owner: &crate::turn::NoOwner,
         };
         let mut session = self
             .store
@@ -314,6 +315,7 @@ fn a_cancelled_turn_ends_as_cancelled_and_a_shutdown_as_interrupted() {
             system: SYSTEM,
             n_ctx: fakellama::DEFAULT_N_CTX,
             children: &crate::subagent::Subagents,
+            owner: &crate::turn::NoOwner,
         };
         let mut session = bed.store.create(&SessionId::new("c").unwrap()).unwrap();
         start_turn(&mut session, "x").unwrap();
@@ -432,6 +434,7 @@ fn a_cancelled_turn_keeps_what_had_streamed_and_never_replays_it() {
         system: SYSTEM,
         n_ctx: fakellama::DEFAULT_N_CTX,
         children: &crate::subagent::Subagents,
+        owner: &crate::turn::NoOwner,
     };
     let mut session = bed.store.create(&SessionId::new("part").unwrap()).unwrap();
     start_turn(&mut session, "tell a story").unwrap();

@@ -64,6 +64,7 @@ impl Bed {
             system: SYSTEM,
             n_ctx: fakellama::DEFAULT_N_CTX,
             children: &crate::subagent::Subagents,
+            owner: &crate::turn::NoOwner,
         };
         start_turn(session, text).unwrap();
         let end = run_turn(&rt, session, &Stop::default(), &mut |_| {}).unwrap();

@@ -19,7 +19,7 @@ mod dispatch;
 mod fake;
 mod registry;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use dispatch::{
     Dispatch, dispatch, find_tool_labels, parse_subagent_task, subagent_dispatch, target_tool,

@@ -13,10 +13,11 @@ use proto::{ToolRequest, ToolResponse, TurnRef};
 /// Runs `tool_call` (number `call` in `session`): a name outside the epoch's tools array or
 /// arguments that are not JSON get a clear answer back to the model; everything else goes
 /// through `dispatch`. `stop` also stops a subagent the call runs, whose events reach
-/// `on_event` as [`TurnEvent::Subagent`].
+/// `on_event` as [`TurnEvent::Subagent`]. A call brokerd asks the owner about waits for the
+/// answer (`approval`): its request and decision are appended to `session` as they happen.
 pub fn run_call(
     rt: &Runtime<'_>,
-    session: &Session,
+    session: &mut Session,
     call: CallId,
     tool_call: &ToolCall,
     stop: &Stop,
@@ -54,7 +55,12 @@ pub fn run_call(
                 }),
                 approval: None,
             };
-            from_port(rt.port.call(&request))
+            match rt.port.call(&request) {
+                ToolResponse::Ask { approval } => {
+                    super::approval::ask_owner(rt, session, request, approval, stop, on_event)
+                }
+                response => from_port(response),
+            }
         }
     };
     cap(outcome, cap_bytes, session, call, direct)
@@ -109,17 +115,18 @@ fn check_call(rt: &Runtime<'_>, session: &Session, tool_call: &ToolCall) -> Opti
 /// A port's answer as an outcome, with the answer's labels: a result's, or for a failure or
 /// refusal the tool's when a tool wrote it (public and trusted only for the broker's own
 /// words). Untrusted text is neutralised before the model sees it, failures included.
-fn from_port(response: ToolResponse) -> CallOutcome {
+pub(super) fn from_port(response: ToolResponse) -> CallOutcome {
     let labels = response.labels();
     let (content, truncated, outcome) = match response {
         ToolResponse::Result {
             content, truncated, ..
         } => (content, truncated, ToolOutcome::Ok),
         ToolResponse::Failed { message, .. } => (message, false, ToolOutcome::Failed),
+        // `run_call` hands every question to `approval`; this arm keeps the match whole.
         ToolResponse::Ask { approval } => (
             format!(
-                "brokerd asks the owner to approve this call of {} ({}), and nothing ran",
-                approval.tool, approval.reason
+                "brokerd asks the owner to approve this call of {} again, and nothing ran",
+                approval.tool
             ),
             false,
             ToolOutcome::Denied {

@@ -6,6 +6,7 @@
 mod api_common;
 mod fake_llama;
 
+mod api_approvals;
 mod api_limits;
 mod api_peer;
 mod api_routes;

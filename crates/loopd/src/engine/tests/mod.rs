@@ -1,4 +1,6 @@
-//! The engine's tests: background work after a turn, and faults (a model or a log that fails).
+//! The engine's tests: background work after a turn, faults (a model or a log that fails),
+//! and turns that wait for the owner's approval.
 
+mod approvals;
 mod background_work;
 mod faults;

@@ -94,6 +94,7 @@ impl Bed {
             system: SYSTEM,
             n_ctx: fakellama::DEFAULT_N_CTX,
             children: &crate::subagent::Subagents,
+            owner: &crate::turn::NoOwner,
         };
         let mut session = self.store.open_or_create(&sid).unwrap();
         start_turn(&mut session, text).unwrap();

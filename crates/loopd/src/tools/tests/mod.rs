@@ -1,7 +1,10 @@
 //! The tools seam (seed M2b-03): registry, dispatch table and the fake tools (the result cap is
-//! tested beside it, in `text`).
+//! tested beside it, in `text`). `asking`: a stand-in for brokerd's approvals, shared by the
+//! tests of turns that wait for the owner.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub(crate) mod asking;
 
 use crate::tools::{
     CALL_TOOL, Dispatch, Entry, FIND_TOOL, FakeTools, Registry, ToolPort, clock_schema, dispatch,

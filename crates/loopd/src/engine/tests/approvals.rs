@@ -1,0 +1,291 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Approvals through a real engine and its `Backend` (issue 16): turns waiting for the owner
+//! give the one main slot back, so two sessions wait at once and are answered in either
+//! order; the desk lists them oldest first, refuses an over-long reason and an id nothing
+//! waits under; a shutdown makes a waiting call void and ends its turn as interrupted.
+
+use crate::api::{ApiFailure, Backend, Submitted};
+use crate::config::Config;
+use crate::engine::{Engine, EngineParts, ToolSource};
+use crate::llama::ServerInfo;
+use crate::llama::tests::support::Fake;
+use crate::session::Store;
+use crate::tools::Registry;
+use crate::tools::tests::asking::{ASKED_TOOL, AskingPort};
+use bxcore::{ApprovalDecision, ApprovalId, LogRecord, SessionId, TurnEnd, TurnEvent};
+use proto::api::{ApprovalAnswer, MAX_DENY_REASON_BYTES, OwnerAnswer, TaskRequest};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest a test waits for anything, in milliseconds.
+const WAIT_MS: u64 = 20_000;
+
+/// A task with "save" calls `echo` through `call_tool`; anything else is answered "done".
+const SCRIPT: &str = r#"default_reply = "done"
+[[rule]]
+when_role = "user"
+when_contains = "save"
+tool_calls = [{ name = "call_tool", arguments = "{\"name\":\"echo\",\"arguments\":{\"text\":\"note\"}}" }]
+"#;
+
+struct Bed {
+    fake: Fake,
+    engine: Engine,
+    store: Store,
+    port: Arc<AskingPort>,
+    _state: tempfile::TempDir,
+}
+
+impl Bed {
+    fn new() -> Bed {
+        let state = tempfile::tempdir().unwrap();
+        let mut cfg = Config {
+            state_dir: state.path().join("state"),
+            ..Config::default()
+        };
+        std::fs::create_dir(&cfg.state_dir).unwrap();
+        cfg.baseline.system = state.path().join("system.md");
+        cfg.approvals.timeout_ms = WAIT_MS;
+        std::fs::write(&cfg.baseline.system, "You are a test.").unwrap();
+        let fake = Fake::script(SCRIPT);
+        let port = Arc::new(AskingPort::new());
+        let engine = Engine::new(EngineParts {
+            cfg: cfg.clone(),
+            store: Store::new(&cfg.state_dir).unwrap(),
+            client: Arc::new(fake.client()),
+            port: port.clone(),
+            tools: ToolSource::Fake(Registry::m2b()),
+            system: "You are a test.".into(),
+            server: ServerInfo {
+                n_ctx: fakellama::DEFAULT_N_CTX,
+                total_slots: fakellama::DEFAULT_SLOTS,
+                model: "fakellama".into(),
+                model_path: String::new(),
+                build_info: String::new(),
+            },
+            blocking: fake.blocking(),
+        });
+        Bed {
+            fake,
+            store: Store::new(&cfg.state_dir).unwrap(),
+            engine,
+            port,
+            _state: state,
+        }
+    }
+
+    /// Submits `text` on `session`: acknowledged once its turn holds the main slot.
+    fn submit(&self, session: &str, text: &str) -> Submitted {
+        let task = TaskRequest {
+            session: Some(SessionId::new(session).unwrap()),
+            text: text.into(),
+            task_id: None,
+        };
+        self.fake
+            .rt
+            .block_on(bounded(self.engine.submit(task), "the acknowledgement"))
+            .unwrap()
+    }
+
+    /// Reads `submitted`'s events until it asks the owner; the approval's id.
+    fn asked(&self, submitted: &mut Submitted) -> ApprovalId {
+        self.fake.rt.block_on(bounded(
+            async {
+                while let Some(event) = submitted.events.recv().await {
+                    match event {
+                        TurnEvent::ApprovalRequested { approval, .. } => return approval,
+                        TurnEvent::Ended { end, .. } => panic!("ended {end:?} without asking"),
+                        _ => {}
+                    }
+                }
+                panic!("the events ended before the turn asked")
+            },
+            "the request",
+        ))
+    }
+
+    /// How the turn of `submitted` ends.
+    fn end_of(&self, mut submitted: Submitted) -> TurnEnd {
+        self.fake.rt.block_on(bounded(
+            async {
+                while let Some(event) = submitted.events.recv().await {
+                    if let TurnEvent::Ended { end, .. } = event {
+                        return end;
+                    }
+                }
+                panic!("the events ended without an ended event")
+            },
+            "the turn's end",
+        ))
+    }
+
+    fn answer(
+        &self,
+        id: &ApprovalId,
+        answer: OwnerAnswer,
+        reason: Option<String>,
+        uid: u32,
+    ) -> Result<ApprovalDecision, ApiFailure> {
+        let answer = ApprovalAnswer { answer, reason };
+        self.fake
+            .rt
+            .block_on(bounded(
+                self.engine.answer_approval(id, answer, Some(uid)),
+                "the answer",
+            ))
+            .map(|answered| answered.decision)
+    }
+
+    /// (decision, uid, reason) of each approval decided in `session`.
+    fn decisions(&self, session: &str) -> Vec<(ApprovalDecision, Option<u32>, Option<String>)> {
+        self.store
+            .read(&SessionId::new(session).unwrap())
+            .unwrap()
+            .into_iter()
+            .filter_map(|r| match r {
+                LogRecord::ApprovalDecided {
+                    decision,
+                    uid,
+                    reason,
+                    ..
+                } => Some((decision, uid, reason)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+async fn bounded<F: std::future::Future>(future: F, what: &str) -> F::Output {
+    tokio::time::timeout(Duration::from_millis(WAIT_MS), future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not come within {WAIT_MS} ms"))
+}
+
+#[test]
+fn two_sessions_wait_at_once_on_one_main_slot_and_are_answered_out_of_order() {
+    let bed = Bed::new();
+    let mut a = bed.submit("a", "save a note");
+    let first = bed.asked(&mut a);
+    // b's task is acknowledged only once its turn holds the one main slot: a gave it back.
+    let mut b = bed.submit("b", "save a note");
+    let second = bed.asked(&mut b);
+    let listed = bed.engine.approvals().unwrap().approvals;
+    let ids: Vec<(&str, &str)> = listed
+        .iter()
+        .map(|p| (p.id.as_str(), p.session.as_str()))
+        .collect();
+    assert_eq!(ids, [(first.as_str(), "a"), (second.as_str(), "b")]);
+    assert!(listed.iter().all(|p| p.tool == ASKED_TOOL));
+
+    // A reason longer than the model may read is refused, and the call still waits.
+    let long = "x".repeat(MAX_DENY_REASON_BYTES + 1);
+    assert!(matches!(
+        bed.answer(&first, OwnerAnswer::Deny, Some(long), 1000),
+        Err(ApiFailure::BadRequest(_))
+    ));
+    let unknown = ApprovalId::new("ap-never").unwrap();
+    assert!(matches!(
+        bed.answer(&unknown, OwnerAnswer::Approve, None, 1000),
+        Err(ApiFailure::NotFound(_))
+    ));
+    assert_eq!(bed.engine.approvals().unwrap().approvals.len(), 2);
+
+    // The later one first: it takes the main slot again and ends.
+    assert_eq!(
+        bed.answer(&second, OwnerAnswer::Approve, None, 1001),
+        Ok(ApprovalDecision::Approved)
+    );
+    assert_eq!(bed.end_of(b), TurnEnd::Done);
+    assert_eq!(
+        bed.answer(&first, OwnerAnswer::Deny, Some("not this one".into()), 1002),
+        Ok(ApprovalDecision::Denied)
+    );
+    assert_eq!(bed.end_of(a), TurnEnd::Done);
+
+    assert_eq!(
+        bed.decisions("b"),
+        [(ApprovalDecision::Approved, Some(1001), None)]
+    );
+    assert_eq!(
+        bed.decisions("a"),
+        [(
+            ApprovalDecision::Denied,
+            Some(1002),
+            Some("not this one".into())
+        )]
+    );
+    // Answered: nothing waits, and a second answer finds nothing.
+    assert!(bed.engine.approvals().unwrap().approvals.is_empty());
+    assert!(matches!(
+        bed.answer(&second, OwnerAnswer::Approve, None, 1001),
+        Err(ApiFailure::NotFound(_))
+    ));
+    let sent_with_approval = bed
+        .port
+        .requests()
+        .iter()
+        .filter(|r| r.approval.is_some())
+        .count();
+    assert_eq!(sent_with_approval, 1, "only b's call ran");
+}
+
+#[test]
+fn a_shutdown_makes_a_waiting_call_void_and_ends_its_turn_interrupted() {
+    let bed = Bed::new();
+    let mut a = bed.submit("a", "save a note");
+    let id = bed.asked(&mut a);
+    bed.fake
+        .rt
+        .block_on(bounded(bed.engine.shutdown(WAIT_MS), "the shutdown"));
+    assert_eq!(bed.end_of(a), TurnEnd::Interrupted);
+    assert_eq!(
+        bed.decisions("a"),
+        [(
+            ApprovalDecision::Void,
+            None,
+            Some(crate::turn::SHUTTING_DOWN.into())
+        )]
+    );
+    assert!(matches!(
+        bed.answer(&id, OwnerAnswer::Approve, None, 1000),
+        Err(ApiFailure::NotFound(_))
+    ));
+    assert_eq!(bed.port.requests().len(), 1, "never sent again");
+}
+
+#[test]
+fn the_desk_holds_at_most_max_waiting_approvals_and_each_id_once() {
+    use crate::engine::approvals::{Desk, MAX_WAITING_APPROVALS};
+    let desk = Desk::default();
+    let pending = |n: usize| proto::api::PendingApproval {
+        id: ApprovalId::new(&format!("ap-{n}")).unwrap(),
+        session: SessionId::new("s").unwrap(),
+        turn: 1,
+        call: bxcore::CallId(n as u64),
+        tool: ASKED_TOOL.into(),
+        arguments: "{}".into(),
+        reason: "asks".into(),
+        class: bxcore::DataClass::Public,
+        untrusted: false,
+        asked: bxcore::Timestamp::now(),
+        timeout_ms: 1,
+    };
+    let mut receivers = Vec::new();
+    for n in 0..MAX_WAITING_APPROVALS {
+        receivers.push(desk.put(pending(n)).unwrap());
+    }
+    let why = desk.put(pending(MAX_WAITING_APPROVALS)).unwrap_err();
+    assert!(why.contains("MAX_WAITING_APPROVALS"), "{why}");
+    assert!(desk.withdraw(&ApprovalId::new("ap-0").unwrap()));
+    assert!(!desk.withdraw(&ApprovalId::new("ap-0").unwrap()));
+    let why = desk.put(pending(1)).unwrap_err();
+    assert!(why.contains("ap-1 already waits"), "{why}");
+    desk.put(pending(MAX_WAITING_APPROVALS)).unwrap();
+    let listed = desk.list().approvals;
+    assert_eq!(listed.len(), MAX_WAITING_APPROVALS);
+    assert_eq!(listed[0].id.as_str(), "ap-1", "oldest first");
+    assert_eq!(
+        listed.last().unwrap().id.as_str(),
+        format!("ap-{MAX_WAITING_APPROVALS}")
+    );
+}

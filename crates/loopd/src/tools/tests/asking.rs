@@ -1,0 +1,147 @@
+//! A stand-in for brokerd's side of approvals (issue 16, `docs/approvals.md`), for the tests of
+//! turns that wait for the owner: every call of [`ASKED_TOOL`] asks the owner first
+//! (`ToolResponse::Ask` with a fresh id); an approval it minted is accepted once, and only for
+//! the session, tool and arguments it was minted for; an approval used `for_turn` lets later
+//! calls of the same tool in the same turn of the same session run without asking, as
+//! brokerd's policy does. Any other tool just runs.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use crate::tools::ToolPort;
+use bxcore::{ApprovalId, DataClass, DenyReason, SessionId};
+use proto::{ApprovalAsk, ToolRequest, ToolResponse};
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+/// The tool whose every call asks the owner.
+pub const ASKED_TOOL: &str = "echo";
+/// Why the port asks.
+pub const REASON: &str = "echo asks the owner first (approve = always)";
+/// What the port says when it refuses an approval it does not hold.
+pub const FORGOTTEN: &str = "approval unknown: brokerd restarted since it was minted";
+
+/// What a call that ran answers.
+pub fn ran(tool: &str, arguments: &str) -> String {
+    format!("ran {tool} {arguments}")
+}
+
+#[derive(Default)]
+struct State {
+    /// Minted and not used: id → (session, tool, arguments).
+    minted: HashMap<ApprovalId, (SessionId, String, String)>,
+    /// (session, turn, tool) approved for the rest of the turn.
+    for_turn: HashSet<(SessionId, u64, String)>,
+    /// Every request, in order.
+    requests: Vec<ToolRequest>,
+    minted_count: u64,
+}
+
+/// The stand-in port.
+pub struct AskingPort {
+    state: Mutex<State>,
+    /// How long an approval holds (`ApprovalAsk::expires_in_ms`).
+    expires_in_ms: u64,
+    /// Refuses every approval, as a brokerd that restarted after it minted them.
+    forgets: bool,
+}
+
+impl AskingPort {
+    /// A port whose approvals hold 15 minutes.
+    pub fn new() -> AskingPort {
+        AskingPort {
+            state: Mutex::default(),
+            expires_in_ms: 900_000,
+            forgets: false,
+        }
+    }
+
+    /// A port whose approvals hold `ms` milliseconds.
+    pub fn expiring_in(ms: u64) -> AskingPort {
+        AskingPort {
+            expires_in_ms: ms,
+            ..AskingPort::new()
+        }
+    }
+
+    /// A port that refuses every approval it is sent.
+    pub fn forgetting() -> AskingPort {
+        AskingPort {
+            forgets: true,
+            ..AskingPort::new()
+        }
+    }
+
+    /// Every request so far, in order.
+    pub fn requests(&self) -> Vec<ToolRequest> {
+        self.state.lock().unwrap().requests.clone()
+    }
+}
+
+fn result(content: String) -> ToolResponse {
+    ToolResponse::Result {
+        content,
+        class: DataClass::Public,
+        untrusted: false,
+        truncated: false,
+    }
+}
+
+fn refused(detail: &str) -> ToolResponse {
+    ToolResponse::Denied {
+        reason: DenyReason::ApprovalRefused,
+        detail: Some(detail.to_string()),
+        labels: None,
+    }
+}
+
+impl ToolPort for AskingPort {
+    fn call(&self, request: &ToolRequest) -> ToolResponse {
+        let mut state = self.state.lock().unwrap();
+        state.requests.push(request.clone());
+        let key = (request.session.clone(), request.turn, request.tool.clone());
+        if let Some(approval) = &request.approval {
+            if self.forgets {
+                return refused(FORGOTTEN);
+            }
+            let Some(bound) = state.minted.remove(&approval.id) else {
+                return refused("approval unknown or used");
+            };
+            let call = (
+                request.session.clone(),
+                request.tool.clone(),
+                request.arguments.clone(),
+            );
+            if bound != call {
+                return refused("approval for another call");
+            }
+            if approval.for_turn {
+                state.for_turn.insert(key);
+            }
+            return result(ran(&request.tool, &request.arguments));
+        }
+        if request.tool != ASKED_TOOL || state.for_turn.contains(&key) {
+            return result(ran(&request.tool, &request.arguments));
+        }
+        state.minted_count += 1;
+        let id =
+            ApprovalId::new(&format!("ap-{}-{}", request.session, state.minted_count)).unwrap();
+        state.minted.insert(
+            id.clone(),
+            (
+                request.session.clone(),
+                request.tool.clone(),
+                request.arguments.clone(),
+            ),
+        );
+        ToolResponse::Ask {
+            approval: ApprovalAsk {
+                id,
+                tool: request.tool.clone(),
+                arguments: request.arguments.clone(),
+                session: request.session.clone(),
+                context: request.context,
+                reason: REASON.to_string(),
+                expires_in_ms: self.expires_in_ms,
+            },
+        }
+    }
+}
