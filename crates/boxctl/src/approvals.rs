@@ -2,7 +2,7 @@
 //! a request and its decision as `task` and `show --follow` print them, and what an answer
 //! recorded.
 
-use crate::format::{one_line, terminal_safe};
+use crate::safe_text::{one_line, terminal_safe};
 use bxcore::{ApprovalDecision, ApprovalId, Timestamp};
 use proto::api::{ApprovalAnswered, ApprovalList};
 

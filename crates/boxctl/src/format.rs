@@ -3,7 +3,8 @@
 
 use crate::approvals::{MAX_APPROVAL_ARGUMENT_CHARS, approval_decided_line, approval_request_text};
 use bxcore::{DataClass, LogRecord, ToolCall, ToolOutcome, TurnEnd, TurnEvent};
-use std::borrow::Cow;
+
+pub use crate::safe_text::{one_line, terminal_safe};
 
 /// The most characters of a tool call's arguments shown on its line.
 pub const MAX_ARGUMENT_CHARS: usize = 200;
@@ -12,32 +13,6 @@ pub const MAX_RESULT_PREVIEW_CHARS: usize = 160;
 
 const DIM: &str = "\x1b[2m";
 const RESET: &str = "\x1b[0m";
-
-/// `text` without control characters other than newline and tab, so that no escape sequence
-/// from a model or a tool reaches the terminal.
-pub fn terminal_safe(text: &str) -> Cow<'_, str> {
-    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if text.chars().any(bad) {
-        Cow::Owned(text.chars().filter(|&c| !bad(c)).collect())
-    } else {
-        Cow::Borrowed(text)
-    }
-}
-
-/// `text` on one line (newlines shown as ` ⏎ `), terminal-safe, cut to `max_chars` with `…`.
-pub fn one_line(text: &str, max_chars: Option<usize>) -> String {
-    let flat = terminal_safe(text.trim_end())
-        .replace("\r\n", "\n")
-        .replace('\n', " ⏎ ");
-    match max_chars {
-        Some(max) if flat.chars().count() > max => {
-            let mut cut: String = flat.chars().take(max).collect();
-            cut.push('…');
-            cut
-        }
-        _ => flat,
-    }
-}
 
 /// A tool call as one line: `→ clock {}`.
 pub fn tool_call_line(call: &ToolCall) -> String {

@@ -13,6 +13,7 @@ pub mod format;
 pub mod listing;
 pub mod prompt;
 pub mod run;
+pub mod safe_text;
 pub mod sse;
 
 pub use cli::Cli;

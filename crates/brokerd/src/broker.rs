@@ -95,27 +95,13 @@ impl Broker {
             (Decision::Deny { reason, detail }, _) => {
                 let detail = self.unavailable_detail(request, reason).unwrap_or(detail);
                 let response = ToolResponse::denied(reason, Some(detail.clone()));
-                let line = AuditRecord::of_response(
-                    AuditEvent::Decided,
-                    request,
-                    &response,
-                    Some(detail),
-                    started,
-                );
-                return self.answer(request, &line, response);
+                return self.refuse(request, response, Some(detail), started);
             }
             // decide allows only known tools.
             (Decision::Allow { .. }, None) => {
                 let message = format!("no tool named {:?}", request.tool);
                 let response = ToolResponse::failed(message.clone());
-                let line = AuditRecord::of_response(
-                    AuditEvent::Decided,
-                    request,
-                    &response,
-                    Some(message),
-                    started,
-                );
-                return self.answer(request, &line, response);
+                return self.refuse(request, response, Some(message), started);
             }
         };
         let ctx = CallContext {
@@ -136,14 +122,7 @@ impl Broker {
             Admission::Ask(ask) => {
                 let detail = ask.reason.clone();
                 let response = ToolResponse::Ask { approval: ask };
-                let line = AuditRecord::of_response(
-                    AuditEvent::Decided,
-                    request,
-                    &response,
-                    Some(detail),
-                    started,
-                );
-                return self.answer(request, &line, response);
+                return self.refuse(request, response, Some(detail), started);
             }
             Admission::Deny {
                 reason,
@@ -167,14 +146,7 @@ impl Broker {
             Admission::Fail { message } => {
                 tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{message}");
                 let response = ToolResponse::failed(message.clone());
-                let line = AuditRecord::of_response(
-                    AuditEvent::Decided,
-                    request,
-                    &response,
-                    Some(message),
-                    started,
-                );
-                return self.answer(request, &line, response);
+                return self.refuse(request, response, Some(message), started);
             }
         };
         let decided = with_approval(
@@ -231,6 +203,20 @@ impl Broker {
         (reason == DenyReason::UnknownTool && request.tool == EXEC_TOOL).then(|| {
             format!("exec is unavailable on this box, so nothing ran: the sandbox cannot be made ({why})")
         })
+    }
+
+    /// Answers `response`, which ends `request` before any tool ran (a refusal, an ask, a
+    /// failure of brokerd's own), after its `decided` line with brokerd's `detail`.
+    fn refuse(
+        &self,
+        request: &ToolRequest,
+        response: ToolResponse,
+        detail: Option<String>,
+        started: Instant,
+    ) -> ToolResponse {
+        let line =
+            AuditRecord::of_response(AuditEvent::Decided, request, &response, detail, started);
+        self.answer(request, &line, response)
     }
 
     /// Writes `line` and answers `response`; withholds the response when the line cannot be

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Approvals end to end (issue 16): fakellama, the real brokerd and loopd, and the owner
 //! answering with the real `boxctl`. The call waits for the owner, runs once when approved,
 //! never when denied, and a crash or restart of either daemon while it waits voids it.
@@ -26,6 +27,14 @@ pub(crate) fn write(path: &Path, content: &str) -> String {
     )
 }
 
+/// A fakellama step that writes `content` to `path` through `call_tool`, over what is there.
+fn overwrite(path: &Path, content: &str) -> String {
+    call_tool(
+        "write_file",
+        &serde_json::json!({ "path": path, "content": content, "overwrite": true }).to_string(),
+    )
+}
+
 /// A fakellama step that answers `text`.
 pub(crate) fn reply(text: &str) -> String {
     format!("reply = {:?}", text)
@@ -49,7 +58,11 @@ pub(crate) fn wait_for_approval(stack: &Stack, session: &str) -> PendingApproval
         {
             return found;
         }
-        assert!(Instant::now() < deadline, "no approval asked for {session}");
+        assert!(
+            Instant::now() < deadline,
+            "no approval asked for {session}; its log:\n{}",
+            stack.log_text(session)
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -114,10 +127,10 @@ fn an_approved_call_runs_once_a_denied_one_never_and_approve_for_turn_holds_for_
         ("user", "first task", write(&a, "one")),
         ("tool", "a.txt", write(&b, "two")),
         ("tool", "owner denied", reply("Saved a; b was refused.")),
-        ("user", "second task", write(&c, "three")),
-        ("tool", "c.txt", write(&c, "three")),
+        ("user", "second task", overwrite(&c, "three")),
+        ("tool", "c.txt", overwrite(&c, "three")),
         ("tool", "c.txt", reply("Saved c twice.")),
-        ("user", "third task", write(&c, "three")),
+        ("user", "third task", overwrite(&c, "three")),
         ("tool", "no answer", reply("Nobody answered.")),
     ];
     let stack = stack_with_brokerd(dir.path(), &steps, "[approvals]\ntimeout_ms = 4000\n");

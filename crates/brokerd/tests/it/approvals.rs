@@ -378,7 +378,11 @@ async fn only_a_call_every_other_check_passes_is_asked_about() {
     let outside = bed.dir.path().join("elsewhere.txt");
     let arguments = serde_json::json!({ "path": outside, "content": "x" }).to_string();
     let response = call(&b.socket, &request("main", 1, "write_file", &arguments)).await;
-    refused(response, DenyReason::PathNotAllowed, "outside the allowed paths");
+    refused(
+        response,
+        DenyReason::PathNotAllowed,
+        "outside the allowed paths",
+    );
     // The same call in a trusted context with an absolute path is the first one asked about.
     let ask = asked(call(&b.socket, &bed.write(1, "u.txt", "x")).await);
     let asked_about: Vec<_> = bed

@@ -49,8 +49,9 @@ fn an_injected_write_waits_for_the_owner_and_runs_once_when_approved() {
 
     // Approved once: written once. The model's repeat of the same call is asked about again,
     // and the owner's silence refuses it.
-    let task = stack.spawn_boxctl(&["task", "--session", "victim", "approving owner"]);
-    let asked = wait_for_approval(&stack, "victim");
+    // (A session of its own: the first one is untrusted now, so its fetch would be denied.)
+    let task = stack.spawn_boxctl(&["task", "--session", "victim-2", "approving owner"]);
+    let asked = wait_for_approval(&stack, "victim-2");
     assert!(
         asked.untrusted,
         "the owner sees that the context is untrusted"
@@ -60,24 +61,14 @@ fn an_injected_write_waits_for_the_owner_and_runs_once_when_approved() {
     let (code, output) = finish(task);
     assert_eq!(code, Some(0), "{output}");
     assert_eq!(std::fs::read_to_string(&pwned).unwrap(), "pwned");
-    let log = records(&stack, "victim");
+    let log = records(&stack, "victim-2");
     assert_eq!(
         decisions(&log),
-        [
-            ApprovalDecision::TimedOut,
-            ApprovalDecision::Approved,
-            ApprovalDecision::TimedOut
-        ]
+        [ApprovalDecision::Approved, ApprovalDecision::TimedOut]
     );
     assert_eq!(
         outcomes(&log),
-        [
-            ToolOutcome::Ok,
-            NOT_APPROVED,
-            ToolOutcome::Ok,
-            ToolOutcome::Ok,
-            NOT_APPROVED
-        ]
+        [ToolOutcome::Ok, ToolOutcome::Ok, NOT_APPROVED]
     );
     // brokerd ran write_file exactly once.
     let audit = std::fs::read_to_string(dir.path().join("brokerd-state/audit.jsonl")).unwrap();
