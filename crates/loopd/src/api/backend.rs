@@ -4,8 +4,8 @@
 use bxcore::{ApprovalId, SessionId, TurnEvent};
 use proto::api::{
     ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer,
-    MAX_DENY_REASON_BYTES, MemoryList, NotificationList, RecordsPage, SessionList, Status,
-    TaskAccepted, TaskRequest,
+    MAX_DENY_REASON_BYTES, MemoryList, NotificationList, RecordsPage, ScheduleInfo, ScheduleList,
+    ScheduleStarted, SessionList, Status, TaskAccepted, TaskRequest,
 };
 use std::future::Future;
 use tokio::sync::{broadcast, mpsc};
@@ -85,6 +85,18 @@ pub trait Backend: Send + Sync + 'static {
         answer: ApprovalAnswer,
         uid: Option<u32>,
     ) -> impl Future<Output = Result<ApprovalAnswered, ApiFailure>> + Send;
+    /// Every schedule (the heartbeat among them), sorted by name.
+    fn schedules(&self) -> Result<ScheduleList, ApiFailure>;
+    /// Runs schedule `name` now, outside its timing; resolves once the run's task is accepted.
+    /// No such schedule is [`ApiFailure::NotFound`]; its previous run still going is
+    /// [`ApiFailure::Busy`].
+    fn run_schedule(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<ScheduleStarted, ApiFailure>> + Send;
+    /// Pauses (or resumes) schedule `name`; returns once the flag is durable. No such schedule
+    /// is [`ApiFailure::NotFound`].
+    fn pause_schedule(&self, name: &str, paused: bool) -> Result<ScheduleInfo, ApiFailure>;
 }
 
 /// Checks the owner's answer before anything waits on it: a reason reaches the model, so it

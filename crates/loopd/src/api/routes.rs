@@ -39,6 +39,10 @@ enum Route<'a> {
     Notifications,
     Approvals,
     Approval(&'a str),
+    Schedules,
+    ScheduleRun(&'a str),
+    SchedulePause(&'a str),
+    ScheduleResume(&'a str),
 }
 
 impl Route<'_> {
@@ -56,17 +60,26 @@ impl Route<'_> {
             ["notifications"] => Route::Notifications,
             ["approvals"] => Route::Approvals,
             ["approvals", id] => Route::Approval(id),
+            ["schedules"] => Route::Schedules,
+            ["schedules", name, "run"] => Route::ScheduleRun(name),
+            ["schedules", name, "pause"] => Route::SchedulePause(name),
+            ["schedules", name, "resume"] => Route::ScheduleResume(name),
             _ => return None,
         })
     }
 
     fn method(self) -> Method {
         match self {
-            Route::Tasks | Route::Cancel(_) | Route::Compact(_) | Route::Approval(_) => {
-                Method::POST
-            }
+            Route::Tasks
+            | Route::Cancel(_)
+            | Route::Compact(_)
+            | Route::Approval(_)
+            | Route::ScheduleRun(_)
+            | Route::SchedulePause(_)
+            | Route::ScheduleResume(_) => Method::POST,
             Route::Sessions
             | Route::Approvals
+            | Route::Schedules
             | Route::Session(_)
             | Route::Events(_)
             | Route::Status
@@ -223,6 +236,13 @@ where
             super::check_approval_answer(&body)?;
             answer(backend.answer_approval(&id, body, uid).await)
         }
+        Route::Schedules => answer(blocking(backend, |b| b.schedules()).await),
+        Route::ScheduleRun(name) => answer(backend.run_schedule(name).await),
+        Route::SchedulePause(name) | Route::ScheduleResume(name) => {
+            let paused = matches!(route, Route::SchedulePause(_));
+            let name = name.to_string();
+            answer(blocking(backend, move |b| b.pause_schedule(&name, paused)).await)
+        }
     })
 }
 
@@ -257,6 +277,19 @@ mod tests {
         assert_eq!(
             Route::parse("/v1/approvals/ap-1"),
             Some(Route::Approval("ap-1"))
+        );
+        assert_eq!(Route::parse("/v1/schedules"), Some(Route::Schedules));
+        assert_eq!(
+            Route::parse("/v1/schedules/daily/run"),
+            Some(Route::ScheduleRun("daily"))
+        );
+        assert_eq!(
+            Route::parse("/v1/schedules/daily/pause"),
+            Some(Route::SchedulePause("daily"))
+        );
+        assert_eq!(
+            Route::parse("/v1/schedules/daily/resume"),
+            Some(Route::ScheduleResume("daily"))
         );
         assert_eq!(Route::parse("/v1/sessions/"), Some(Route::Session("")));
         for unknown in [

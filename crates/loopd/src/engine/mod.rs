@@ -430,6 +430,24 @@ impl Backend for Engine {
         self.inner.approvals.answer(id, answer, uid).await
     }
 
+    fn schedules(&self) -> Result<proto::api::ScheduleList, ApiFailure> {
+        Ok(proto::api::ScheduleList {
+            schedules: Vec::new(),
+        })
+    }
+
+    async fn run_schedule(&self, name: &str) -> Result<proto::api::ScheduleStarted, ApiFailure> {
+        Err(ApiFailure::NotFound(format!("no schedule named {name:?}")))
+    }
+
+    fn pause_schedule(
+        &self,
+        name: &str,
+        _paused: bool,
+    ) -> Result<proto::api::ScheduleInfo, ApiFailure> {
+        Err(ApiFailure::NotFound(format!("no schedule named {name:?}")))
+    }
+
     fn memory(&self) -> Result<MemoryList, ApiFailure> {
         crate::memory::list(&self.inner.parts.cfg)
             .map(|notes| MemoryList { notes })

@@ -13,6 +13,10 @@
 //! | `GET /v1/memory` | | [`MemoryList`] |
 //! | `GET /v1/notifications` | | [`NotificationList`] |
 //! | `GET /v1/approvals` | | [`ApprovalList`]: the calls waiting for the owner, across sessions |
+//! | `GET /v1/schedules` | | [`ScheduleList`] |
+//! | `POST /v1/schedules/{name}/run` | | [`ScheduleStarted`] once the run's task is accepted; 404 no such schedule; 409 its previous run still goes |
+//! | `POST /v1/schedules/{name}/pause` | | [`ScheduleInfo`] once the paused flag is durable |
+//! | `POST /v1/schedules/{name}/resume` | | [`ScheduleInfo`] once the flag is durable |
 //! | `POST /v1/approvals/{id}` | [`ApprovalAnswer`] | [`ApprovalAnswered`] once the decision is in the session log; 404 when no call waits under that id (answered, timed out, void, or never asked) |
 //!
 //! Every error is an [`ApiError`] with a status: 400 bad JSON or session id (or a request head
@@ -21,10 +25,14 @@
 //! request head too large, 503 not ready, 507 the disk is full.
 
 mod approvals;
+mod schedules;
 
 pub use approvals::{
     ApprovalAnswer, ApprovalAnswered, ApprovalList, MAX_DENY_REASON_BYTES, OwnerAnswer,
     PendingApproval,
+};
+pub use schedules::{
+    RunOutcome, RunTrigger, ScheduleInfo, ScheduleList, ScheduleRun, ScheduleStarted,
 };
 
 use bxcore::{DataClass, LogRecord, MemoryNote, SessionId, TaskId, Timestamp, TurnEnd};

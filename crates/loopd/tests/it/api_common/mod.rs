@@ -233,6 +233,33 @@ impl Backend for Stub {
             decision: answer.answer.decision(),
         })
     }
+    fn schedules(&self) -> Result<proto::api::ScheduleList, ApiFailure> {
+        Ok(proto::api::ScheduleList {
+            schedules: vec![stub_schedule(false)],
+        })
+    }
+
+    async fn run_schedule(&self, name: &str) -> Result<proto::api::ScheduleStarted, ApiFailure> {
+        if name != "daily" {
+            return Err(ApiFailure::NotFound(format!("no schedule named {name:?}")));
+        }
+        Ok(proto::api::ScheduleStarted {
+            name: name.to_string(),
+            session: SessionId::new("daily-20260102T070000Z").unwrap(),
+            turn: 1,
+        })
+    }
+
+    fn pause_schedule(
+        &self,
+        name: &str,
+        paused: bool,
+    ) -> Result<proto::api::ScheduleInfo, ApiFailure> {
+        if name != "daily" {
+            return Err(ApiFailure::NotFound(format!("no schedule named {name:?}")));
+        }
+        Ok(stub_schedule(paused))
+    }
 }
 
 /// The stand-in's status.
@@ -433,5 +460,31 @@ pub fn stub_pending_approval() -> proto::api::PendingApproval {
         untrusted: false,
         asked: Timestamp::parse("2026-01-02T03:04:05Z").unwrap(),
         timeout_ms: 600_000,
+    }
+}
+
+/// The one schedule the stub has: `daily`, at 07:00 UTC, last run done.
+pub fn stub_schedule(paused: bool) -> proto::api::ScheduleInfo {
+    let time = |t: &str| Timestamp::parse(t).unwrap();
+    proto::api::ScheduleInfo {
+        name: "daily".into(),
+        timing: "cron 0 7 * * *".into(),
+        timezone: "UTC".into(),
+        session: "new".into(),
+        enabled: true,
+        paused,
+        next_run: (!paused).then(|| time("2026-01-03T07:00:00Z")),
+        last_due: Some(time("2026-01-02T07:00:00Z")),
+        last_run: Some(proto::api::ScheduleRun {
+            started: time("2026-01-02T07:00:00Z"),
+            trigger: proto::api::RunTrigger::Due,
+            session: SessionId::new("daily-20260102T070000Z").unwrap(),
+            turn: Some(1),
+            outcome: proto::api::RunOutcome::Ended {
+                end: bxcore::TurnEnd::Done,
+                notified: true,
+                not_approved: 0,
+            },
+        }),
     }
 }
