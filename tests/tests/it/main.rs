@@ -19,6 +19,7 @@ mod real_compaction;
 mod real_day;
 mod real_model;
 mod real_model_recovery;
+mod schedules;
 mod scripts;
 mod shutdown;
 mod slow_clients;
