@@ -184,6 +184,9 @@ let
   '';
 in
 {
+  # services.boxmaker.schedules, rendered into loopd.settings.schedules.
+  imports = [ ./schedules.nix ];
+
   options.services.boxmaker = {
     enable = mkEnableOption "boxmaker, a private AI-agent appliance";
 

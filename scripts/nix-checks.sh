@@ -79,6 +79,14 @@ state-dir-outside-var-lib|fail|services.boxmaker.stateDir must be a directory un
 state-dir-dot-dot|fail|services.boxmaker.stateDir must be a directory under /var/lib/, got "/var/lib/../etc/boxmaker"
 state-dir-var-lib-itself|fail|services.boxmaker.stateDir must be a directory under /var/lib/, got "/var/lib"
 gpu-layers-without-gpu|warn|services.boxmaker.llama.extraFlags asks for GPU layers (-ngl 99) but llama.gpu is false
+schedule-cron-and-every|fail|services.boxmaker.schedules: "morning" must set exactly one of cron and every; it sets both.
+schedule-no-task|fail|services.boxmaker.schedules: "morning" must set exactly one of task and task_file; it sets neither.
+schedule-task-and-file|fail|services.boxmaker.schedules: "morning" must set exactly one of task and task_file; it sets both.
+schedule-names-twice|fail|services.boxmaker.schedules: each name must be unique; used more than once: morning.
+schedule-named-heartbeat|fail|services.boxmaker.schedules: "heartbeat": the name heartbeat is the heartbeat's own
+schedule-bad-missed|fail|services.boxmaker.schedules."[definition 1-entry 1]".missed' is not of type `null or one of "skip", "run_once"'
+schedule-bad-name|fail|is not of type `string matching the pattern [A-Za-z0-9._-]{1,32}'
+schedule-with-config-file|fail|services.boxmaker.schedules cannot go into services.boxmaker.loopd.configFile
 CASES
 
 echo "nix-checks: run the module's config build (--check-config of loopd, brokerd, boxd; pins)"

@@ -8,6 +8,8 @@ let
 
   base = { enable = true; model = "/var/lib/models/test.gguf"; };
 
+  morning = { name = "morning"; cron = "0 7 * * *"; task = "Summarise files/."; };
+
   cases = {
     # Option types (the stand-in lib let all three through).
     relative-model = { user = base // { model = "models/test.gguf"; }; };
@@ -21,6 +23,15 @@ let
     state-dir-var-lib-itself = { user = base // { stateDir = "/var/lib"; }; };
     # -ngl asks for GPU layers, which the unit cannot reach without llama.gpu.
     gpu-layers-without-gpu = { user = base // { llama.extraFlags = [ "--flash-attn" "on" "-ngl" "99" ]; }; };
+    # Schedules: one timing, one task, unique names, and loopd's own keys' values only.
+    schedule-cron-and-every = { user = base // { schedules = [ (morning // { every = "1h"; }) ]; }; };
+    schedule-no-task = { user = base // { schedules = [ (removeAttrs morning [ "task" ]) ]; }; };
+    schedule-task-and-file = { user = base // { schedules = [ (morning // { task_file = "/etc/boxmaker/m.md"; }) ]; }; };
+    schedule-names-twice = { user = base // { schedules = [ morning morning ]; }; };
+    schedule-named-heartbeat = { user = base // { schedules = [ (morning // { name = "heartbeat"; }) ]; }; };
+    schedule-bad-missed = { user = base // { schedules = [ (morning // { missed = "twice"; }) ]; }; };
+    schedule-bad-name = { user = base // { schedules = [ (morning // { name = "a/b"; }) ]; }; };
+    schedule-with-config-file = { user = base // { schedules = [ morning ]; loopd.configFile = "/etc/loopd.toml"; }; };
   };
 
   picked = cases.${case} or (throw "eval-case: no case ${case}");

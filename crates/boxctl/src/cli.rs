@@ -13,13 +13,16 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
 /// loopd is not running at the socket, cannot be connected to, or went away.
 pub const EXIT_UNREACHABLE: u8 = 2;
-/// The session is busy: its queue of waiting tasks is full (HTTP 409).
+/// The session is busy: its queue of waiting tasks is full; or, for `schedule run`, the
+/// schedule's previous run still goes (HTTP 409).
 pub const EXIT_BUSY: u8 = 3;
 /// No such session (HTTP 404).
 pub const EXIT_UNKNOWN_SESSION: u8 = 4;
 /// No call waits under that approval id (HTTP 404 from `approve`/`deny`): it was answered
 /// already, timed out, was void, or never asked.
 pub const EXIT_NO_APPROVAL: u8 = 5;
+/// No schedule has that name (HTTP 404 from `schedule run|pause|resume`).
+pub const EXIT_NO_SCHEDULE: u8 = 6;
 /// The command line was wrong.
 pub const EXIT_USAGE: u8 = 64;
 
@@ -28,9 +31,10 @@ Exit codes:
   0   done (for task: the turn ended done)
   1   the turn failed, was cancelled, hit max_steps or was interrupted; or another error
   2   loopd is not running at the socket, cannot be reached, or went away
-  3   the session is busy: its queue is full
+  3   the session is busy: its queue is full; or the schedule's previous run still goes
   4   no such session
   5   no such approval: answered, timed out, or never asked
+  6   no such schedule
   64  the command line was wrong";
 
 /// boxctl drives a boxmaker appliance through loopd's Unix socket.
@@ -149,12 +153,86 @@ pub enum Command {
         #[arg(long, value_name = "TEXT", value_parser = deny_reason)]
         reason: Option<String>,
     },
+    /// List the schedules (the heartbeat among them): timing, next run, last run and how it
+    /// went, paused or disabled.
+    Schedules,
+    /// Run, pause or resume one schedule.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Schedule {
+        /// What to do with it.
+        #[command(subcommand)]
+        action: ScheduleAction,
+    },
     /// Print a shell completion script to stdout.
     Completions {
         /// The shell.
         #[arg(value_name = "SHELL")]
         shell: Shell,
     },
+}
+
+/// What `boxctl schedule` does with one schedule.
+#[derive(Debug, Subcommand)]
+pub enum ScheduleAction {
+    /// Run it now, outside its timing (also when it is paused); prints the session and turn.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Run {
+        /// The schedule (`boxctl schedules` lists them).
+        #[arg(value_name = "NAME", value_parser = schedule_name)]
+        name: String,
+    },
+    /// Stop it running by itself (kept across restarts); `schedule run` still runs it.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Pause {
+        /// The schedule.
+        #[arg(value_name = "NAME", value_parser = schedule_name)]
+        name: String,
+    },
+    /// Let a paused schedule run by itself again, from its next due time.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Resume {
+        /// The schedule.
+        #[arg(value_name = "NAME", value_parser = schedule_name)]
+        name: String,
+    },
+}
+
+impl ScheduleAction {
+    /// The schedule it is about.
+    pub fn name(&self) -> &str {
+        match self {
+            ScheduleAction::Run { name }
+            | ScheduleAction::Pause { name }
+            | ScheduleAction::Resume { name } => name,
+        }
+    }
+}
+
+/// The longest schedule name loopd accepts, in bytes (docs/schedules.md).
+pub const MAX_SCHEDULE_NAME_BYTES: usize = 32;
+
+/// Checks a schedule's name against what loopd's config allows before it goes into a request's
+/// path: a name loopd cannot have would only come back as a confusing "no such path".
+fn schedule_name(text: &str) -> Result<String, String> {
+    let max = MAX_SCHEDULE_NAME_BYTES;
+    if text.is_empty() || text.len() > max {
+        return Err(format!(
+            "it is {} bytes long; a schedule's name is 1 to {max} bytes",
+            text.len()
+        ));
+    }
+    if let Some(bad) = text
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "{text:?} contains {bad:?}; only A-Z a-z 0-9 . _ - are allowed"
+        ));
+    }
+    if text == "." || text == ".." {
+        return Err(format!("{text:?} is not a schedule's name"));
+    }
+    Ok(text.to_string())
 }
 
 /// Checks a denial's reason against loopd's limit before anything is sent.

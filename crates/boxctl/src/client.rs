@@ -9,8 +9,8 @@ use http::{Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use proto::api::{
     ApiError, ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer,
-    MemoryList, NotificationList, RecordsPage, SSE_EVENT_TURN, SessionList, Status, TaskAccepted,
-    TaskRequest,
+    MemoryList, NotificationList, RecordsPage, SSE_EVENT_TURN, ScheduleInfo, ScheduleList,
+    ScheduleStarted, SessionList, Status, TaskAccepted, TaskRequest,
 };
 use serde::de::DeserializeOwned;
 use std::collections::VecDeque;
@@ -337,6 +337,32 @@ impl Client {
     ) -> Result<Answer<ApprovalAnswered>, ClientError> {
         let path = format!("/v1/approvals/{id}");
         self.call(Method::POST, &path, Some(to_json(answer)?)).await
+    }
+
+    /// `GET /v1/schedules`: every schedule, the heartbeat among them.
+    pub async fn schedules(&self) -> Result<Answer<ScheduleList>, ClientError> {
+        self.call(Method::GET, "/v1/schedules", None).await
+    }
+
+    /// `POST /v1/schedules/{name}/run`: runs it now; loopd answers once the run's task is
+    /// accepted. `name` must be a schedule's name (A-Z a-z 0-9 . _ -): it goes into the path.
+    /// Not time-bounded, like [`Client::submit`]: in a fixed session that is busy, the task
+    /// may wait for the turn before it.
+    pub async fn run_schedule(&self, name: &str) -> Result<Answer<ScheduleStarted>, ClientError> {
+        self.call_unbounded(Method::POST, &format!("/v1/schedules/{name}/run"), None)
+            .await
+    }
+
+    /// `POST /v1/schedules/{name}/pause` (or `.../resume` when not `paused`); loopd answers
+    /// once the flag is durable.
+    pub async fn pause_schedule(
+        &self,
+        name: &str,
+        paused: bool,
+    ) -> Result<Answer<ScheduleInfo>, ClientError> {
+        let verb = if paused { "pause" } else { "resume" };
+        self.call(Method::POST, &format!("/v1/schedules/{name}/{verb}"), None)
+            .await
     }
 }
 

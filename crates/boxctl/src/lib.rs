@@ -2,8 +2,9 @@
 //!
 //! The library holds everything but `main`: the command line ([`cli`]), a client of loopd's
 //! API ([`client`], with an SSE reader in [`sse`]), how events, records and answers read as
-//! text ([`mod@format`], [`listing`], [`answers`], [`approvals`]), the inline `[y/N]` question
-//! for a call waiting for the owner ([`prompt`]), and the commands themselves ([`mod@run`]). See `boxctl --help` for the exit codes.
+//! text ([`mod@format`], [`listing`], [`answers`], [`approvals`], [`schedules`]), the inline
+//! `[y/N]` question for a call waiting for the owner ([`prompt`]), and the commands themselves
+//! ([`mod@run`]). See `boxctl --help` for the exit codes.
 
 pub mod answers;
 pub mod approvals;
@@ -14,6 +15,7 @@ pub mod listing;
 pub mod prompt;
 pub mod run;
 pub mod safe_text;
+pub mod schedules;
 pub mod sse;
 
 pub use cli::Cli;

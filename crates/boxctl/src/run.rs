@@ -2,8 +2,8 @@
 
 use crate::answers::{cancel_text, sessions_table, status_text};
 use crate::cli::{
-    Cli, Command, EXIT_BUSY, EXIT_FAILED, EXIT_NO_APPROVAL, EXIT_OK, EXIT_UNKNOWN_SESSION,
-    EXIT_UNREACHABLE,
+    Cli, Command, EXIT_BUSY, EXIT_FAILED, EXIT_NO_APPROVAL, EXIT_NO_SCHEDULE, EXIT_OK,
+    EXIT_UNKNOWN_SESSION, EXIT_UNREACHABLE,
 };
 use crate::client::{Client, ClientError, EventStream, StreamItem};
 use crate::format::{EventPrinter, end_message, record_lines};
@@ -12,6 +12,8 @@ use bxcore::{ApprovalId, SessionId, TaskId, TurnEnd, TurnEvent};
 use clap::CommandFactory;
 use proto::api::{ApprovalAnswer, OwnerAnswer, SSE_PING_COMMENT, TaskRequest};
 use std::io::{self, IsTerminal, Write};
+
+mod schedules;
 
 /// Why a command stopped early.
 #[derive(Debug)]
@@ -22,6 +24,8 @@ enum Failure {
     Local(String),
     /// loopd has no call waiting under this approval id (HTTP 404).
     NoApproval(ApprovalId, ClientError),
+    /// loopd has no schedule of this name (HTTP 404).
+    NoSchedule(String, ClientError),
 }
 
 impl From<ClientError> for Failure {
@@ -110,6 +114,8 @@ pub async fn run(cli: Cli) -> u8 {
             };
             answer_approval(&client, json, id, answer).await
         }
+        Command::Schedules => schedules::schedules(&client, json).await,
+        Command::Schedule { action } => schedules::schedule(&client, json, action).await,
         Command::Completions { shell } => completions(shell),
     };
     match result {
@@ -123,6 +129,11 @@ pub async fn run(cli: Cli) -> u8 {
             print_api_error(&e, json);
             eprintln!("boxctl: no such approval {id}: answered, timed out, or never asked ({e})");
             EXIT_NO_APPROVAL
+        }
+        Err(Failure::NoSchedule(name, e)) => {
+            print_api_error(&e, json);
+            eprintln!("boxctl: no such schedule {name}; boxctl schedules lists them ({e})");
+            EXIT_NO_SCHEDULE
         }
         Err(Failure::Local(why)) => {
             eprintln!("boxctl: {why}");

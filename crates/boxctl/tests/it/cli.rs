@@ -143,6 +143,8 @@ fn cli_help_lists_the_commands_and_the_exit_codes() {
         "approvals",
         "approve",
         "deny",
+        "schedules",
+        "schedule",
     ] {
         assert!(help.contains(word), "{word} missing: {help}");
     }
@@ -153,6 +155,7 @@ fn cli_help_lists_the_commands_and_the_exit_codes() {
         help.contains("5   no such approval: answered, timed out, or never asked"),
         "{help}"
     );
+    assert!(help.contains("6   no such schedule"), "{help}");
 }
 
 #[test]
@@ -230,4 +233,55 @@ fn cli_approve_and_deny_parse_their_flags() {
     ));
     assert!(parse(&["approve"]).is_err(), "the id is required");
     assert!(parse(&["deny", "ap-1", "--for-turn"]).is_err());
+}
+
+#[test]
+fn cli_schedule_takes_run_pause_or_resume_and_a_name() {
+    use boxctl::cli::ScheduleAction;
+    assert!(matches!(
+        parse(&["schedules", "--json"]).unwrap(),
+        Cli {
+            json: true,
+            command: Command::Schedules,
+            ..
+        }
+    ));
+    for (verb, want) in [("run", 0), ("pause", 1), ("resume", 2)] {
+        let Command::Schedule { action } = parse(&["schedule", verb, "daily"]).unwrap().command
+        else {
+            panic!("not schedule")
+        };
+        assert_eq!(action.name(), "daily");
+        let got = match action {
+            ScheduleAction::Run { .. } => 0,
+            ScheduleAction::Pause { .. } => 1,
+            ScheduleAction::Resume { .. } => 2,
+        };
+        assert_eq!(got, want, "{verb}");
+    }
+    assert!(parse(&["schedule", "run"]).is_err(), "the name is required");
+    assert!(parse(&["schedule", "frob", "daily"]).is_err());
+}
+
+#[test]
+fn cli_refuses_a_schedule_name_loopd_cannot_have_with_exit_64() {
+    for (name, why) in [
+        ("a/b", "contains '/'; only A-Z a-z 0-9 . _ - are allowed"),
+        ("..", "\"..\" is not a schedule's name"),
+        ("", "a schedule's name is 1 to 32 bytes"),
+        (
+            &"x".repeat(33),
+            "it is 33 bytes long; a schedule's name is 1 to 32 bytes",
+        ),
+    ] {
+        let e = parse(&["schedule", "run", name]).unwrap_err().to_string();
+        assert!(e.contains(why), "{name:?}: {e}");
+    }
+    let out = boxctl(&["schedule", "pause", "x?y"], &[]);
+    assert_eq!(out.status.code(), Some(i32::from(EXIT_USAGE)));
+    assert!(
+        text(&out.stderr).contains("contains '?'"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -9,4 +9,5 @@ mod approvals;
 mod cli;
 mod format;
 mod prompt;
+mod schedules;
 mod status_text;

@@ -17,6 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
+mod schedules;
+pub use schedules::{StubSchedules, stub_hourly, stub_schedule};
+
 /// How long a test waits for anything, in milliseconds.
 pub const WAIT_MS: u64 = 20_000;
 /// When the stub's notification was made.
@@ -121,7 +124,7 @@ pub fn turn(session: &SessionId, end: TurnEnd) -> Vec<TurnEvent> {
 
 /// Sessions: `s1` (known), `busy` (full queue), `fail` (its turn fails), `ask` (its turn
 /// asks for approval `ap-1` and waits for the answer), `ask-timeout` (its turn asks, and the
-/// wait times out at once); no other exists.
+/// wait times out at once); no other exists. Schedules: `daily` and `hourly`.
 pub struct Stub {
     pub follow: Mutex<Option<broadcast::Sender<TurnEvent>>>,
     pub followed: Notify,
@@ -131,6 +134,8 @@ pub struct Stub {
     pub waiting: Mutex<Option<mpsc::UnboundedSender<TurnEvent>>>,
     /// Notified when the `ask` turn has asked.
     pub asked: Notify,
+    /// `daily` and `hourly` (see [`schedules`]).
+    pub schedules: StubSchedules,
 }
 
 impl Backend for Stub {
@@ -311,20 +316,11 @@ impl Backend for Stub {
         })
     }
     fn schedules(&self) -> Result<proto::api::ScheduleList, ApiFailure> {
-        Ok(proto::api::ScheduleList {
-            schedules: vec![stub_schedule(false)],
-        })
+        Ok(self.schedules.list())
     }
 
     async fn run_schedule(&self, name: &str) -> Result<proto::api::ScheduleStarted, ApiFailure> {
-        if name != "daily" {
-            return Err(ApiFailure::NotFound(format!("no schedule named {name:?}")));
-        }
-        Ok(proto::api::ScheduleStarted {
-            name: name.to_string(),
-            session: SessionId::new("daily-20260102T070000Z").unwrap(),
-            turn: 1,
-        })
+        self.schedules.run(name)
     }
 
     fn pause_schedule(
@@ -332,10 +328,7 @@ impl Backend for Stub {
         name: &str,
         paused: bool,
     ) -> Result<proto::api::ScheduleInfo, ApiFailure> {
-        if name != "daily" {
-            return Err(ApiFailure::NotFound(format!("no schedule named {name:?}")));
-        }
-        Ok(stub_schedule(paused))
+        self.schedules.pause(name, paused)
     }
 }
 
@@ -449,6 +442,7 @@ pub fn start() -> Served {
         answered: Mutex::new(Vec::new()),
         waiting: Mutex::new(None),
         asked: Notify::new(),
+        schedules: StubSchedules::default(),
     });
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(serve(listener, Arc::clone(&stub), options, async move {
@@ -498,30 +492,4 @@ pub fn stub_pending_approval() -> proto::api::PendingApproval {
 pub fn own_uid() -> u32 {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").unwrap().uid()
-}
-
-/// The one schedule the stub has: `daily`, at 07:00 UTC, last run done.
-pub fn stub_schedule(paused: bool) -> proto::api::ScheduleInfo {
-    let time = |t: &str| Timestamp::parse(t).unwrap();
-    proto::api::ScheduleInfo {
-        name: "daily".into(),
-        timing: "cron 0 7 * * *".into(),
-        timezone: "UTC".into(),
-        session: "new".into(),
-        enabled: true,
-        paused,
-        next_run: (!paused).then(|| time("2026-01-03T07:00:00Z")),
-        last_due: Some(time("2026-01-02T07:00:00Z")),
-        last_run: Some(proto::api::ScheduleRun {
-            started: time("2026-01-02T07:00:00Z"),
-            trigger: proto::api::RunTrigger::Due,
-            session: SessionId::new("daily-20260102T070000Z").unwrap(),
-            turn: Some(1),
-            outcome: proto::api::RunOutcome::Ended {
-                end: bxcore::TurnEnd::Done,
-                notified: true,
-                not_approved: 0,
-            },
-        }),
-    }
 }
