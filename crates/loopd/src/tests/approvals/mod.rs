@@ -152,6 +152,7 @@ impl Bed {
                     permit,
                     &blocking,
                     stop.clone(),
+                    false,
                 );
                 self.run(port, &owner, id, text, stop, &mut |e| {
                     let _ = sender.send(e.clone());
