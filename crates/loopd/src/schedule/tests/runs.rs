@@ -247,9 +247,7 @@ fn notify_modes_decide_what_is_kept_and_refused_approvals_are_counted() {
             spec(&format!(
                 r#"{{"name": "a", "every": "1h", "notify": "always"{quiet}}}"#
             )),
-            spec(&format!(
-                r#"{{"name": "n", "every": "1h", "notify": "never"}}"#
-            )),
+            spec(r#"{"name": "n", "every": "1h", "notify": "never"}"#),
             spec(&format!(r#"{{"name": "q", "every": "1h"{quiet}}}"#)),
         ]);
         bed.advance(HOUR);
