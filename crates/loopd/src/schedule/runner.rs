@@ -73,6 +73,7 @@ impl<B: Backend> Shared<B> {
         let mut file = state::load(&paths.state)?;
         let now = clock.now();
         let mut catch_up = Vec::new();
+        let mut changed = false;
         let mut entries = BTreeMap::new();
         for spec in specs {
             let mut state = file.schedules.remove(&spec.name).unwrap_or_default();
@@ -84,6 +85,7 @@ impl<B: Backend> Shared<B> {
                 .filter(|_| spec.enabled)
                 .and_then(|last| latest_due(&spec.timing, last, now));
             if let Some(missed) = missed {
+                changed = true;
                 state.last_due = Some(timestamp(missed));
                 match spec.missed {
                     Missed::RunOnce if !state.paused => catch_up.push((spec.name.clone(), missed)),
@@ -130,7 +132,12 @@ impl<B: Backend> Shared<B> {
             counts: watch::Sender::new(RunCounts::default()),
             runs: Mutex::new(Vec::new()),
         };
-        shared.persist()?;
+        // Only what start changed is written: a loopd with a full disk and nothing missed
+        // still serves. One that cannot write what it settled finds the same at its next
+        // start (a catch-up run is written down before it runs, or does not run).
+        if changed && let Err(e) = shared.persist() {
+            tracing::warn!(error = %e, "cannot write the missed runs settled at start");
+        }
         Ok((shared, catch_up))
     }
 
