@@ -20,20 +20,24 @@ pub enum CheckOutcome {
 /// What a warning line starts with, on stderr and as a comment atop the resolved config.
 pub const WARNING_PREFIX: &str = "warning: ";
 
+/// What a note line starts with, on stderr and atop the resolved config: a TOML comment, so
+/// the resolved config stays valid TOML.
+pub const NOTE_PREFIX: &str = "# ";
+
 /// Loads and validates the config `loader` describes and says what `--check-config` prints.
 pub fn check_config<T>(loader: &Loader) -> CheckOutcome
 where
     T: DeserializeOwned + Serialize + Validate,
 {
     match check::<T>(loader) {
-        Ok((toml, _)) => CheckOutcome::Valid(toml),
+        Ok((toml, _, _)) => CheckOutcome::Valid(toml),
         Err(lines) => CheckOutcome::Invalid(lines),
     }
 }
 
-/// The text for stdout (a header, the warnings as comments, the resolved config as TOML) and
-/// the warning lines, or the problem lines.
-fn check<T>(loader: &Loader) -> Result<(String, Vec<String>), Vec<String>>
+/// The text for stdout (a header, the warnings and notes as comments, the resolved config as
+/// TOML), the warning lines and the note lines, or the problem lines.
+fn check<T>(loader: &Loader) -> Result<(String, Vec<String>, Vec<String>), Vec<String>>
 where
     T: DeserializeOwned + Serialize + Validate,
 {
@@ -57,12 +61,21 @@ where
         text.push_str(warning);
         text.push('\n');
     }
+    let notes: Vec<String> = config
+        .notes()
+        .into_iter()
+        .map(|note| format!("{NOTE_PREFIX}{note}"))
+        .collect();
+    for note in &notes {
+        text.push_str(note);
+        text.push('\n');
+    }
     text.push_str(&toml);
-    Ok((text, warnings))
+    Ok((text, warnings, notes))
 }
 
 /// The whole `--check-config` behaviour: prints the resolved config as TOML to stdout (its
-/// warnings to stderr too) and returns exit code 0, or prints every problem to stderr and
+/// warnings and notes to stderr too) and returns exit code 0, or prints every problem to stderr and
 /// returns 1.
 #[allow(clippy::print_stdout)]
 pub fn run_check_config<T>(loader: &Loader) -> ExitCode
@@ -70,9 +83,12 @@ where
     T: DeserializeOwned + Serialize + Validate,
 {
     match check::<T>(loader) {
-        Ok((toml, warnings)) => {
+        Ok((toml, warnings, notes)) => {
             for warning in warnings {
                 eprintln!("{warning}");
+            }
+            for note in notes {
+                eprintln!("{note}");
             }
             print!("{toml}");
             ExitCode::SUCCESS

@@ -23,7 +23,7 @@ mod log;
 mod lossy;
 mod validate;
 
-pub use check::{CheckOutcome, WARNING_PREFIX, check_config, run_check_config};
+pub use check::{CheckOutcome, NOTE_PREFIX, WARNING_PREFIX, check_config, run_check_config};
 pub use cli::ConfigArgs;
 pub use daemon::{Daemon, EXIT_FAILED, EXIT_NO_CONFIG, log_to_stderr, run_daemon};
 pub use error::{ConfigError, KeyProblem, Origin};

@@ -33,6 +33,13 @@ pub trait Validate {
     fn warnings(&self) -> Vec<Problem> {
         Vec::new()
     }
+
+    /// What `--check-config` shows about a valid config that is neither a problem nor a
+    /// warning (loopd: the next run times of its schedules): printed as comment lines
+    /// (`# ...`) on stderr and atop the resolved config. None by default.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The longest path a Unix socket address can hold (`sun_path` is 108 bytes with its NUL).

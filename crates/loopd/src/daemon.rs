@@ -9,8 +9,8 @@ use crate::blocking::Blocking;
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::heartbeat::{Heartbeat, HeartbeatOptions};
 use crate::llama::{Client, ClientOptions, check_expectations};
+use crate::schedule::{Paths, Scheduler, SystemClock};
 use crate::session::Store;
 use crate::tools::{FakeTools, Registry, ToolPort};
 use anyhow::{Context, bail};
@@ -71,8 +71,8 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     let (port, tools) = tool_port(&cfg, &blocking);
     let api_options = ApiOptions::from_config(&cfg.api)?;
     let socket = cfg.socket.clone();
-    let heartbeat =
-        HeartbeatOptions::from_config(&cfg).map_err(|e| anyhow::anyhow!("heartbeat.every: {e}"))?;
+    let specs = crate::schedule::specs(&cfg).map_err(|e| anyhow::anyhow!("schedules: {e}"))?;
+    let schedule_paths = Paths::of(&cfg);
     let engine = Engine::new(EngineParts {
         cfg,
         store,
@@ -88,14 +88,23 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
             .with_context(|| format!("cannot serve on {}", socket.display()))?;
         tracing::info!(socket = %socket.display(), "loopd is serving");
         let backend = Arc::new(engine.clone());
-        let heartbeat = heartbeat.map(|options| Heartbeat::start(backend.clone(), options));
+        // The heartbeat among them; the engine answers the schedule routes from it.
+        let scheduler = Scheduler::start(
+            backend.clone(),
+            specs,
+            schedule_paths,
+            Arc::new(SystemClock),
+        )
+        .context("cannot start the schedules")?;
+        engine.set_scheduler(Arc::new(scheduler));
         // The server stops when this resolves: only once the turns have ended, so that their
         // submitters get the `ended` event and the tasks still waiting get a 503, not a closed
         // connection.
         let stopping = async {
             signal().await;
-            if let Some(heartbeat) = heartbeat {
-                heartbeat.stop().await;
+            // Before the engine: no run starts while the turns are told to stop.
+            if let Some(scheduler) = engine.take_scheduler() {
+                scheduler.stop().await;
             }
             tracing::info!("stopping: no new tasks; letting running turns record their end");
             engine.shutdown(SHUTDOWN_GRACE_MS).await;

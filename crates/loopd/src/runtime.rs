@@ -148,6 +148,12 @@ pub trait Owner: Sync {
     /// the turn was stopped meanwhile (loopd is shutting down, the task was cancelled); the
     /// turn must run nothing more.
     fn retake_slot(&self) -> bool;
+
+    /// Whether nobody watches the turn (a schedule's run, and its subagents, which ask
+    /// through their parent's owner): its calls' requests are written as notifications too.
+    fn unattended(&self) -> bool {
+        false
+    }
 }
 
 /// What [`NoOwner`] answers: why a call that needs approval is void there.

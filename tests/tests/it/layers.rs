@@ -29,7 +29,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
     ("epoch work", &["summarise", "compact"]),
     ("turn", &["turn"]),
     ("local tools that run turns", &["subagent"]),
-    ("serving", &["api", "heartbeat"]),
+    ("serving", &["api", "heartbeat", "schedule"]),
     ("engine", &["engine"]),
     ("daemon", &["daemon"]),
     ("cross-layer tests", &["tests"]),

@@ -53,6 +53,15 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         task: TaskRequest,
     ) -> impl Future<Output = Result<Submitted, ApiFailure>> + Send;
+    /// [`Backend::submit`] for a task nobody watches (a schedule's run): a call in its turn
+    /// (or its subagents') that needs the owner's approval is also written as a
+    /// notification, and is denied when nobody answers in time. By default, a plain submit.
+    fn submit_unattended(
+        &self,
+        task: TaskRequest,
+    ) -> impl Future<Output = Result<Submitted, ApiFailure>> + Send {
+        self.submit(task)
+    }
     /// Every session.
     fn sessions(&self) -> Result<SessionList, ApiFailure>;
     /// Up to `limit` records of session `id` from index `from`.

@@ -9,10 +9,13 @@ mod approvals;
 mod heartbeat;
 mod llama;
 mod memory;
+mod schedules;
 mod slots;
 mod subagent;
 mod turn;
 
+#[cfg(test)]
+mod schedules_tests;
 #[cfg(test)]
 mod tests;
 
@@ -21,6 +24,11 @@ pub use approvals::Approvals;
 pub use heartbeat::{HEARTBEAT_MIN_MS, HEARTBEAT_OFF, Heartbeat};
 pub use llama::{Expect, Llama};
 pub use memory::Memory;
+pub use schedules::{
+    CHECK_RUN_TIMES, DEFAULT_TIMEZONE, HEARTBEAT_SCHEDULE, MAX_SCHEDULE_NAME_BYTES, MIN_EVERY_MS,
+    Missed, NEW_SESSION, Notify, Schedule, TaskSource, Timing, parse_cron, parse_every,
+    parse_timezone,
+};
 pub use slots::Slots;
 pub use subagent::Subagent;
 pub use turn::{
@@ -69,6 +77,8 @@ pub struct Config {
     pub subagent: Subagent,
     /// `[approvals]`: the wait for the owner's answer to a call brokerd asks about.
     pub approvals: Approvals,
+    /// `[[schedules]]`: tasks loopd runs by itself at set times (`docs/schedules.md`).
+    pub schedules: Vec<Schedule>,
     /// `[log]`: the log level.
     pub log: LogConfig,
 }
@@ -90,6 +100,7 @@ impl Default for Config {
             heartbeat: Heartbeat::default(),
             subagent: Subagent::default(),
             approvals: Approvals::default(),
+            schedules: Vec::new(),
             log: LogConfig::default(),
         }
     }
@@ -112,10 +123,15 @@ impl Validate for Config {
         self.heartbeat.check(&mut p);
         self.subagent.check(&mut p);
         self.approvals.check(&mut p);
+        schedules::check(&self.schedules, &mut p);
         p.finish()
     }
 
     fn warnings(&self) -> Vec<Problem> {
         self.r#loop.warnings(self.expect.n_ctx)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        schedules::notes(&self.schedules, chrono::Utc::now())
     }
 }

@@ -134,16 +134,20 @@ pub(crate) struct TurnOwner<'a> {
     blocking: &'a Blocking,
     /// The stop of the whole turn (a child's wait gives back its parent's slot).
     stop: Stop,
+    /// Whether nobody watches the turn (a schedule's run; its children share this owner).
+    unattended: bool,
 }
 
 impl<'a> TurnOwner<'a> {
-    /// The owner of a turn that holds `permit` of `slots` and is stopped by `stop`.
+    /// The owner of a turn that holds `permit` of `slots` and is stopped by `stop`;
+    /// `unattended` when nobody watches it.
     pub(crate) fn new(
         desk: &'a Desk,
         slots: Arc<Semaphore>,
         permit: OwnedSemaphorePermit,
         blocking: &'a Blocking,
         stop: Stop,
+        unattended: bool,
     ) -> TurnOwner<'a> {
         TurnOwner {
             desk,
@@ -151,6 +155,7 @@ impl<'a> TurnOwner<'a> {
             permit: Mutex::new(Some(permit)),
             blocking,
             stop,
+            unattended,
         }
     }
 
@@ -170,6 +175,10 @@ impl Owner for TurnOwner<'_> {
 
     fn release_slot(&self) {
         drop(self.permit().take());
+    }
+
+    fn unattended(&self) -> bool {
+        self.unattended
     }
 
     fn retake_slot(&self) -> bool {

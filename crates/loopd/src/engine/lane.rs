@@ -22,6 +22,9 @@ pub struct Pending {
     pub named: Option<Ticket>,
     /// Its place under `[api] max_waiting_tasks`, given back once its turn starts.
     pub waiting: super::waiting::Waiting,
+    /// Nobody watches its turn (a schedule's run): a call that needs the owner's approval is
+    /// written as a notification too.
+    pub unattended: bool,
 }
 
 impl Pending {

@@ -14,6 +14,7 @@ mod idle;
 mod lane;
 mod pool;
 mod status;
+mod submit;
 mod task_ids;
 #[cfg(test)]
 mod tests;
@@ -26,10 +27,11 @@ use crate::blocking::{Blocking, OnRuntimeThread};
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::llama::{Client, ServerInfo};
+use crate::schedule::Scheduler;
 use crate::session::{Store, StoreError};
 use crate::tools::{Registry, ToolPort};
 use bxcore::{ApprovalId, SessionId, TurnEvent};
-use lane::{Lane, Pending, Work};
+use lane::{Lane, Work};
 use proto::api::{
     ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer, MemoryList,
     NotificationList, RecordsPage, SessionInfo, SessionList, Status, TaskRequest,
@@ -132,6 +134,8 @@ struct Inner {
     worker_done: Notify,
     /// The calls waiting for the owner's approval, across sessions.
     approvals: approvals::Desk,
+    /// The schedules, once the daemon started them (`set_scheduler`); taken at shutdown.
+    scheduler: Mutex<Option<Arc<Scheduler<Engine>>>>,
 }
 
 impl Engine {
@@ -155,6 +159,7 @@ impl Engine {
                 workers: std::sync::OnceLock::new(),
                 worker_done: Notify::new(),
                 approvals: approvals::Desk::default(),
+                scheduler: Mutex::new(None),
             }),
         }
     }
@@ -198,6 +203,20 @@ impl Engine {
             };
             let _ = tokio::time::timeout(left, notified).await;
         }
+    }
+
+    /// Answers the schedule routes from `scheduler` from now on.
+    pub fn set_scheduler(&self, scheduler: Arc<Scheduler<Engine>>) {
+        *self.inner.lock_scheduler() = Some(scheduler);
+    }
+
+    /// The scheduler, taken out (to stop it): the schedule routes find none from now on.
+    pub fn take_scheduler(&self) -> Option<Arc<Scheduler<Engine>>> {
+        self.inner.lock_scheduler().take()
+    }
+
+    fn scheduler(&self) -> Option<Arc<Scheduler<Engine>>> {
+        self.inner.lock_scheduler().clone()
     }
 
     /// A new session id: `t-<unix seconds>-<n>`, not yet used.
@@ -260,6 +279,10 @@ impl Drop for Inner {
 }
 
 impl Inner {
+    fn lock_scheduler(&self) -> std::sync::MutexGuard<'_, Option<Arc<Scheduler<Engine>>>> {
+        self.scheduler.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock_lanes(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Lane>> {
         self.lanes.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -291,6 +314,11 @@ impl Inner {
     }
 }
 
+/// No schedule `name` (none run: the scheduler is not started, or stopped).
+fn no_schedule(name: &str) -> ApiFailure {
+    ApiFailure::NotFound(format!("no schedule named {name:?}"))
+}
+
 /// A store error as the API reports it.
 fn store_failure(e: StoreError) -> ApiFailure {
     match e {
@@ -305,48 +333,11 @@ fn store_failure(e: StoreError) -> ApiFailure {
 
 impl Backend for Engine {
     async fn submit(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
-        if self.inner.shutting_down.load(Ordering::SeqCst) {
-            return Err(ApiFailure::Unavailable("loopd is shutting down".into()));
-        }
-        if task.text.trim().is_empty() {
-            return Err(ApiFailure::BadRequest(
-                "the task's text is empty: say what the task is".into(),
-            ));
-        }
-        let id = match (task.session, &task.task_id) {
-            (Some(id), _) => id,
-            (None, Some(task_id)) => proto::api::task_session(task_id)
-                .map_err(|e| ApiFailure::BadRequest(format!("task_id {task_id}: {e}")))?,
-            (None, None) => self.new_session_id()?,
-        };
-        let named = match task.task_id {
-            None => None,
-            Some(task_id) => match task_ids::Live::find_or_add(&self.inner.named, &id, task_id) {
-                task_ids::Found::Live(first) => return task_ids::follow(first).await,
-                task_ids::Found::New(ticket) => Some(ticket),
-            },
-        };
-        let max_waiting = self.inner.parts.cfg.api.max_waiting_tasks;
-        let waiting = match waiting::Waiters::take(&self.inner.waiters, max_waiting) {
-            Ok(waiting) => waiting,
-            Err(why) => {
-                if let Some(ticket) = &named {
-                    ticket.refused(&why);
-                }
-                return Err(why);
-            }
-        };
-        let (reply, answer) = oneshot::channel();
-        let pending = Pending {
-            text: task.text,
-            reply,
-            named,
-            waiting,
-        };
-        self.queue(&id, Work::Task(pending))?;
-        answer.await.map_err(|_| {
-            ApiFailure::Internal("the task was dropped before its turn started".into())
-        })?
+        self.submit_task(task, false).await
+    }
+
+    async fn submit_unattended(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
+        self.submit_task(task, true).await
     }
 
     async fn compact(&self, id: &SessionId) -> Result<CompactAnswer, ApiFailure> {
@@ -431,21 +422,30 @@ impl Backend for Engine {
     }
 
     fn schedules(&self) -> Result<proto::api::ScheduleList, ApiFailure> {
-        Ok(proto::api::ScheduleList {
-            schedules: Vec::new(),
+        Ok(match self.scheduler() {
+            Some(scheduler) => scheduler.list(),
+            None => proto::api::ScheduleList {
+                schedules: Vec::new(),
+            },
         })
     }
 
     async fn run_schedule(&self, name: &str) -> Result<proto::api::ScheduleStarted, ApiFailure> {
-        Err(ApiFailure::NotFound(format!("no schedule named {name:?}")))
+        match self.scheduler() {
+            Some(scheduler) => scheduler.run_now(name).await,
+            None => Err(no_schedule(name)),
+        }
     }
 
     fn pause_schedule(
         &self,
         name: &str,
-        _paused: bool,
+        paused: bool,
     ) -> Result<proto::api::ScheduleInfo, ApiFailure> {
-        Err(ApiFailure::NotFound(format!("no schedule named {name:?}")))
+        match self.scheduler() {
+            Some(scheduler) => scheduler.pause(name, paused),
+            None => Err(no_schedule(name)),
+        }
     }
 
     fn memory(&self) -> Result<MemoryList, ApiFailure> {

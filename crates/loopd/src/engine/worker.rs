@@ -167,6 +167,7 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         permit,
         &parts.blocking,
         stop.clone(),
+        pending.unattended,
     );
     let rt = runtime(parts, &registry, &owner);
     let result = match unwind::catch("a turn", id, || {

@@ -1,12 +1,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! The heartbeat against fakellama, through a real engine: a quiet beat keeps nothing, any
-//! other answer becomes a notification, and a beat is skipped while the previous one runs.
+//! The heartbeat against fakellama, through a real engine and the scheduler (the heartbeat is
+//! the schedule `heartbeat`): a quiet beat keeps nothing, any other answer becomes a
+//! notification, and a beat is skipped while the previous one runs.
 
 use crate::config::Config;
 use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::heartbeat::{BeatCounts, HEARTBEAT_PROMPT_FILE, Heartbeat, HeartbeatOptions, list};
+use crate::heartbeat::{HEARTBEAT_PROMPT_FILE, list};
 use crate::llama::ServerInfo;
 use crate::llama::tests::support::Fake;
+use crate::schedule::{Paths, RunCounts, Scheduler, Spec, SystemClock, specs};
 use crate::session::Store;
 use crate::tools::{FakeTools, Registry, ToolPort};
 use proto::{ToolRequest, ToolResponse};
@@ -20,12 +22,12 @@ const EVERY: &str = "50ms";
 /// A phrase of `config/heartbeat.md`, for scripts to match beats on.
 const BEAT_PHRASE: &str = "scheduled heartbeat check";
 
-/// fakellama, an engine over it and the heartbeat's options, in a temporary state dir.
+/// fakellama, an engine over it and the heartbeat's schedule, in a temporary state dir.
 struct Bed {
     fake: Fake,
     engine: Engine,
     cfg: Config,
-    options: HeartbeatOptions,
+    specs: Vec<Spec>,
     _state: tempfile::TempDir,
 }
 
@@ -52,7 +54,8 @@ impl Bed {
         std::fs::create_dir(&cfg.state_dir).unwrap();
         cfg.baseline.system = state.path().join("system.md");
         cfg.heartbeat.every = EVERY.into();
-        let options = HeartbeatOptions::from_config(&cfg).unwrap().unwrap();
+        let specs = specs(&cfg).unwrap();
+        assert_eq!(specs.len(), 1, "the heartbeat's schedule");
         let fake = Fake::script(script);
         let engine = Engine::new(EngineParts {
             cfg: cfg.clone(),
@@ -74,16 +77,22 @@ impl Bed {
             fake,
             engine,
             cfg,
-            options,
+            specs,
             _state: state,
         }
     }
 
     /// Runs the heartbeat until `until` holds of its counts (at most [`WAIT_MS`]), stops it
     /// and the engine, and gives the counts.
-    fn beat_until(&self, until: impl Fn(&BeatCounts) -> bool) -> BeatCounts {
+    fn beat_until(&self, until: impl Fn(&RunCounts) -> bool) -> RunCounts {
         self.fake.rt.block_on(async {
-            let heartbeat = Heartbeat::start(Arc::new(self.engine.clone()), self.options.clone());
+            let heartbeat = Scheduler::start(
+                Arc::new(self.engine.clone()),
+                self.specs.clone(),
+                Paths::of(&self.cfg),
+                Arc::new(SystemClock),
+            )
+            .unwrap();
             let mut counts = heartbeat.counts();
             let reached = tokio::time::timeout(
                 Duration::from_millis(WAIT_MS),

@@ -8,8 +8,9 @@
 
 use crate::baseline::context_labels;
 use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::heartbeat::{HEARTBEAT_PROMPT_FILE, HEARTBEAT_SESSION, Heartbeat, HeartbeatOptions};
+use crate::heartbeat::{HEARTBEAT_PROMPT_FILE, HEARTBEAT_SESSION};
 use crate::llama::ServerInfo;
+use crate::schedule::{Paths, Scheduler, SystemClock, specs};
 use crate::session::Store;
 use crate::tests::bed::{Bed, COMPACT_PHRASE, DUE_AFTER_TURN, ROOMY_N_CTX, SUMMARY_PHRASE, kinds};
 use crate::tools::{FakeTools, Registry};
@@ -246,7 +247,7 @@ fn heartbeat_stays_clean(bed: &Bed) {
     .unwrap();
     let mut cfg = bed.cfg.clone();
     cfg.heartbeat.every = "50ms".into();
-    let options = HeartbeatOptions::from_config(&cfg).unwrap().unwrap();
+    let specs = specs(&cfg).unwrap();
     let engine = Engine::new(EngineParts {
         cfg: cfg.clone(),
         store: Store::new(&cfg.state_dir).unwrap(),
@@ -264,7 +265,13 @@ fn heartbeat_stays_clean(bed: &Bed) {
         blocking: bed.fake.blocking(),
     });
     let counts = bed.fake.rt.block_on(async {
-        let heartbeat = Heartbeat::start(Arc::new(engine.clone()), options);
+        let heartbeat = Scheduler::start(
+            Arc::new(engine.clone()),
+            specs,
+            Paths::of(&cfg),
+            Arc::new(SystemClock),
+        )
+        .unwrap();
         let mut counts = heartbeat.counts();
         let reached = tokio::time::timeout(
             Duration::from_secs(20),

@@ -108,7 +108,7 @@ pub(super) fn ask_owner(
         timeout_ms: wait_ms,
     };
     // A turn nobody watches never waits silently: no notification, no wait.
-    if unattended(session)
+    if (rt.owner.unattended() || unattended(session))
         && let Err(e) = notify(rt, session, &pending)
     {
         let why = format!("the notification could not be written ({e})");
@@ -346,7 +346,8 @@ fn not_approved(content: String) -> CallOutcome {
     }
 }
 
-/// Whether nobody watches `session`'s turns: the heartbeat's, and its subagents'.
+/// Whether nobody watches `session`'s turns by its id: the heartbeat's, and its subagents'
+/// (a schedule's run says so through its owner, whatever its session).
 fn unattended(session: &Session) -> bool {
     let heartbeat = |id: &bxcore::SessionId| id.as_str() == HEARTBEAT_SESSION;
     heartbeat(session.id()) || session.root_turn().is_some_and(|(root, _)| heartbeat(root))

@@ -141,6 +141,19 @@ impl Bed {
         stop: &Stop,
         drive: impl FnOnce(&Driver<'_>) -> T,
     ) -> (Ran, T) {
+        self.turn_as(false, port, id, text, stop, drive)
+    }
+
+    /// [`Bed::turn`], the turn `unattended` (a schedule's run) or not.
+    fn turn_as<T>(
+        &self,
+        unattended: bool,
+        port: &dyn ToolPort,
+        id: &str,
+        text: &str,
+        stop: &Stop,
+        drive: impl FnOnce(&Driver<'_>) -> T,
+    ) -> (Ran, T) {
         std::thread::scope(|scope| {
             let (sender, events) = mpsc::channel();
             let worker = scope.spawn(move || {
@@ -152,6 +165,7 @@ impl Bed {
                     permit,
                     &blocking,
                     stop.clone(),
+                    unattended,
                 );
                 self.run(port, &owner, id, text, stop, &mut |e| {
                     let _ = sender.send(e.clone());

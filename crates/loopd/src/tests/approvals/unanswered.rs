@@ -7,7 +7,7 @@ use crate::api::ApiFailure;
 use crate::heartbeat;
 use crate::tools::tests::asking::{ASKED_TOOL, AskingPort, FORGOTTEN, REASON};
 use crate::turn::{NO_OWNER, NoOwner, Stop};
-use bxcore::{DataClass, DenyReason, LogRecord, Timestamp, ToolOutcome, TurnEnd};
+use bxcore::{DataClass, DenyReason, LogRecord, Timestamp, ToolOutcome, TurnEnd, TurnEvent};
 use proto::api::OwnerAnswer;
 
 #[test]
@@ -136,6 +136,30 @@ fn a_heartbeat_turns_request_and_its_subagents_are_written_as_notifications() {
         });
         assert_eq!(ran.end.unwrap(), TurnEnd::Done);
     }
+}
+
+#[test]
+fn a_scheduled_runs_request_is_written_as_a_notification_whatever_its_session() {
+    let bed = Bed::new();
+    let port = AskingPort::new();
+    let (ran, ()) = bed.turn_as(true, &port, "reports", "save a note", &Stop::new(), |d| {
+        let id = d.asked();
+        // Written before the owner could answer: the schedule's run is unattended.
+        let notes = heartbeat::list(&bed.cfg).unwrap();
+        assert_eq!(notes.len(), 1);
+        assert_eq!(notes[0].session, sid("reports"));
+        assert!(notes[0].text.contains(id.as_str()), "{}", notes[0].text);
+        d.answer(&id, OwnerAnswer::Deny, None, None).unwrap();
+    });
+    assert_eq!(ran.end.unwrap(), TurnEnd::Done);
+    let refused = ran
+        .events
+        .iter()
+        .filter(
+            |e| matches!(e, TurnEvent::ApprovalDecided { decision, .. } if !decision.approves()),
+        )
+        .count();
+    assert_eq!(refused, 1, "the run's outcome counts it (not_approved)");
 }
 
 #[test]

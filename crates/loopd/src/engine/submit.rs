@@ -1,0 +1,62 @@
+//! A task queued on its session's lane: the one way tasks reach the engine, attended (a
+//! client's) or not (a schedule's run).
+
+use super::lane::{Pending, Work};
+use super::{Engine, task_ids, waiting};
+use crate::api::{ApiFailure, Submitted};
+use proto::api::TaskRequest;
+use std::sync::atomic::Ordering;
+use tokio::sync::oneshot;
+
+impl Engine {
+    /// Queues `task` (see [`crate::api::Backend::submit`]); `unattended` when nobody watches its turn.
+    pub(super) async fn submit_task(
+        &self,
+        task: TaskRequest,
+        unattended: bool,
+    ) -> Result<Submitted, ApiFailure> {
+        if self.inner.shutting_down.load(Ordering::SeqCst) {
+            return Err(ApiFailure::Unavailable("loopd is shutting down".into()));
+        }
+        if task.text.trim().is_empty() {
+            return Err(ApiFailure::BadRequest(
+                "the task's text is empty: say what the task is".into(),
+            ));
+        }
+        let id = match (task.session, &task.task_id) {
+            (Some(id), _) => id,
+            (None, Some(task_id)) => proto::api::task_session(task_id)
+                .map_err(|e| ApiFailure::BadRequest(format!("task_id {task_id}: {e}")))?,
+            (None, None) => self.new_session_id()?,
+        };
+        let named = match task.task_id {
+            None => None,
+            Some(task_id) => match task_ids::Live::find_or_add(&self.inner.named, &id, task_id) {
+                task_ids::Found::Live(first) => return task_ids::follow(first).await,
+                task_ids::Found::New(ticket) => Some(ticket),
+            },
+        };
+        let max_waiting = self.inner.parts.cfg.api.max_waiting_tasks;
+        let waiting = match waiting::Waiters::take(&self.inner.waiters, max_waiting) {
+            Ok(waiting) => waiting,
+            Err(why) => {
+                if let Some(ticket) = &named {
+                    ticket.refused(&why);
+                }
+                return Err(why);
+            }
+        };
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending {
+            text: task.text,
+            reply,
+            named,
+            waiting,
+            unattended,
+        };
+        self.queue(&id, Work::Task(pending))?;
+        answer.await.map_err(|_| {
+            ApiFailure::Internal("the task was dropped before its turn started".into())
+        })?
+    }
+}

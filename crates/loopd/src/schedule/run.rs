@@ -1,0 +1,254 @@
+//! One run of a schedule: begun (marked running), written down before its task is
+//! submitted (as unattended: nobody is at a terminal), its turn followed to its end, its
+//! answer kept as a notification when the schedule says so, and its outcome written down.
+
+use super::answer::{Answer, notification_text};
+use super::runner::{STILL_RUNNING, Shared, not_found, session_of, state_failure};
+use super::timing::timestamp;
+use crate::api::{ApiFailure, Backend, Submitted};
+use crate::config::TaskSource;
+use crate::journal;
+use bxcore::{Labels, SessionId};
+use chrono::{DateTime, Utc};
+use proto::api::{Notification, RunOutcome, RunTrigger, ScheduleRun, ScheduleStarted, TaskRequest};
+use std::sync::Arc;
+
+/// A run begun: marked running in memory, to be written down and submitted.
+struct Begun {
+    name: String,
+    session: SessionId,
+    task: TaskSource,
+    started: bxcore::Timestamp,
+}
+
+impl<B: Backend> Shared<B> {
+    /// Starts a run of `name` due at `due` on a task of its own.
+    pub(super) fn start_due(self: &Arc<Self>, name: &str, due: DateTime<Utc>, trigger: RunTrigger) {
+        let begun = match self.begin(name, Some(due), trigger) {
+            Ok(begun) => begun,
+            Err(why) => {
+                tracing::info!(schedule = name, "not started: {why}");
+                return;
+            }
+        };
+        let shared = Arc::clone(self);
+        let run = tokio::spawn(async move {
+            if let Ok((_, submitted)) = shared.launch(&begun, trigger).await {
+                shared.follow(begun, submitted).await;
+            }
+        });
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        runs.retain(|run| !run.is_finished());
+        runs.push(run);
+    }
+
+    pub(super) async fn run_now(
+        self: &Arc<Self>,
+        name: &str,
+    ) -> Result<ScheduleStarted, ApiFailure> {
+        let begun = self.begin(name, None, RunTrigger::Manual)?;
+        let (started, submitted) = self.launch(&begun, RunTrigger::Manual).await?;
+        let shared = Arc::clone(self);
+        let run = tokio::spawn(async move { shared.follow(begun, submitted).await });
+        self.runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(run);
+        Ok(started)
+    }
+
+    /// Marks a run of `name` running (due at `due`, or now for a manual run), in memory.
+    fn begin(
+        &self,
+        name: &str,
+        due: Option<DateTime<Utc>>,
+        trigger: RunTrigger,
+    ) -> Result<Begun, ApiFailure> {
+        let now = self.clock.now();
+        let mut entries = self.lock();
+        let entry = entries.get_mut(name).ok_or_else(|| not_found(name))?;
+        if entry.running {
+            return Err(ApiFailure::Busy(format!(
+                "schedule {name:?} cannot run now: {STILL_RUNNING}"
+            )));
+        }
+        let session = session_of(&entry.spec, due.unwrap_or(now))?;
+        let started = timestamp(now);
+        entry.running = true;
+        if let Some(due) = due {
+            entry.state.last_due = Some(timestamp(due));
+        }
+        entry.state.last_run = Some(ScheduleRun {
+            started,
+            trigger,
+            session: session.clone(),
+            turn: None,
+            outcome: RunOutcome::Running,
+        });
+        Ok(Begun {
+            name: name.to_string(),
+            session,
+            task: entry.spec.task.clone(),
+            started,
+        })
+    }
+
+    /// Writes the run down, reads its task and submits it; a run that cannot start is
+    /// recorded as failed.
+    async fn launch(
+        self: &Arc<Self>,
+        begun: &Begun,
+        trigger: RunTrigger,
+    ) -> Result<(ScheduleStarted, Submitted), ApiFailure> {
+        // Before the task is submitted: a loopd killed from here on does not run it again.
+        if let Err(e) = self.persist_async().await {
+            tracing::warn!(schedule = %begun.name, error = %e, "not run: its start cannot be written down");
+            // Nothing ran; the state on disk is the one before.
+            self.end_run(
+                begun,
+                None,
+                RunOutcome::Failed {
+                    reason: e.to_string(),
+                },
+                false,
+            );
+            return Err(state_failure(&e));
+        }
+        let started = async {
+            let text = match &begun.task {
+                TaskSource::Text(text) => text.clone(),
+                TaskSource::File(path) => tokio::fs::read_to_string(path).await.map_err(|e| {
+                    ApiFailure::Internal(format!("cannot read {}: {e}", path.display()))
+                })?,
+            };
+            let task = TaskRequest {
+                session: Some(begun.session.clone()),
+                text,
+                task_id: None,
+            };
+            self.backend.submit_unattended(task).await
+        }
+        .await;
+        let submitted = match started {
+            Ok(submitted) => submitted,
+            Err(why) => {
+                tracing::warn!(schedule = %begun.name, error = %why, "the run could not start");
+                let outcome = RunOutcome::Failed {
+                    reason: why.to_string(),
+                };
+                self.end_run(begun, None, outcome, true);
+                self.counts.send_modify(|c| c.finished += 1);
+                return Err(why);
+            }
+        };
+        let turn = submitted.accepted.turn;
+        tracing::info!(schedule = %begun.name, ?trigger, session = %begun.session, turn, "run started");
+        self.update_run(begun, |run| run.turn = Some(turn));
+        if let Err(e) = self.persist_async().await {
+            tracing::warn!(schedule = %begun.name, error = %e, "cannot write the schedules' state");
+        }
+        self.counts.send_modify(|c| c.started += 1);
+        let started = ScheduleStarted {
+            name: begun.name.clone(),
+            session: submitted.accepted.session.clone(),
+            turn,
+        };
+        Ok((started, submitted))
+    }
+
+    /// Follows the run's turn to its end, keeps its notification, writes its outcome down.
+    async fn follow(self: &Arc<Self>, begun: Begun, mut submitted: Submitted) {
+        let mut answer = Answer::default();
+        while let Some(event) = submitted.events.recv().await {
+            answer.push(&event);
+        }
+        let turn = submitted.accepted.turn;
+        let (notify, quiet) = {
+            let entries = self.lock();
+            match entries.get(&begun.name) {
+                Some(e) => (e.spec.notify, e.spec.quiet_reply.clone()),
+                None => return,
+            }
+        };
+        let text = notification_text(
+            &begun.name,
+            &answer.text,
+            answer.end.as_ref(),
+            quiet.as_deref(),
+            notify,
+        );
+        let notified = match text {
+            None => false,
+            Some(text) => {
+                // The answer is the model's text; what it could repeat is the context it was
+                // made in.
+                let labels = Labels::derived(Labels::PUBLIC, answer.labels);
+                let note = Notification {
+                    time: bxcore::Timestamp::now(),
+                    session: begun.session.clone(),
+                    turn,
+                    text,
+                    class: labels.class,
+                    untrusted: labels.untrusted,
+                };
+                let file = self.paths.notifications.clone();
+                match tokio::task::spawn_blocking(move || journal::append(&file, &[note])).await {
+                    Ok(Ok(())) => true,
+                    Ok(Err(e)) => {
+                        tracing::warn!(schedule = %begun.name, error = %e, "cannot keep the notification");
+                        false
+                    }
+                    Err(e) => {
+                        tracing::warn!(schedule = %begun.name, error = %e, "the notification's task failed");
+                        false
+                    }
+                }
+            }
+        };
+        let outcome = match answer.end {
+            Some(end) => RunOutcome::Ended {
+                end,
+                notified,
+                not_approved: answer.not_approved,
+            },
+            None => RunOutcome::Failed {
+                reason: "the turn's events ended without its end".into(),
+            },
+        };
+        tracing::info!(schedule = %begun.name, turn, ?outcome, "run ended");
+        self.end_run(&begun, Some(turn), outcome, true);
+        if let Err(e) = self.persist_async().await {
+            tracing::warn!(schedule = %begun.name, error = %e, "cannot write the schedules' state");
+        }
+        self.counts.send_modify(|c| {
+            c.finished += 1;
+            c.notified += u64::from(notified);
+        });
+    }
+
+    /// Changes the run's record, if it is still the schedule's last run.
+    fn update_run(&self, begun: &Begun, change: impl FnOnce(&mut ScheduleRun)) {
+        let mut entries = self.lock();
+        if let Some(run) = entries
+            .get_mut(&begun.name)
+            .and_then(|e| e.state.last_run.as_mut())
+            .filter(|run| run.started == begun.started && run.session == begun.session)
+        {
+            change(run);
+        }
+    }
+
+    /// The run is over: not running, its outcome recorded (when `record`, and it is still the
+    /// last run: a skipped run after it stays the last).
+    fn end_run(&self, begun: &Begun, turn: Option<u64>, outcome: RunOutcome, record: bool) {
+        if record {
+            self.update_run(begun, |run| {
+                run.turn = turn.or(run.turn);
+                run.outcome = outcome;
+            });
+        }
+        if let Some(entry) = self.lock().get_mut(&begun.name) {
+            entry.running = false;
+        }
+    }
+}

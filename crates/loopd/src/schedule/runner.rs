@@ -1,0 +1,310 @@
+//! The scheduler's task and its runs: at each due time a run is begun (marked running and
+//! written down), its task submitted as unattended, its turn followed to the end, its answer
+//! kept as a notification when the schedule says so, and its outcome written down again.
+
+use super::clock::Clock;
+use super::state::{self, ScheduleState, StateError, StateFile};
+use super::timing::{from_timestamp, latest_due, new_session_name, timestamp};
+use super::{Paths, Spec, info};
+use crate::api::{ApiFailure, Backend};
+use crate::config::Missed;
+use bxcore::SessionId;
+use chrono::{DateTime, Utc};
+use proto::api::{RunOutcome, RunTrigger, ScheduleInfo, ScheduleList, ScheduleRun};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+
+/// Why a run due while the previous one goes is skipped.
+pub const STILL_RUNNING: &str = "the previous run still goes";
+/// Why runs missed while loopd was down did not run (`missed = "skip"`).
+pub const MISSED_WHILE_DOWN: &str = "it fell due while loopd was down (missed = \"skip\")";
+
+/// What the scheduler's runs did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    /// Runs whose task was submitted.
+    pub started: u64,
+    /// Runs that ended (their turn ended, or they could not start).
+    pub finished: u64,
+    /// Runs that ended in a notification.
+    pub notified: u64,
+    /// Due runs skipped because the previous run still went.
+    pub skipped: u64,
+}
+
+pub(super) struct Entry {
+    pub(super) spec: Spec,
+    pub(super) state: ScheduleState,
+    /// When it runs next by itself (paused or not); `None` when disabled or never again.
+    pub(super) next_due: Option<DateTime<Utc>>,
+    pub(super) running: bool,
+}
+
+/// A catch-up run to start (`missed = "run_once"`): the schedule's name and the due time.
+pub(super) type CatchUp = (String, DateTime<Utc>);
+
+/// What the scheduler's task and its runs share.
+pub(super) struct Shared<B> {
+    pub(super) backend: Arc<B>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) paths: Paths,
+    entries: Mutex<BTreeMap<String, Entry>>,
+    /// The states of schedules no longer configured, kept in the file.
+    others: BTreeMap<String, ScheduleState>,
+    /// Serialises writes of the state file, so the last write holds the latest state.
+    writes: Mutex<()>,
+    /// Wakes the scheduler's task when a schedule's flag changed.
+    wake: Notify,
+    pub(super) counts: watch::Sender<RunCounts>,
+    pub(super) runs: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl<B: Backend> Shared<B> {
+    /// The scheduler over `specs` with the state at `paths.state`, and the catch-up runs
+    /// (`missed = "run_once"`) to start: name and due time.
+    pub(super) fn load(
+        backend: Arc<B>,
+        specs: Vec<Spec>,
+        paths: Paths,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(Shared<B>, Vec<CatchUp>), StateError> {
+        let mut file = state::load(&paths.state)?;
+        let now = clock.now();
+        let mut catch_up = Vec::new();
+        let mut changed = false;
+        let mut entries = BTreeMap::new();
+        for spec in specs {
+            let mut state = file.schedules.remove(&spec.name).unwrap_or_default();
+            // A schedule never run before starts from now: nothing is missed.
+            let missed = state
+                .last_due
+                .as_ref()
+                .and_then(from_timestamp)
+                .filter(|_| spec.enabled)
+                .and_then(|last| latest_due(&spec.timing, last, now));
+            if let Some(missed) = missed {
+                changed = true;
+                state.last_due = Some(timestamp(missed));
+                match spec.missed {
+                    Missed::RunOnce if !state.paused => catch_up.push((spec.name.clone(), missed)),
+                    Missed::RunOnce => {}
+                    Missed::Skip if state.paused => {}
+                    Missed::Skip => {
+                        tracing::info!(schedule = %spec.name, due = %missed, "missed while loopd was down: skipped");
+                        state.last_run =
+                            session_of(&spec, missed).ok().map(|session| ScheduleRun {
+                                started: timestamp(now),
+                                trigger: RunTrigger::Due,
+                                session,
+                                turn: None,
+                                outcome: RunOutcome::Skipped {
+                                    reason: MISSED_WHILE_DOWN.into(),
+                                },
+                            });
+                    }
+                }
+            }
+            let next_due = if spec.enabled {
+                spec.timing.next_after(now)
+            } else {
+                None
+            };
+            entries.insert(
+                spec.name.clone(),
+                Entry {
+                    spec,
+                    state,
+                    next_due,
+                    running: false,
+                },
+            );
+        }
+        let shared = Shared {
+            backend,
+            clock,
+            paths,
+            entries: Mutex::new(entries),
+            others: file.schedules,
+            writes: Mutex::new(()),
+            wake: Notify::new(),
+            counts: watch::Sender::new(RunCounts::default()),
+            runs: Mutex::new(Vec::new()),
+        };
+        // Only what start changed is written: a loopd with a full disk and nothing missed
+        // still serves. One that cannot write what it settled finds the same at its next
+        // start (a catch-up run is written down before it runs, or does not run).
+        if changed && let Err(e) = shared.persist() {
+            tracing::warn!(error = %e, "cannot write the missed runs settled at start");
+        }
+        Ok((shared, catch_up))
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn count(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub(super) fn counts(&self) -> watch::Receiver<RunCounts> {
+        self.counts.subscribe()
+    }
+
+    /// Writes every state, durably (blocking: a file and two fsyncs).
+    fn persist(&self) -> Result<(), StateError> {
+        let _one_writer = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut file = StateFile {
+            schedules: self.others.clone(),
+        };
+        for (name, entry) in self.lock().iter() {
+            file.schedules.insert(name.clone(), entry.state.clone());
+        }
+        state::save(&self.paths.state, &file)
+    }
+
+    /// [`Shared::persist`] off the async threads.
+    pub(super) async fn persist_async(self: &Arc<Self>) -> Result<(), StateError> {
+        let shared = Arc::clone(self);
+        match tokio::task::spawn_blocking(move || shared.persist()).await {
+            Ok(written) => written,
+            Err(e) => Err(StateError::Corrupt {
+                path: self.paths.state.clone(),
+                why: format!("the write's task failed: {e}"),
+            }),
+        }
+    }
+
+    pub(super) fn list(&self) -> ScheduleList {
+        let schedules = self
+            .lock()
+            .values()
+            .map(|e| info(&e.spec, &e.state, e.next_due))
+            .collect();
+        ScheduleList { schedules }
+    }
+
+    pub(super) fn pause(&self, name: &str, paused: bool) -> Result<ScheduleInfo, ApiFailure> {
+        {
+            let mut entries = self.lock();
+            let entry = entries.get_mut(name).ok_or_else(|| not_found(name))?;
+            entry.state.paused = paused;
+        }
+        self.persist().map_err(|e| state_failure(&e))?;
+        self.wake.notify_one();
+        tracing::info!(schedule = name, paused, "schedule flag set");
+        let entries = self.lock();
+        let entry = entries.get(name).ok_or_else(|| not_found(name))?;
+        Ok(info(&entry.spec, &entry.state, entry.next_due))
+    }
+
+    /// The earliest time a schedule falls due.
+    fn next_wake(&self) -> Option<DateTime<Utc>> {
+        self.lock().values().filter_map(|e| e.next_due).min()
+    }
+
+    /// Starts or skips every run due by now.
+    fn fire_due(self: &Arc<Self>) {
+        let now = self.clock.now();
+        let mut due_now = Vec::new();
+        let mut skipped = false;
+        {
+            let mut entries = self.lock();
+            for (name, entry) in entries.iter_mut() {
+                let Some(next) = entry.next_due.filter(|next| *next <= now) else {
+                    continue;
+                };
+                // Due times passed all at once (a suspended machine) count as the latest.
+                let due = latest_due(&entry.spec.timing, next, now).unwrap_or(next);
+                entry.next_due = entry.spec.timing.next_after(due);
+                if entry.state.paused {
+                    entry.state.last_due = Some(timestamp(due));
+                } else if entry.running {
+                    tracing::info!(schedule = %name, "skipped: {STILL_RUNNING}");
+                    entry.state.last_due = Some(timestamp(due));
+                    if let Ok(session) = session_of(&entry.spec, due) {
+                        entry.state.last_run = Some(ScheduleRun {
+                            started: timestamp(now),
+                            trigger: RunTrigger::Due,
+                            session,
+                            turn: None,
+                            outcome: RunOutcome::Skipped {
+                                reason: STILL_RUNNING.into(),
+                            },
+                        });
+                    }
+                    skipped = true;
+                } else {
+                    due_now.push((name.clone(), due));
+                }
+            }
+        }
+        if skipped {
+            if let Err(e) = self.persist() {
+                tracing::warn!(error = %e, "cannot write the schedules' state");
+            }
+            self.counts.send_modify(|c| c.skipped += 1);
+        }
+        for (name, due) in due_now {
+            self.start_due(&name, due, RunTrigger::Due);
+        }
+    }
+
+    pub(super) fn abort_runs(&self) {
+        for run in self
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            run.abort();
+        }
+    }
+}
+
+/// The scheduler's task: sleeps until the next due time (or a flag changes, or it is told to
+/// stop), then starts or skips what is due.
+pub(super) async fn drive<B: Backend>(shared: Arc<Shared<B>>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let woken = shared.wake.notified();
+        let sleep = async {
+            match shared.next_wake() {
+                Some(t) => shared.clock.sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => break,
+            _ = woken => continue,
+            _ = sleep => {}
+        }
+        shared.fire_due();
+    }
+}
+
+/// The session of a run of `spec` due at `due`.
+pub(super) fn session_of(spec: &Spec, due: DateTime<Utc>) -> Result<SessionId, ApiFailure> {
+    match &spec.session {
+        Some(id) => Ok(id.clone()),
+        None => SessionId::new(&new_session_name(&spec.name, due)).map_err(|e| {
+            ApiFailure::Internal(format!(
+                "schedule {}: no session for its run: {e}",
+                spec.name
+            ))
+        }),
+    }
+}
+
+pub(super) fn not_found(name: &str) -> ApiFailure {
+    ApiFailure::NotFound(format!("no schedule named {name:?}"))
+}
+
+pub(super) fn state_failure(e: &StateError) -> ApiFailure {
+    if e.is_disk_full() {
+        ApiFailure::InsufficientStorage(format!("disk full: {e}"))
+    } else {
+        ApiFailure::Internal(format!("cannot write the schedules' state: {e}"))
+    }
+}

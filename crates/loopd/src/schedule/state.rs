@@ -1,0 +1,147 @@
+//! `<state_dir>/schedules.json`: each schedule's last due time, last run and paused flag,
+//! replaced atomically (a temporary file, fsync, rename, fsync of the directory), so a
+//! loopd killed at any point finds either the state before a write or the one after it.
+
+use bxcore::Timestamp;
+use proto::api::ScheduleRun;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The state file, in the state dir.
+pub const SCHEDULES_FILE: &str = "schedules.json";
+
+/// What is kept of one schedule.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleState {
+    /// The due time of its last run (or skipped run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_due: Option<Timestamp>,
+    /// Its last run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<ScheduleRun>,
+    /// Paused by the owner.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// The whole file: every schedule's state by name (also of schedules no longer configured,
+/// so that one taken out and put back keeps its flag).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateFile {
+    /// By name.
+    pub schedules: BTreeMap<String, ScheduleState>,
+}
+
+/// Why the state could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a schedules state.
+    #[error("{path} is not a schedules state: {why}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+}
+
+impl StateError {
+    /// Whether the disk is full (or the quota spent).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, StateError::Io { source, .. }
+            if matches!(source.raw_os_error(), Some(code) if code == nix::libc::ENOSPC || code == nix::libc::EDQUOT))
+    }
+}
+
+fn io(path: &Path, source: std::io::Error) -> StateError {
+    StateError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The state at `path`; empty when there is no file yet.
+pub fn load(path: &Path) -> Result<StateFile, StateError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| StateError::Corrupt {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(StateFile::default()),
+        Err(e) => Err(io(path, e)),
+    }
+}
+
+/// Replaces the state at `path` with `state`, durably.
+pub fn save(path: &Path, state: &StateFile) -> Result<(), StateError> {
+    let bytes = serde_json::to_vec_pretty(state).map_err(|e| StateError::Corrupt {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let written = (|| {
+        let mut file = File::create(&tmp).map_err(|e| io(&tmp, e))?;
+        file.write_all(&bytes).map_err(|e| io(&tmp, e))?;
+        file.sync_all().map_err(|e| io(&tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| io(path, e))
+    })();
+    if written.is_err() {
+        // The temporary name is ours alone; a failure to remove it leaves only a stray file.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io(dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use proto::api::{RunOutcome, RunTrigger};
+
+    #[test]
+    fn a_saved_state_reads_back_and_a_missing_one_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SCHEDULES_FILE);
+        assert_eq!(load(&path).unwrap(), StateFile::default());
+        let mut state = StateFile::default();
+        state.schedules.insert(
+            "morning".into(),
+            ScheduleState {
+                last_due: Some(Timestamp::now()),
+                last_run: Some(ScheduleRun {
+                    started: Timestamp::now(),
+                    trigger: RunTrigger::Due,
+                    session: bxcore::SessionId::new("s").unwrap(),
+                    turn: Some(3),
+                    outcome: RunOutcome::Running,
+                }),
+                paused: true,
+            },
+        );
+        save(&path, &state).unwrap();
+        save(&path, &state).unwrap();
+        assert_eq!(load(&path).unwrap(), state);
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file left");
+        std::fs::write(&path, "{").unwrap();
+        assert!(matches!(load(&path), Err(StateError::Corrupt { .. })));
+    }
+}

@@ -1,0 +1,286 @@
+//! Due times, missed runs after downtime, overlap, pause across a restart, the state written
+//! before a submit, `new` sessions, notifications, manual runs.
+
+use super::*;
+use crate::api::ApiFailure;
+use crate::schedule::runner::{MISSED_WHILE_DOWN, STILL_RUNNING};
+use crate::schedule::timing::timestamp;
+use bxcore::{SessionId, TurnEnd};
+use proto::api::{RunOutcome, RunTrigger, ScheduleRun};
+
+const HOUR: Duration = Duration::from_secs(3_600);
+
+/// Waits until the stub got `n` tasks.
+async fn wait_got(bed: &Bed, n: usize) {
+    let mut count = bed.stub.count.subscribe();
+    tokio::time::timeout(Duration::from_millis(WAIT_MS), count.wait_for(|c| *c >= n))
+        .await
+        .expect("the task came in time")
+        .unwrap();
+}
+
+fn hourly(extra: &str) -> Spec {
+    spec(&format!(
+        r#"{{"name": "m", "every": "1h", "session": "reports"{extra}}}"#
+    ))
+}
+
+fn last_run(bed: &Bed) -> ScheduleRun {
+    bed.state().schedules["m"].last_run.clone().unwrap()
+}
+
+#[test]
+fn a_run_is_written_down_before_its_task_is_submitted_and_again_at_its_end() {
+    let bed = Bed::at("2026-01-01T10:00:00Z");
+    rt().block_on(async {
+        let s = bed.start(vec![hourly("")]);
+        assert!(
+            bed.stub.got().is_empty(),
+            "nothing before its first interval"
+        );
+        bed.advance(HOUR);
+        wait_got(&bed, 1).await;
+        let got = &bed.stub.got()[0];
+        assert!(got.unattended, "a scheduled task is unattended");
+        assert_eq!(got.text, "do the thing");
+        let at_submit = &got.state.schedules["m"];
+        assert_eq!(
+            at_submit.last_due,
+            Some(timestamp(utc("2026-01-01T11:00:00Z")))
+        );
+        let run = at_submit.last_run.as_ref().unwrap();
+        assert_eq!(
+            (run.trigger, &run.outcome),
+            (RunTrigger::Due, &RunOutcome::Running)
+        );
+        bed.stub.end(0, "all is well", TurnEnd::Done, 0);
+        wait_counts(&s, |c| c.finished >= 1).await;
+        let run = last_run(&bed);
+        assert_eq!(run.turn, Some(1));
+        assert_eq!(
+            run.outcome,
+            RunOutcome::Ended {
+                end: TurnEnd::Done,
+                notified: true,
+                not_approved: 0
+            }
+        );
+        let next = s.list().schedules[0].next_run.unwrap();
+        assert_eq!(
+            next,
+            timestamp(utc("2026-01-01T12:00:00Z")),
+            "every interval after the due time"
+        );
+        s.stop().await;
+    });
+    assert_eq!(bed.notifications()[0].text, "all is well");
+}
+
+fn down_since(bed: &Bed, last_due: &str) {
+    bed.write_state(
+        "m",
+        ScheduleState {
+            last_due: Some(timestamp(utc(last_due))),
+            ..ScheduleState::default()
+        },
+    );
+}
+
+#[test]
+fn missed_skip_runs_nothing_and_moves_the_last_due_time_to_the_latest_missed() {
+    let bed = Bed::at("2026-01-01T10:30:00Z");
+    down_since(&bed, "2026-01-01T07:00:00Z");
+    rt().block_on(async {
+        let s = bed.start(vec![hourly("")]);
+        let info = &s.list().schedules[0];
+        assert_eq!(info.last_due, Some(timestamp(utc("2026-01-01T10:00:00Z"))));
+        assert_eq!(
+            info.last_run.as_ref().unwrap().outcome,
+            RunOutcome::Skipped {
+                reason: MISSED_WHILE_DOWN.into()
+            }
+        );
+        assert_eq!(
+            info.next_run,
+            Some(timestamp(utc("2026-01-01T11:30:00Z"))),
+            "one interval after start"
+        );
+        s.stop().await;
+    });
+    assert!(bed.stub.got().is_empty(), "no run for the missed ones");
+    assert_eq!(
+        bed.state().schedules["m"].last_due,
+        Some(timestamp(utc("2026-01-01T10:00:00Z")))
+    );
+}
+
+#[test]
+fn missed_run_once_runs_one_catch_up_however_many_were_missed() {
+    let bed = Bed::at("2026-01-01T10:30:00Z");
+    down_since(&bed, "2026-01-01T02:00:00Z");
+    rt().block_on(async {
+        let s = bed.start(vec![hourly(r#", "missed": "run_once""#)]);
+        wait_got(&bed, 1).await;
+        let run = last_run(&bed);
+        assert_eq!(run.trigger, RunTrigger::CatchUp);
+        bed.stub.end(0, "caught up", TurnEnd::Done, 0);
+        wait_counts(&s, |c| c.finished >= 1).await;
+        // A restart now finds nothing more missed.
+        s.stop().await;
+        let again = bed.start(vec![hourly(r#", "missed": "run_once""#)]);
+        again.stop().await;
+    });
+    assert_eq!(bed.stub.got().len(), 1, "one catch-up run, not eight");
+}
+
+#[test]
+fn a_schedule_never_run_before_misses_nothing() {
+    let bed = Bed::at("2026-01-01T10:30:00Z");
+    rt().block_on(async {
+        let s = bed.start(vec![hourly(r#", "missed": "run_once""#)]);
+        assert_eq!(s.list().schedules[0].last_due, None);
+        s.stop().await;
+    });
+    assert!(bed.stub.got().is_empty());
+}
+
+#[test]
+fn a_run_due_while_the_previous_one_goes_is_skipped_and_recorded() {
+    let bed = Bed::at("2026-01-01T10:00:00Z");
+    rt().block_on(async {
+        let s = bed.start(vec![hourly("")]);
+        bed.advance(HOUR);
+        wait_got(&bed, 1).await;
+        wait_counts(&s, |c| c.started >= 1).await;
+        bed.advance(HOUR);
+        wait_counts(&s, |c| c.skipped >= 1).await;
+        let skipped = last_run(&bed);
+        assert_eq!(
+            skipped.outcome,
+            RunOutcome::Skipped {
+                reason: STILL_RUNNING.into()
+            }
+        );
+        assert_eq!(
+            bed.state().schedules["m"].last_due,
+            Some(timestamp(utc("2026-01-01T12:00:00Z")))
+        );
+        // The manual run is refused alike while it goes.
+        assert!(matches!(s.run_now("m").await, Err(ApiFailure::Busy(_))));
+        bed.stub.end(0, "slow", TurnEnd::Done, 0);
+        wait_counts(&s, |c| c.finished >= 1).await;
+        assert!(
+            matches!(last_run(&bed).outcome, RunOutcome::Skipped { .. }),
+            "the newer record stays"
+        );
+        bed.advance(HOUR);
+        wait_got(&bed, 2).await;
+        s.stop().await;
+    });
+    assert_eq!(bed.stub.got().len(), 2);
+}
+
+#[test]
+fn pause_is_kept_across_a_restart_and_a_paused_schedule_runs_only_by_hand() {
+    let bed = Bed::at("2026-01-01T10:00:00Z");
+    rt().block_on(async {
+        let s = bed.start(vec![hourly("")]);
+        let info = s.pause("m", true).unwrap();
+        assert!(info.paused && info.next_run.is_none());
+        assert!(
+            bed.state().schedules["m"].paused,
+            "durable when pause returns"
+        );
+        assert!(matches!(
+            s.pause("nope", true),
+            Err(ApiFailure::NotFound(_))
+        ));
+        s.stop().await;
+
+        let s = bed.start(vec![hourly("")]);
+        assert!(s.list().schedules[0].paused, "still paused after a restart");
+        bed.advance(HOUR * 3);
+        let started = s.run_now("m").await.unwrap();
+        assert_eq!(started.session.as_str(), "reports");
+        wait_got(&bed, 1).await;
+        assert_eq!(bed.stub.got().len(), 1, "only the manual run");
+        assert_eq!(last_run(&bed).trigger, RunTrigger::Manual);
+        assert!(matches!(
+            s.run_now("nope").await,
+            Err(ApiFailure::NotFound(_))
+        ));
+        bed.stub.end(0, "done", TurnEnd::Done, 0);
+        wait_counts(&s, |c| c.finished >= 1).await;
+        let info = s.pause("m", false).unwrap();
+        assert!(!info.paused);
+        assert!(info.next_run.is_some());
+        bed.advance(HOUR);
+        wait_got(&bed, 2).await;
+        s.stop().await;
+    });
+}
+
+#[test]
+fn a_new_session_per_run_is_named_by_the_due_time_and_cron_runs_in_its_zone() {
+    let bed = Bed::at("2026-03-28T12:00:00Z");
+    rt().block_on(async {
+        let s = bed.start(vec![spec(
+            r#"{"name": "night", "cron": "30 2 * * *", "timezone": "Europe/Berlin"}"#,
+        )]);
+        // 02:30 does not exist on 2026-03-29 in Berlin: 03:00 CEST, 01:00 UTC.
+        bed.clock.set(utc("2026-03-29T01:00:00Z"));
+        wait_got(&bed, 1).await;
+        s.stop().await;
+    });
+    assert_eq!(
+        bed.stub.got()[0].session,
+        SessionId::new("night-20260329T010000Z").unwrap()
+    );
+}
+
+#[test]
+fn notify_modes_decide_what_is_kept_and_refused_approvals_are_counted() {
+    let bed = Bed::at("2026-01-01T10:00:00Z");
+    rt().block_on(async {
+        let quiet = r#", "quiet_reply": "NOTHING_NEW""#;
+        let s = bed.start(vec![
+            spec(&format!(
+                r#"{{"name": "a", "every": "1h", "notify": "always"{quiet}}}"#
+            )),
+            spec(r#"{"name": "n", "every": "1h", "notify": "never"}"#),
+            spec(&format!(r#"{{"name": "q", "every": "1h"{quiet}}}"#)),
+        ]);
+        bed.advance(HOUR);
+        wait_got(&bed, 3).await;
+        let by_name = |name: &str| {
+            bed.stub
+                .got()
+                .iter()
+                .position(|g| g.session.as_str().starts_with(name))
+                .unwrap()
+        };
+        bed.stub.end(by_name("a-"), "NOTHING_NEW", TurnEnd::Done, 0);
+        bed.stub.end(by_name("n-"), "something", TurnEnd::Done, 0);
+        bed.stub
+            .end(by_name("q-"), " NOTHING_NEW\n", TurnEnd::Done, 2);
+        wait_counts(&s, |c| c.finished >= 3).await;
+        let q = s
+            .list()
+            .schedules
+            .into_iter()
+            .find(|i| i.name == "q")
+            .unwrap();
+        assert_eq!(
+            q.last_run.unwrap().outcome,
+            RunOutcome::Ended {
+                end: TurnEnd::Done,
+                notified: false,
+                not_approved: 2
+            }
+        );
+        s.stop().await;
+    });
+    let notes = bed.notifications();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].session.as_str().starts_with("a-"));
+}

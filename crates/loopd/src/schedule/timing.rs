@@ -1,0 +1,150 @@
+//! Due times: the next after a time, the latest missed up to now (in a cron expression's time
+//! zone, or every interval), and the session a `new` run goes to.
+
+use crate::config::Timing;
+use bxcore::Timestamp;
+use chrono::{DateTime, Utc};
+
+/// The most cron due times walked to find the latest one up to now: a minutely expression
+/// over more than two months of downtime stops there, and the latest found stands for it.
+pub const MAX_CRON_STEPS: usize = 100_000;
+
+/// The latest due time in `(after, now]`; `None` when none fell due.
+pub fn latest_due(
+    timing: &Timing,
+    after: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    match timing {
+        Timing::Every(every) => {
+            let every = chrono::Duration::from_std(*every).ok()?;
+            let steps = (now - after).num_nanoseconds()? / every.num_nanoseconds()?.max(1);
+            if steps < 1 {
+                return None;
+            }
+            let steps = i32::try_from(steps).ok()?;
+            after.checked_add_signed(every * steps)
+        }
+        Timing::Cron { .. } => {
+            let mut latest = None;
+            let mut t = after;
+            for _ in 0..MAX_CRON_STEPS {
+                match timing.next_after(t) {
+                    Some(next) if next <= now => {
+                        latest = Some(next);
+                        t = next;
+                    }
+                    _ => break,
+                }
+            }
+            latest
+        }
+    }
+}
+
+/// The session of a run of schedule `name` with `session = "new"` due at `due`:
+/// `<name>-<YYYYMMDDTHHMMSSZ>`.
+pub fn new_session_name(name: &str, due: DateTime<Utc>) -> String {
+    format!("{name}-{}", due.format("%Y%m%dT%H%M%SZ"))
+}
+
+/// `t` as the API writes it.
+pub fn timestamp(t: DateTime<Utc>) -> Timestamp {
+    // RFC 3339 from chrono always parses back; the fallback keeps this total.
+    Timestamp::parse(&t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
+        .unwrap_or_else(|_| Timestamp::now())
+}
+
+/// `t` as a time to compute with; `None` for a time chrono cannot hold.
+pub fn from_timestamp(t: &Timestamp) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(&t.to_rfc3339())
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::config::{parse_cron, parse_timezone};
+    use std::time::Duration;
+
+    fn utc(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    fn cron(expr: &str, tz: &str) -> Timing {
+        Timing::Cron {
+            cron: Box::new(parse_cron(expr).unwrap()),
+            tz: parse_timezone(tz).unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_time_in_the_spring_gap_runs_at_the_first_instant_after_it() {
+        // Europe/Berlin, 2026-03-29: 02:00 CET jumps to 03:00 CEST; 02:30 does not exist.
+        let t = cron("30 2 * * *", "Europe/Berlin");
+        let day_before = t.next_after(utc("2026-03-28T00:00:00Z")).unwrap();
+        assert_eq!(day_before, utc("2026-03-28T01:30:00Z"), "02:30 CET");
+        let gap = t.next_after(day_before).unwrap();
+        assert_eq!(
+            gap,
+            utc("2026-03-29T01:00:00Z"),
+            "03:00 CEST, just after the gap"
+        );
+        let after = t.next_after(gap).unwrap();
+        assert_eq!(after, utc("2026-03-30T00:30:00Z"), "02:30 CEST");
+    }
+
+    #[test]
+    fn a_time_that_occurs_twice_in_autumn_runs_once_at_its_first_occurrence() {
+        // Europe/Berlin, 2026-10-25: 03:00 CEST falls back to 02:00 CET; 02:30 occurs twice.
+        let t = cron("30 2 * * *", "Europe/Berlin");
+        let first = t.next_after(utc("2026-10-24T12:00:00Z")).unwrap();
+        assert_eq!(first, utc("2026-10-25T00:30:00Z"), "02:30 CEST, the first");
+        let next = t.next_after(first).unwrap();
+        assert_eq!(
+            next,
+            utc("2026-10-26T01:30:00Z"),
+            "not 02:30 CET the same day"
+        );
+    }
+
+    #[test]
+    fn every_is_one_interval_after_the_previous_due_time() {
+        let t = Timing::Every(Duration::from_secs(1_800));
+        assert_eq!(
+            t.next_after(utc("2026-01-01T10:00:00Z")),
+            Some(utc("2026-01-01T10:30:00Z"))
+        );
+    }
+
+    #[test]
+    fn the_latest_missed_due_time_is_found_for_both_timings() {
+        let every = Timing::Every(Duration::from_secs(1_800));
+        let after = utc("2026-01-01T10:00:00Z");
+        assert_eq!(latest_due(&every, after, utc("2026-01-01T10:29:59Z")), None);
+        assert_eq!(
+            latest_due(&every, after, utc("2026-01-01T12:10:00Z")),
+            Some(utc("2026-01-01T12:00:00Z"))
+        );
+        let daily = cron("0 7 * * *", "UTC");
+        assert_eq!(
+            latest_due(&daily, after, utc("2026-01-04T08:00:00Z")),
+            Some(utc("2026-01-04T07:00:00Z"))
+        );
+        assert_eq!(latest_due(&daily, after, utc("2026-01-01T11:00:00Z")), None);
+    }
+
+    #[test]
+    fn a_new_session_is_named_by_its_due_time_in_utc() {
+        assert_eq!(
+            new_session_name("morning", utc("2026-03-29T05:00:07.5+02:00")),
+            "morning-20260329T030007Z"
+        );
+        let id = bxcore::SessionId::new(&new_session_name("a.b_c-d", utc("2026-01-01T00:00:00Z")));
+        assert!(id.is_ok(), "a valid session id: {id:?}");
+    }
+}
