@@ -18,6 +18,8 @@ let
       llama.retry_max_attempts = 3;
     };
     brokerd.settings.log.level = "debug";
+    # The config build below runs loopd --check-config on them.
+    schedules = [ morning hourly ];
     grants = [
       { tool = "clock"; sessions = [ "*" ]; }
       { tool = "read_file"; sessions = [ "main" ]; paths = [ "/var/lib/boxmaker/files" ]; result_class = "private"; }
@@ -61,15 +63,14 @@ let
   after = x: l: let i = lib.lists.findFirstIndex (e: e == x) null l; j = lib.lists.findFirstIndex (e: e == "~@privileged") null l;
     in i != null && j != null && i > j;
 
-  # Schedules: a cron one with every key, and an interval one with only what it needs. Not in
-  # `user`: the config build below runs loopd --check-config on these keys only once loopd
-  # reads [[schedules]].
+  # Schedules: a cron one with every key, and an interval one with only what it needs.
   morning = {
     name = "morning"; cron = "0 7 * * *"; timezone = "Europe/Berlin"; task = "Summarise files/.";
     session = "new"; missed = "run_once"; quiet_reply = "NOTHING_NEW"; notify = "unless_quiet"; enabled = true;
   };
   hourly = { name = "hourly"; every = "1h"; task_file = "/etc/boxmaker/hourly.md"; };
-  scheduled = (evalBox { user = user // { schedules = [ morning hourly ]; }; }).config;
+  scheduled = config;
+  unscheduled = (evalBox { user = user // { schedules = [ ]; }; }).config;
   # The loopd.toml the config build checks, as the module rendered it.
   renderedLoopd = c: builtins.readFile (builtins.head
     (builtins.match ".*/bin/loopd --check-config ([^ \n]*).*" c.services.boxmaker.configDir.script));
@@ -142,7 +143,7 @@ let
       (let text = renderedLoopd scheduled; in
         lib.hasInfix "\n[[schedules]]\ncron = \"0 7 * * *\"\nenabled = true\nmissed = \"run_once\"\nname = \"morning\"\n" text
         && lib.hasInfix "\n[[schedules]]\nevery = \"1h\"\nname = \"hourly\"\ntask_file = \"/etc/boxmaker/hourly.md\"\n" text))
-    (check "no schedules: loopd's settings have none" (!(cfg.loopd.settings ? schedules)))
+    (check "no schedules: loopd's settings have none" (!(unscheduled.services.boxmaker.loopd.settings ? schedules)))
     (check "disabled: no unit, user or package"
       (disabled.systemd.services == { } && disabled.users.users == { } && disabled.environment.systemPackages == [ ]))
   ];

@@ -15,8 +15,6 @@ mod subagent;
 mod turn;
 
 #[cfg(test)]
-mod schedules_tests;
-#[cfg(test)]
 mod tests;
 
 pub use api::{Api, Broker};

@@ -330,3 +330,6 @@ pub fn parse_every(text: &str) -> Result<Duration, String> {
     }
     Ok(every)
 }
+
+#[cfg(test)]
+mod tests;

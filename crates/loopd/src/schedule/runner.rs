@@ -8,7 +8,7 @@ use super::timing::{from_timestamp, latest_due, new_session_name, timestamp};
 use super::{Paths, Spec, info};
 use crate::api::{ApiFailure, Backend};
 use crate::config::Missed;
-use bxcore::SessionId;
+use bxcore::{SessionId, TurnEnd};
 use chrono::{DateTime, Utc};
 use proto::api::{RunOutcome, RunTrigger, ScheduleInfo, ScheduleList, ScheduleRun};
 use std::collections::BTreeMap;
@@ -77,6 +77,18 @@ impl<B: Backend> Shared<B> {
         let mut entries = BTreeMap::new();
         for spec in specs {
             let mut state = file.schedules.remove(&spec.name).unwrap_or_default();
+            // A run still `running` in the file went on when loopd stopped: its turn ended
+            // `interrupted` (the session log records so when it is next opened).
+            if let Some(run) = state.last_run.as_mut()
+                && run.outcome == RunOutcome::Running
+            {
+                run.outcome = RunOutcome::Ended {
+                    end: TurnEnd::Interrupted,
+                    notified: false,
+                    not_approved: 0,
+                };
+                changed = true;
+            }
             // A schedule never run before starts from now: nothing is missed.
             let missed = state
                 .last_due

@@ -65,8 +65,8 @@ pub enum RunTrigger {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RunOutcome {
-    /// It runs now (or loopd stopped while it ran: a restart finds its turn's end in the
-    /// session log).
+    /// It runs now. One that loopd stopped (or was killed) during reads as ended
+    /// `interrupted` after a restart, as its turn does.
     Running,
     /// Its turn ended.
     Ended {

@@ -76,6 +76,47 @@ fn a_run_is_written_down_before_its_task_is_submitted_and_again_at_its_end() {
     assert_eq!(bed.notifications()[0].text, "all is well");
 }
 
+#[test]
+fn a_run_that_went_on_when_loopd_stopped_reads_as_interrupted_after_a_restart() {
+    let bed = Bed::at("2026-01-01T10:30:00Z");
+    bed.write_state(
+        "m",
+        ScheduleState {
+            last_due: Some(timestamp(utc("2026-01-01T10:00:00Z"))),
+            last_run: Some(ScheduleRun {
+                started: timestamp(utc("2026-01-01T10:00:00Z")),
+                trigger: RunTrigger::Due,
+                session: SessionId::new("reports").unwrap(),
+                turn: Some(3),
+                outcome: RunOutcome::Running,
+            }),
+            paused: false,
+        },
+    );
+    rt().block_on(async {
+        let s = bed.start(vec![hourly("")]);
+        let run = s.list().schedules[0].last_run.clone().unwrap();
+        assert_eq!(run.turn, Some(3));
+        assert_eq!(
+            run.outcome,
+            RunOutcome::Ended {
+                end: TurnEnd::Interrupted,
+                notified: false,
+                not_approved: 0
+            }
+        );
+        s.stop().await;
+    });
+    assert!(bed.stub.got().is_empty());
+    assert!(matches!(
+        last_run(&bed).outcome,
+        RunOutcome::Ended {
+            end: TurnEnd::Interrupted,
+            ..
+        }
+    ));
+}
+
 fn down_since(bed: &Bed, last_due: &str) {
     bed.write_state(
         "m",

@@ -1,7 +1,7 @@
 //! `[[schedules]]`: every refusal names its key, and `--check-config` shows the next run times.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use super::*;
+use crate::config::*;
 use bxconfig::{CheckOutcome, ConfigError, Loader, check_config};
 use std::io::Write;
 
