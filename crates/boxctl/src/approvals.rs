@@ -49,27 +49,10 @@ pub fn approvals_table(list: &ApprovalList, now: &Timestamp) -> String {
             ]
         })
         .collect();
-    let header = ["ID", "SESSION", "TOOL", "AGE", "ARGUMENTS", "REASON"].map(String::from);
-    let width = |i: usize| {
-        std::iter::once(&header)
-            .chain(&rows)
-            .map(|r| r[i].chars().count())
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..5).map(width).collect();
-    std::iter::once(&header)
-        .chain(&rows)
-        .map(|r| {
-            let mut line = String::new();
-            for (cell, w) in r.iter().zip(&widths) {
-                line.push_str(&format!("{cell:<w$}  "));
-            }
-            line.push_str(&r[5]);
-            line.push('\n');
-            line
-        })
-        .collect()
+    crate::table::columns(
+        ["ID", "SESSION", "TOOL", "AGE", "ARGUMENTS", "REASON"],
+        &rows,
+    )
 }
 
 /// What an answer recorded, as one line: `approved ap-1 (session s1, call 4)`.

@@ -17,6 +17,7 @@ pub mod run;
 pub mod safe_text;
 pub mod schedules;
 pub mod sse;
+pub mod table;
 
 pub use cli::Cli;
 pub use client::{Client, ClientError};

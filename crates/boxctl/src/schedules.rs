@@ -132,27 +132,7 @@ pub fn schedules_table(list: &ScheduleList, now: &Timestamp) -> String {
             ]
         })
         .collect();
-    let header = ["NAME", "TIMING", "NEXT RUN", "LAST RUN", "OUTCOME"].map(String::from);
-    let width = |i: usize| {
-        std::iter::once(&header)
-            .chain(&rows)
-            .map(|r| r[i].chars().count())
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..4).map(width).collect();
-    std::iter::once(&header)
-        .chain(&rows)
-        .map(|r| {
-            let mut line = String::new();
-            for (cell, w) in r.iter().zip(&widths) {
-                line.push_str(&format!("{cell:<w$}  "));
-            }
-            line.push_str(&r[4]);
-            line.push('\n');
-            line
-        })
-        .collect()
+    crate::table::columns(["NAME", "TIMING", "NEXT RUN", "LAST RUN", "OUTCOME"], &rows)
 }
 
 /// What `boxctl schedule run` answered, as one line: where the run goes and how to watch it.
