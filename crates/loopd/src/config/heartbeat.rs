@@ -1,8 +1,16 @@
 //! `[heartbeat]`: how often loopd runs a turn on the `heartbeat` session.
 
+use super::schedules::{DEFAULT_TIMEZONE, HEARTBEAT_SCHEDULE, Missed, Notify, Schedule};
 use bxconfig::Problems;
+use proto::api::reserved::HEARTBEAT_SESSION;
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 use std::time::Duration;
+
+/// The prompt file of a beat, beside the system prompt.
+pub const HEARTBEAT_PROMPT_FILE: &str = "heartbeat.md";
+/// The answer that means "nothing needs the owner's attention".
+pub const QUIET_REPLY: &str = "HEARTBEAT_OK";
 
 /// What `every` says for no heartbeat.
 pub const HEARTBEAT_OFF: &str = "off";
@@ -42,6 +50,28 @@ impl Heartbeat {
             ));
         }
         Ok(Some(interval))
+    }
+
+    /// The heartbeat as the schedule `heartbeat` (`docs/schedules.md`), its prompt file beside
+    /// `system` (the system prompt); `Ok(None)` when the heartbeat is off.
+    pub fn schedule(&self, system: &Path) -> Result<Option<Schedule>, String> {
+        if self.interval()?.is_none() {
+            return Ok(None);
+        }
+        let dir = system.parent().unwrap_or(Path::new("."));
+        Ok(Some(Schedule {
+            name: HEARTBEAT_SCHEDULE.into(),
+            cron: None,
+            every: Some(self.every.trim().to_string()),
+            timezone: DEFAULT_TIMEZONE.into(),
+            task: None,
+            task_file: Some(dir.join(HEARTBEAT_PROMPT_FILE)),
+            session: HEARTBEAT_SESSION.into(),
+            missed: Missed::Skip,
+            quiet_reply: Some(QUIET_REPLY.into()),
+            notify: Notify::UnlessQuiet,
+            enabled: true,
+        }))
     }
 
     pub(super) fn check(&self, p: &mut Problems) {

@@ -19,7 +19,9 @@ mod tests;
 
 pub use api::{Api, Broker};
 pub use approvals::Approvals;
-pub use heartbeat::{HEARTBEAT_MIN_MS, HEARTBEAT_OFF, Heartbeat};
+pub use heartbeat::{
+    HEARTBEAT_MIN_MS, HEARTBEAT_OFF, HEARTBEAT_PROMPT_FILE, Heartbeat, QUIET_REPLY,
+};
 pub use llama::{Expect, Llama};
 pub use memory::Memory;
 pub use schedules::{
@@ -104,6 +106,13 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// The heartbeat as the schedule `heartbeat`; `Ok(None)` when it is off.
+    pub fn heartbeat_schedule(&self) -> Result<Option<Schedule>, String> {
+        self.heartbeat.schedule(&self.baseline.system)
+    }
+}
+
 impl Validate for Config {
     fn validate(&self) -> Result<(), Vec<Problem>> {
         let mut p = Problems::new();
@@ -130,6 +139,12 @@ impl Validate for Config {
     }
 
     fn notes(&self) -> Vec<String> {
-        schedules::notes(&self.schedules, chrono::Utc::now())
+        // The heartbeat is a schedule too; a bad `every` is a problem the check already named.
+        let heartbeat = self.heartbeat_schedule().ok().flatten();
+        let all: Vec<Schedule> = heartbeat
+            .into_iter()
+            .chain(self.schedules.iter().cloned())
+            .collect();
+        schedules::notes(&all, chrono::Utc::now())
     }
 }

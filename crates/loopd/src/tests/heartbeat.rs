@@ -4,8 +4,9 @@
 //! notification, and a beat is skipped while the previous one runs.
 
 use crate::config::Config;
+use crate::config::HEARTBEAT_PROMPT_FILE;
 use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::heartbeat::{HEARTBEAT_PROMPT_FILE, list};
+use crate::heartbeat::list;
 use crate::llama::ServerInfo;
 use crate::llama::tests::support::Fake;
 use crate::schedule::{Paths, RunCounts, Scheduler, Spec, SystemClock, specs};

@@ -7,14 +7,15 @@
 //! fakellama's cache figures confirm (`cache_n` covers the whole earlier prompt).
 
 use crate::baseline::context_labels;
+use crate::config::HEARTBEAT_PROMPT_FILE;
 use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::heartbeat::{HEARTBEAT_PROMPT_FILE, HEARTBEAT_SESSION};
 use crate::llama::ServerInfo;
 use crate::schedule::{Paths, Scheduler, SystemClock, specs};
 use crate::session::Store;
 use crate::tests::bed::{Bed, COMPACT_PHRASE, DUE_AFTER_TURN, ROOMY_N_CTX, SUMMARY_PHRASE, kinds};
 use crate::tools::{FakeTools, Registry};
 use bxcore::{DataClass, Labels, LogRecord, TurnEnd};
+use proto::api::reserved::HEARTBEAT_SESSION;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -215,3 +215,17 @@ fn notes_list_every_run_times_from_now() {
         notes[0]
     );
 }
+
+#[test]
+fn check_config_shows_the_heartbeats_run_times_too() {
+    let f = file("[heartbeat]\nevery = \"30m\"\n");
+    let CheckOutcome::Valid(out) = check_config::<Config>(&Loader::new(f.path(), ENV_PREFIX))
+    else {
+        panic!("valid")
+    };
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("# schedule heartbeat (every 30m)"))
+        .unwrap_or_else(|| panic!("no note for the heartbeat in {out}"));
+    assert_eq!(line.matches(", ").count(), CHECK_RUN_TIMES - 1, "{line}");
+}
