@@ -50,6 +50,7 @@
 //! ```
 
 mod activity;
+pub mod ancestry;
 pub mod answer;
 mod body;
 pub mod client;

@@ -57,6 +57,8 @@ pub fn user_groups(uid: u32, allowed_gid: u32) -> Vec<u32> {
 pub struct PeerUser {
     /// The peer process's user id.
     pub uid: u32,
+    /// Its pid, when the kernel gave one in this process's pid namespace.
+    pub pid: Option<i32>,
 }
 
 /// Checks the user of `stream`'s peer: root, `own_uid`, or a member of `allowed_gid` (the

@@ -153,10 +153,10 @@ async fn connection<H: Handler>(
         return;
     }
     // Read once, after the check passed: every request on the connection carries it.
-    let peer = stream
-        .peer_cred()
-        .ok()
-        .map(|c| crate::peer::PeerUser { uid: c.uid() });
+    let peer = stream.peer_cred().ok().map(|c| crate::peer::PeerUser {
+        uid: c.uid(),
+        pid: c.pid().filter(|pid| *pid > 0),
+    });
     let withheld = Arc::new(Withheld::default());
     let io = TokioIo::new(Metered::new(
         Withhold::new(stream, Arc::clone(&withheld)),

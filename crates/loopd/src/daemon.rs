@@ -69,7 +69,8 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
     let (port, tools) = tool_port(&cfg, &blocking);
-    let api_options = ApiOptions::from_config(&cfg.api)?;
+    let mut api_options = ApiOptions::from_config(&cfg.api)?;
+    api_options.broker_socket = cfg.broker.socket.clone();
     let socket = cfg.socket.clone();
     let specs = crate::schedule::specs(&cfg).map_err(|e| anyhow::anyhow!("schedules: {e}"))?;
     let schedule_paths = Paths::of(&cfg);

@@ -25,6 +25,9 @@ pub enum ApiFailure {
     /// 400: the request was wrong; says how.
     #[error("{0}")]
     BadRequest(String),
+    /// 403: this peer may not do that; says why.
+    #[error("{0}")]
+    Forbidden(String),
     /// 404: no such session.
     #[error("{0}")]
     NotFound(String),

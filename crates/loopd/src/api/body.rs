@@ -12,6 +12,7 @@ impl From<ApiFailure> for Problem {
     fn from(failure: ApiFailure) -> Problem {
         let (status, kind) = match &failure {
             ApiFailure::BadRequest(_) => (StatusCode::BAD_REQUEST, error_kind::BAD_REQUEST),
+            ApiFailure::Forbidden(_) => (StatusCode::FORBIDDEN, error_kind::FORBIDDEN),
             ApiFailure::NotFound(_) => (StatusCode::NOT_FOUND, error_kind::NOT_FOUND),
             ApiFailure::Busy(_) => (StatusCode::CONFLICT, error_kind::BUSY),
             ApiFailure::Unavailable(_) => {

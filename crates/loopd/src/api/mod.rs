@@ -19,6 +19,7 @@
 mod backend;
 mod body;
 mod options;
+mod owner;
 mod routes;
 mod server;
 mod sse;

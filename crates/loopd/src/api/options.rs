@@ -50,6 +50,9 @@ pub struct ApiOptions {
     /// The connection cap, the header-read and idle timeouts, and the drain at shutdown
     /// ([`SHUTDOWN_DRAIN_MS`]).
     pub connections: bxhttp::Limits,
+    /// brokerd's socket (`[broker] socket`): the owner's answers to approvals are refused from
+    /// brokerd's descendants (its MCP servers, which run as loopd's user), found through it.
+    pub broker_socket: Option<std::path::PathBuf>,
 }
 
 impl ApiOptions {
@@ -74,6 +77,7 @@ impl ApiOptions {
                 idle_timeout_ms: api.idle_timeout_ms,
                 shutdown_drain_ms: SHUTDOWN_DRAIN_MS,
             },
+            broker_socket: None,
         })
     }
 }

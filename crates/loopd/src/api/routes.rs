@@ -228,10 +228,16 @@ where
         Route::Approvals => answer(backend.approvals()),
         Route::Approval(raw) => {
             let id = approval_id(raw)?;
-            let uid = request
+            let peer = request
                 .extensions()
                 .get::<bxhttp::peer::PeerUser>()
-                .map(|peer| peer.uid);
+                .copied();
+            super::owner::not_brokers_descendant(
+                ctx.options.broker_socket.as_deref(),
+                peer.and_then(|p| p.pid),
+            )
+            .await?;
+            let uid = peer.map(|p| p.uid);
             let body: ApprovalAnswer = read_json(request, ctx.options.max_body_bytes).await?;
             super::check_approval_answer(&body)?;
             answer(backend.answer_approval(&id, body, uid).await)

@@ -12,6 +12,7 @@ use bxcore::{Labels, SessionId};
 use chrono::{DateTime, Utc};
 use proto::api::{Notification, RunOutcome, RunTrigger, ScheduleRun, ScheduleStarted, TaskRequest};
 use std::sync::Arc;
+use tokio::sync::oneshot;
 
 /// A run begun: marked running in memory, to be written down and submitted.
 struct Begun {
@@ -42,19 +43,36 @@ impl<B: Backend> Shared<B> {
         runs.push(run);
     }
 
+    /// Runs `name` now. The run goes on in a task of its own whatever becomes of the caller
+    /// (a client that hangs up drops the HTTP handler awaiting this): the schedule is marked
+    /// running until the run itself ends, never left so by a dropped future.
     pub(super) async fn run_now(
         self: &Arc<Self>,
         name: &str,
     ) -> Result<ScheduleStarted, ApiFailure> {
         let begun = self.begin(name, None, RunTrigger::Manual)?;
-        let (started, submitted) = self.launch(&begun, RunTrigger::Manual).await?;
+        let (started_tx, started) = oneshot::channel();
         let shared = Arc::clone(self);
-        let run = tokio::spawn(async move { shared.follow(begun, submitted).await });
+        let run = tokio::spawn(async move {
+            match shared.launch(&begun, RunTrigger::Manual).await {
+                Ok((started, submitted)) => {
+                    let _ = started_tx.send(Ok(started));
+                    shared.follow(begun, submitted).await;
+                }
+                Err(why) => {
+                    let _ = started_tx.send(Err(why));
+                }
+            }
+        });
         self.runs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(run);
-        Ok(started)
+        started.await.unwrap_or_else(|_| {
+            Err(ApiFailure::Unavailable(
+                "the run's task ended before it started (loopd is stopping)".into(),
+            ))
+        })
     }
 
     /// Marks a run of `name` running (due at `due`, or now for a manual run), in memory.
@@ -103,14 +121,15 @@ impl<B: Backend> Shared<B> {
         // Before the task is submitted: a loopd killed from here on does not run it again.
         if let Err(e) = self.persist_async().await {
             tracing::warn!(schedule = %begun.name, error = %e, "not run: its start cannot be written down");
-            // Nothing ran; the state on disk is the one before.
+            // Nothing ran; the state on disk is the one before, and in memory it reads failed
+            // (not running).
             self.end_run(
                 begun,
                 None,
                 RunOutcome::Failed {
                     reason: e.to_string(),
                 },
-                false,
+                true,
             );
             return Err(state_failure(&e));
         }

@@ -186,6 +186,34 @@ fn a_schedule_never_run_before_misses_nothing() {
 }
 
 #[test]
+fn a_manual_run_whose_caller_went_away_still_ends_and_frees_its_schedule() {
+    let bed = Bed::at("2026-01-01T10:00:00Z");
+    rt().block_on(async {
+        let s = bed.start(vec![hourly("")]);
+        // The caller (an HTTP handler whose client hung up) is dropped after one poll, while
+        // the run's start is being written down.
+        let dropped = tokio::time::timeout(Duration::ZERO, s.run_now("m")).await;
+        assert!(
+            dropped.is_err(),
+            "the run had not started at the first poll"
+        );
+        wait_got(&bed, 1).await;
+        bed.stub.end(0, "done anyway", TurnEnd::Done, 0);
+        wait_counts(&s, |c| c.finished >= 1).await;
+        assert!(matches!(
+            last_run(&bed).outcome,
+            RunOutcome::Ended {
+                end: TurnEnd::Done,
+                ..
+            }
+        ));
+        let again = s.run_now("m").await;
+        assert!(again.is_ok(), "not left running: {again:?}");
+        s.stop().await;
+    });
+}
+
+#[test]
 fn a_run_due_while_the_previous_one_goes_is_skipped_and_recorded() {
     let bed = Bed::at("2026-01-01T10:00:00Z");
     rt().block_on(async {
