@@ -230,6 +230,19 @@ pub(super) fn check(schedules: &[Schedule], p: &mut Problems) {
                  another name",
             );
         }
+        // `session = "new"` runs in `<name>-<time>`: a name that makes that a subagent's id
+        // would get the grants meant for subagents.
+        if format!("{}-", schedule.name).starts_with(proto::api::reserved::CHILD_PREFIX) {
+            p.push(
+                format!("{key}.name"),
+                format!(
+                    "{:?} would name its sessions {:?}..., which are subagents' ids: pick a \
+                     name that does not start with \"sub-\"",
+                    schedule.name,
+                    format!("{}-", schedule.name)
+                ),
+            );
+        }
         if let Some(first) = schedules[..i].iter().position(|s| s.name == schedule.name) {
             p.push(
                 format!("{key}.name"),

@@ -315,7 +315,10 @@ impl Inner {
 }
 
 /// No schedule `name` (none run: the scheduler is not started, or stopped).
-fn no_schedule(name: &str) -> ApiFailure {
+fn no_schedule(name: &str, shutting_down: bool) -> ApiFailure {
+    if shutting_down {
+        return ApiFailure::Unavailable("loopd is shutting down".into());
+    }
     ApiFailure::NotFound(format!("no schedule named {name:?}"))
 }
 
@@ -433,7 +436,10 @@ impl Backend for Engine {
     async fn run_schedule(&self, name: &str) -> Result<proto::api::ScheduleStarted, ApiFailure> {
         match self.scheduler() {
             Some(scheduler) => scheduler.run_now(name).await,
-            None => Err(no_schedule(name)),
+            None => Err(no_schedule(
+                name,
+                self.inner.shutting_down.load(Ordering::SeqCst),
+            )),
         }
     }
 
@@ -444,7 +450,10 @@ impl Backend for Engine {
     ) -> Result<proto::api::ScheduleInfo, ApiFailure> {
         match self.scheduler() {
             Some(scheduler) => scheduler.pause(name, paused),
-            None => Err(no_schedule(name)),
+            None => Err(no_schedule(
+                name,
+                self.inner.shutting_down.load(Ordering::SeqCst),
+            )),
         }
     }
 

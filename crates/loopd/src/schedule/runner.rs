@@ -118,8 +118,15 @@ impl<B: Backend> Shared<B> {
                     }
                 }
             }
+            // From the later of now and the last due time: a clock set back since the last run
+            // must not bring that due time round again.
+            let from = state
+                .last_due
+                .as_ref()
+                .and_then(from_timestamp)
+                .map_or(now, |last| last.max(now));
             let next_due = if spec.enabled {
-                spec.timing.next_after(now)
+                spec.timing.next_after(from)
             } else {
                 None
             };

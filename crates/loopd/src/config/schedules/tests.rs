@@ -134,6 +134,16 @@ fn names_are_unique_valid_and_not_the_heartbeats() {
         "schedules[0].name",
         "heartbeat's schedule",
     );
+    // Its `new` sessions would be `sub-...`: subagents' ids, with their grants.
+    for name in ["sub", "sub-daily"] {
+        assert_refused(
+            &entry(&format!(
+                "name = \"{name}\"\ncron = \"0 7 * * *\"\ntask = \"x\""
+            )),
+            "schedules[0].name",
+            "subagents' ids",
+        );
+    }
     assert_refused(
         &entry("name = \"no spaces\"\ncron = \"0 7 * * *\"\ntask = \"x\""),
         "schedules[0].name",

@@ -117,6 +117,22 @@ fn a_run_that_went_on_when_loopd_stopped_reads_as_interrupted_after_a_restart() 
     ));
 }
 
+#[test]
+fn a_clock_set_back_since_the_last_run_does_not_bring_its_due_time_round_again() {
+    // The last run was due at 11:00; loopd restarts with the clock set back to 10:30.
+    let bed = Bed::at("2026-01-01T10:30:00Z");
+    down_since(&bed, "2026-01-01T11:00:00Z");
+    rt().block_on(async {
+        let s = bed.start(vec![hourly("")]);
+        assert_eq!(
+            s.list().schedules[0].next_run,
+            Some(timestamp(utc("2026-01-01T12:00:00Z"))),
+            "one interval after the last due time, not after the clock's now"
+        );
+        s.stop().await;
+    });
+}
+
 fn down_since(bed: &Bed, last_due: &str) {
     bed.write_state(
         "m",
