@@ -120,9 +120,19 @@ impl Broker {
         let approval = match self.admit(request, &grant) {
             Admission::Run { approval } => approval,
             Admission::Ask(ask) => {
+                // What the owner is asked about is on the line as the run's would be (exec's
+                // argv digest), never the arguments themselves.
                 let detail = ask.reason.clone();
                 let response = ToolResponse::Ask { approval: ask };
-                return self.refuse(request, response, Some(detail), started);
+                let line = AuditRecord::of_response(
+                    AuditEvent::Decided,
+                    request,
+                    &response,
+                    Some(detail),
+                    started,
+                )
+                .with_facts(tool.audit_facts(&arguments, None));
+                return self.answer(request, &line, response);
             }
             Admission::Deny {
                 reason,

@@ -324,6 +324,25 @@ async fn output_is_capped_and_marked_and_the_audit_line_has_the_argv_digest_and_
     assert_eq!(finished.exit.as_deref(), Some("exited with status 0"));
 }
 
+#[tokio::test]
+async fn an_exec_asked_about_leaves_the_argv_digest_on_its_asked_line() {
+    let Some(walls) = walls().await else { return };
+    let tree = Tree::new();
+    let b = tree.broker(
+        Sandbox::Ready(walls),
+        vec![tree.grant(json!({"programs": ["true"], "approve": "always"}))],
+    );
+    let r = exec(&b, &["true"]).await;
+    assert!(matches!(r, ToolResponse::Ask { .. }), "{r:?}");
+    let audit = AuditLog::read(b.audit().path()).unwrap();
+    let asked = audit
+        .iter()
+        .find(|l| l.decision == brokerd::audit::AuditDecision::Asked)
+        .unwrap();
+    let digest = brokerd::audit::args_sha256(&json!(["true"]).to_string());
+    assert_eq!(asked.argv_sha256.as_deref(), Some(digest.as_str()));
+}
+
 /// The catalogue of `main` over the socket, and brokerd's health.
 async fn served(b: Broker, socket: &Path) -> (Vec<String>, Value) {
     let cfg = common::config(socket.parent().unwrap(), vec![], Limits::default());
