@@ -120,7 +120,7 @@ fn approve(
             reason,
             expires_in_ms: table.expire_ms(),
         }),
-        Err(full @ MintError::Full { .. }) => Admission::Deny {
+        Err(full @ (MintError::Full { .. } | MintError::SessionFull { .. })) => Admission::Deny {
             reason: DenyReason::NotApproved,
             detail: full.to_string(),
             approval: None,

@@ -115,6 +115,11 @@ pub enum Refusal {
     OtherArguments(ApprovalId),
 }
 
+/// The most approvals one session may have outstanding: a session whose calls are denied
+/// or left unanswered again and again (the model retrying with other arguments) cannot take
+/// every place under `[approvals] max_pending` from the other sessions.
+pub const MAX_PENDING_PER_SESSION: usize = 16;
+
 /// Why no approval could be minted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MintError {
@@ -126,6 +131,17 @@ pub enum MintError {
     Full {
         /// The limit.
         max_pending: usize,
+    },
+    /// The session has [`MAX_PENDING_PER_SESSION`] approvals outstanding.
+    #[error(
+        "session {session:?} has {max} approvals waiting for the owner already, so brokerd \
+         asks about no more of its calls until some are used or expire"
+    )]
+    SessionFull {
+        /// The session.
+        session: String,
+        /// The limit.
+        max: usize,
     },
     /// The system's random numbers failed, or no free id was drawn.
     #[error("brokerd cannot mint an approval id: {0}")]
@@ -167,6 +183,17 @@ impl ApprovalTable {
         if self.pending.len() >= self.max_pending {
             return Err(MintError::Full {
                 max_pending: self.max_pending,
+            });
+        }
+        let of_session = self
+            .pending
+            .values()
+            .filter(|m| m.session == request.session)
+            .count();
+        if of_session >= MAX_PENDING_PER_SESSION {
+            return Err(MintError::SessionFull {
+                session: request.session.to_string(),
+                max: MAX_PENDING_PER_SESSION,
             });
         }
         let id = self.fresh_id()?;

@@ -34,9 +34,10 @@ fn ms(n: u64) -> Duration {
 fn ids_are_ap_and_twelve_of_a_z_0_9_and_differ() {
     let mut t = table(64);
     let now = Instant::now();
-    let r = request("main", "write_file", "{}");
     let mut seen = std::collections::HashSet::new();
-    for _ in 0..64 {
+    // A session each: one session may have only MAX_PENDING_PER_SESSION outstanding.
+    for n in 0..64 {
+        let r = request(&format!("s{n}"), "write_file", "{}");
         let id = t.mint(&r, now).unwrap();
         let random = id.as_str().strip_prefix("ap-").unwrap();
         assert_eq!(random.len(), APPROVAL_ID_RANDOM_CHARS, "{id}");
@@ -163,6 +164,27 @@ fn max_pending_bounds_the_outstanding_approvals_until_used_or_expired() {
 }
 
 #[test]
+fn one_session_cannot_take_every_place_from_the_others() {
+    let mut t = table(64);
+    let t0 = Instant::now();
+    for n in 0..MAX_PENDING_PER_SESSION {
+        let r = request("loud", "write_file", &format!("{{\"n\":{n}}}"));
+        t.mint(&r, t0).unwrap();
+    }
+    let one_more = request("loud", "write_file", "{\"n\":-1}");
+    let refused = t.mint(&one_more, t0).unwrap_err();
+    assert!(
+        matches!(&refused, MintError::SessionFull { session, max } if session == "loud" && *max == MAX_PENDING_PER_SESSION),
+        "{refused:?}"
+    );
+    assert!(refused.to_string().contains("\"loud\""), "{refused}");
+    // Another session is still asked about.
+    t.mint(&request("quiet", "write_file", "{}"), t0).unwrap();
+    // The loud one's expire and free its places.
+    t.mint(&one_more, t0 + ms(EXPIRE_MS)).unwrap();
+}
+
+#[test]
 fn a_turn_allowance_holds_for_its_session_turn_and_tool_until_it_expires() {
     let mut t = table(64);
     let t0 = Instant::now();
@@ -208,14 +230,18 @@ fn turn_allowances_are_bounded_forgetting_the_oldest() {
 fn used_approvals_are_remembered_within_a_bound() {
     let mut t = table(MAX_REMEMBERED_USED + 1);
     let t0 = Instant::now();
-    let r = request("main", "echo", "{}");
+    // A session each: one session may have only MAX_PENDING_PER_SESSION outstanding.
+    let of = |n: usize| request(&format!("s{n}"), "echo", "{}");
+    let r = of(0);
     let mut ids = Vec::new();
     for n in 0..=MAX_REMEMBERED_USED {
-        let id = t.mint(&r, t0 + Duration::from_micros(n as u64)).unwrap();
+        let id = t
+            .mint(&of(n), t0 + Duration::from_micros(n as u64))
+            .unwrap();
         ids.push(id);
     }
-    for id in &ids {
-        t.consume(id, &r, t0 + ms(1)).unwrap();
+    for (n, id) in ids.iter().enumerate() {
+        t.consume(id, &of(n), t0 + ms(1)).unwrap();
     }
     // The oldest was forgotten: still refused, as unknown; the newest as used.
     assert_eq!(
