@@ -11,8 +11,6 @@ use bxcore::{CallId, DataClass, Labels};
 use proto::ToolSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The name of the tool that reads pages of a stored output.
@@ -98,20 +96,8 @@ pub fn store(
         content: content.to_string(),
     };
     let bytes = serde_json::to_vec(&stored).map_err(std::io::Error::other)?;
-    let target = dir.join(format!("{handle}.json"));
-    let tmp = dir.join(format!("{handle}.json.tmp.{}", std::process::id()));
-    let written = (|| {
-        let mut file = File::create(&tmp)?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &target)?;
-        File::open(&dir)?.sync_all()
-    })();
-    if written.is_err() {
-        // The temporary name is ours alone; failing to remove it leaves only a stray file.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map(|()| handle)
+    crate::session::replace_file(&dir.join(format!("{handle}.json")), &bytes)?;
+    Ok(handle)
 }
 
 /// The stored output `handle` under `session_dir`, or `None` when there is none.

@@ -6,8 +6,6 @@ use bxcore::Timestamp;
 use proto::api::ScheduleRun;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The state file, in the state dir.
@@ -92,22 +90,7 @@ pub fn save(path: &Path, state: &StateFile) -> Result<(), StateError> {
         path: path.to_path_buf(),
         why: e.to_string(),
     })?;
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let written = (|| {
-        let mut file = File::create(&tmp).map_err(|e| io(&tmp, e))?;
-        file.write_all(&bytes).map_err(|e| io(&tmp, e))?;
-        file.sync_all().map_err(|e| io(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| io(path, e))
-    })();
-    if written.is_err() {
-        // The temporary name is ours alone; a failure to remove it leaves only a stray file.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io(dir, e))
+    crate::session::replace_file(path, &bytes).map_err(|e| io(path, e))
 }
 
 #[cfg(test)]

@@ -40,9 +40,49 @@ pub fn write_new_file(target: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     result
 }
 
+/// Replaces the file at `target` with `bytes`, durably and atomically: a temporary file
+/// (`<name>.tmp.<pid>`) is written and synced, renamed over `target`, and the directory
+/// synced, so a crash at any point leaves the old file or the new one. Stored outputs and the
+/// schedules' state are written so.
+pub fn replace_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(format!("{TEMP_INFIX}{}", std::process::id()));
+    let tmp = target.with_file_name(name);
+    let written = (|| {
+        let mut file = File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, target)
+    })();
+    if written.is_err() {
+        // The temporary name is ours alone; failing to remove it leaves only a stray file.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    let dir = target.parent().unwrap_or(Path::new("."));
+    File::open(dir)?.sync_all()
+}
+
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_replaced_file_holds_the_new_bytes_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("state.json");
+        replace_file(&target, b"old").unwrap();
+        replace_file(&target, b"new").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["state.json"]);
+        let missing_dir = dir.path().join("gone").join("state.json");
+        assert!(replace_file(&missing_dir, b"x").is_err());
+    }
 
     #[test]
     fn temporary_names_are_told_from_others() {

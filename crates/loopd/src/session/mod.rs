@@ -29,6 +29,7 @@ mod tests;
 
 pub use baseline::{BASELINE_FORMAT_VERSION, Baseline};
 pub use error::StoreError;
+pub(crate) use fsync::replace_file;
 pub use hold::{Hold, Holds};
 pub use index::{Index, Summary};
 pub use log::{LOG_FILE, STOPPED_WHILE_WAITING, Session};
