@@ -230,6 +230,33 @@ fn a_manual_run_whose_caller_went_away_still_ends_and_frees_its_schedule() {
 }
 
 #[test]
+fn a_run_whose_start_cannot_be_written_down_is_not_submitted() {
+    let bed = Bed::at("2026-01-01T10:00:00Z");
+    rt().block_on(async {
+        let s = bed.start(vec![hourly("")]);
+        // The state dir is gone (as good as a full disk for this): nothing can be written.
+        std::fs::remove_dir_all(bed.dir.path()).unwrap();
+        let refused = s.run_now("m").await;
+        assert!(
+            matches!(&refused, Err(ApiFailure::Internal(why)) if why.contains("schedules' state")),
+            "{refused:?}"
+        );
+        // Not left running: the next try is refused for the same reason, not as busy.
+        assert!(matches!(s.run_now("m").await, Err(ApiFailure::Internal(_))));
+        let info = &s.list().schedules[0];
+        assert!(
+            matches!(
+                info.last_run.as_ref().map(|r| &r.outcome),
+                Some(RunOutcome::Failed { .. })
+            ),
+            "{info:?}"
+        );
+        s.stop().await;
+    });
+    assert!(bed.stub.got().is_empty(), "nothing was submitted");
+}
+
+#[test]
 fn a_run_due_while_the_previous_one_goes_is_skipped_and_recorded() {
     let bed = Bed::at("2026-01-01T10:00:00Z");
     rt().block_on(async {
