@@ -19,7 +19,7 @@ pub(crate) mod memory;
 pub(crate) mod outcome;
 pub(crate) mod outputs;
 pub(crate) mod runtime;
-pub mod schedule;
+pub(crate) mod schedule;
 pub mod session;
 pub mod subagent;
 pub(crate) mod summarise;

@@ -206,12 +206,12 @@ impl Engine {
     }
 
     /// Answers the schedule routes from `scheduler` from now on.
-    pub fn set_scheduler(&self, scheduler: Arc<Scheduler<Engine>>) {
+    pub(crate) fn set_scheduler(&self, scheduler: Arc<Scheduler<Engine>>) {
         *self.inner.lock_scheduler() = Some(scheduler);
     }
 
     /// The scheduler, taken out (to stop it): the schedule routes find none from now on.
-    pub fn take_scheduler(&self) -> Option<Arc<Scheduler<Engine>>> {
+    pub(crate) fn take_scheduler(&self) -> Option<Arc<Scheduler<Engine>>> {
         self.inner.lock_scheduler().take()
     }
 

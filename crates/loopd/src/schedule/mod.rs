@@ -14,6 +14,7 @@ mod tests;
 pub mod timing;
 
 pub use clock::{Clock, SystemClock};
+#[cfg(test)]
 pub use runner::RunCounts;
 
 use crate::api::{ApiFailure, Backend};
@@ -161,7 +162,8 @@ impl<B: Backend> Scheduler<B> {
         self.shared.pause(name, paused)
     }
 
-    /// What its runs did so far, updated after each; for waiting on.
+    /// What its runs did so far, updated after each; only the tests wait on it.
+    #[cfg(test)]
     pub fn counts(&self) -> watch::Receiver<RunCounts> {
         self.shared.counts()
     }

@@ -168,6 +168,7 @@ impl<B: Backend> Shared<B> {
         self.lock().len()
     }
 
+    #[cfg(test)]
     pub(super) fn counts(&self) -> watch::Receiver<RunCounts> {
         self.counts.subscribe()
     }
