@@ -6,11 +6,9 @@
 
 use crate::api::{ApiFailure, Backend, Submitted};
 use crate::config::Config;
-use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::llama::ServerInfo;
+use crate::engine::Engine;
 use crate::llama::tests::support::Fake;
 use crate::session::Store;
-use crate::tools::Registry;
 use crate::tools::tests::asking::{ASKED_TOOL, AskingPort};
 use bxcore::{ApprovalDecision, ApprovalId, LogRecord, SessionId, TurnEnd, TurnEvent};
 use proto::api::{ApprovalAnswer, MAX_DENY_REASON_BYTES, OwnerAnswer, TaskRequest};
@@ -49,22 +47,7 @@ impl Bed {
         std::fs::write(&cfg.baseline.system, "You are a test.").unwrap();
         let fake = Fake::script(SCRIPT);
         let port = Arc::new(AskingPort::new());
-        let engine = Engine::new(EngineParts {
-            cfg: cfg.clone(),
-            store: Store::new(&cfg.state_dir).unwrap(),
-            client: Arc::new(fake.client()),
-            port: port.clone(),
-            tools: ToolSource::Fake(Registry::m2b()),
-            system: "You are a test.".into(),
-            server: ServerInfo {
-                n_ctx: fakellama::DEFAULT_N_CTX,
-                total_slots: fakellama::DEFAULT_SLOTS,
-                model: "fakellama".into(),
-                model_path: String::new(),
-                build_info: String::new(),
-            },
-            blocking: fake.blocking(),
-        });
+        let engine = super::engine_over(&fake, &cfg, port.clone());
         Bed {
             fake,
             store: Store::new(&cfg.state_dir).unwrap(),

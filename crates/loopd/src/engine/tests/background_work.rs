@@ -5,11 +5,10 @@
 
 use crate::api::{Backend, Submitted};
 use crate::config::Config;
-use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::llama::ServerInfo;
+use crate::engine::Engine;
 use crate::llama::tests::support::Fake;
 use crate::session::Store;
-use crate::tools::{FakeTools, Registry};
+use crate::tools::FakeTools;
 use bxcore::{LogRecord, SessionId, TurnEnd, TurnEvent};
 use proto::api::TaskRequest;
 use std::sync::Arc;
@@ -69,22 +68,7 @@ impl Bed {
         cfg.baseline.system = state.path().join("system.md");
         cfg.compact.summarise = vec!["echo".into()];
         let fake = Fake::script(script);
-        let engine = Engine::new(EngineParts {
-            cfg: cfg.clone(),
-            store: Store::new(&cfg.state_dir).unwrap(),
-            client: Arc::new(fake.client()),
-            port: Arc::new(FakeTools::new()),
-            tools: ToolSource::Fake(Registry::m2b()),
-            system: "You are a test.".into(),
-            server: ServerInfo {
-                n_ctx: fakellama::DEFAULT_N_CTX,
-                total_slots: fakellama::DEFAULT_SLOTS,
-                model: "fakellama".into(),
-                model_path: String::new(),
-                build_info: String::new(),
-            },
-            blocking: fake.blocking(),
-        });
+        let engine = super::engine_over(&fake, &cfg, Arc::new(FakeTools::new()));
         Bed {
             fake,
             store: Store::new(&cfg.state_dir).unwrap(),

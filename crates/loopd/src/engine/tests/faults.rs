@@ -6,11 +6,10 @@
 
 use crate::api::{Backend, Submitted};
 use crate::config::Config;
-use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::llama::ServerInfo;
+use crate::engine::Engine;
 use crate::llama::tests::support::Fake;
 use crate::session::Store;
-use crate::tools::{Registry, ToolPort};
+use crate::tools::ToolPort;
 use bxcore::{LogRecord, SessionId, TurnEnd, TurnEvent};
 use proto::api::TaskRequest;
 use proto::{ToolRequest, ToolResponse};
@@ -57,22 +56,7 @@ impl Bed {
         cfg.baseline.system = state.path().join("system.md");
         std::fs::write(&cfg.baseline.system, "You are a test.").unwrap();
         let fake = Fake::script(SCRIPT);
-        let engine = Engine::new(EngineParts {
-            cfg: cfg.clone(),
-            store: Store::new(&cfg.state_dir).unwrap(),
-            client: Arc::new(fake.client()),
-            port,
-            tools: ToolSource::Fake(Registry::m2b()),
-            system: "You are a test.".into(),
-            server: ServerInfo {
-                n_ctx: fakellama::DEFAULT_N_CTX,
-                total_slots: fakellama::DEFAULT_SLOTS,
-                model: "fakellama".into(),
-                model_path: String::new(),
-                build_info: String::new(),
-            },
-            blocking: fake.blocking(),
-        });
+        let engine = super::engine_over(&fake, &cfg, port);
         Bed {
             fake,
             store: Store::new(&cfg.state_dir).unwrap(),

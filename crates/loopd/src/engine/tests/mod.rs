@@ -4,3 +4,34 @@
 mod approvals;
 mod background_work;
 mod faults;
+
+use crate::config::Config;
+use crate::engine::{Engine, EngineParts, ToolSource};
+use crate::llama::ServerInfo;
+use crate::llama::tests::support::Fake;
+use crate::session::Store;
+use crate::tools::{Registry, ToolPort};
+use std::sync::Arc;
+
+/// An engine over `fake` with `cfg` (its state dir made by the caller) and `port`, the fixed
+/// registry of the fake tools, and the server `fake` says it is.
+fn engine_over(fake: &Fake, cfg: &Config, port: Arc<dyn ToolPort>) -> Engine {
+    #[allow(clippy::unwrap_used)]
+    let store = Store::new(&cfg.state_dir).unwrap();
+    Engine::new(EngineParts {
+        cfg: cfg.clone(),
+        store,
+        client: Arc::new(fake.client()),
+        port,
+        tools: ToolSource::Fake(Registry::m2b()),
+        system: "You are a test.".into(),
+        server: ServerInfo {
+            n_ctx: fakellama::DEFAULT_N_CTX,
+            total_slots: fakellama::DEFAULT_SLOTS,
+            model: "fakellama".into(),
+            model_path: String::new(),
+            build_info: String::new(),
+        },
+        blocking: fake.blocking(),
+    })
+}
