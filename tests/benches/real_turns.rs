@@ -81,6 +81,7 @@ fn main() {
         n_ctx: blocking.wait(client.props()).unwrap().n_ctx,
         children: &loopd::subagent::Subagents,
         owner: &loopd::turn::NoOwner,
+        meter: &loopd::turn::NoMeter,
     };
     let mut session = store
         .open_or_create(&SessionId::new("bench").unwrap())

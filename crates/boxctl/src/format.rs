@@ -68,6 +68,10 @@ pub fn end_message(end: &TurnEnd) -> Option<String> {
         TurnEnd::Failed { reason } => Some(format!("the turn failed: {}", one_line(reason, None))),
         TurnEnd::MaxSteps => Some("the turn stopped at the step limit (loop.max_steps)".into()),
         TurnEnd::Interrupted => Some("the turn was interrupted: loopd stopped while it ran".into()),
+        TurnEnd::Budget { message, .. } => Some(format!(
+            "the turn stopped at a budget: {}",
+            one_line(message, None)
+        )),
     }
 }
 
@@ -90,6 +94,7 @@ pub fn end_words(end: &TurnEnd) -> String {
         TurnEnd::Failed { reason } => format!("failed: {}", one_line(reason, None)),
         TurnEnd::MaxSteps => "max_steps".into(),
         TurnEnd::Interrupted => "interrupted".into(),
+        TurnEnd::Budget { budget, .. } => format!("budget: {}", one_line(budget, None)),
     }
 }
 

@@ -72,6 +72,15 @@ pub enum TurnEnd {
     MaxSteps,
     /// loopd stopped (or crashed) while it ran; found and recorded on the next open.
     Interrupted,
+    /// It reached one of the owner's budgets (`[budgets]` in loopd.toml); the session goes on
+    /// with its next task.
+    Budget {
+        /// The budget's config key, e.g. `max_generated_tokens_per_turn`.
+        budget: String,
+        /// What was reached, naming the budget and the figure, e.g. `the turn generated 512
+        /// tokens; max_generated_tokens_per_turn is 500`.
+        message: String,
+    },
 }
 
 /// One line of a session log.

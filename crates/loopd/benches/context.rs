@@ -83,6 +83,7 @@ fn main() {
         n_ctx: N_CTX,
         children: &loopd::subagent::Subagents,
         owner: &loopd::turn::NoOwner,
+        meter: &loopd::turn::NoMeter,
     };
     let mut session = store
         .open_or_create(&SessionId::new("bench").unwrap())

@@ -100,6 +100,7 @@ fn in_process(rt: &tokio::runtime::Runtime, url: &str) {
         n_ctx: fakellama::DEFAULT_N_CTX,
         children: &loopd::subagent::Subagents,
         owner: &loopd::turn::NoOwner,
+        meter: &loopd::turn::NoMeter,
     };
     let (mut own, mut model, mut calls) = (Vec::new(), Vec::new(), Vec::new());
     for n in 0..TURNS {

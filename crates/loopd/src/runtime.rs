@@ -1,6 +1,6 @@
 //! What a turn runs with: the model server, the tools, the config ([`Runtime`]), how it is told
-//! to stop ([`Stop`]), what runs a child session ([`Children`]) and where a call waits for the
-//! owner's approval ([`Owner`]). Below `turn`, `compact` and `summarise`, which all take a
+//! to stop ([`Stop`]), what runs a child session ([`Children`]), where a call waits for the
+//! owner's approval ([`Owner`]) and what counts its spending ([`Meter`]). Below `turn`, `compact` and `summarise`, which all take a
 //! `Runtime`; the child runner and the owner are traits so that `turn` never imports
 //! `subagent`, which runs turns itself, or `engine`, which keeps the approvals desk and the
 //! main slot.
@@ -40,6 +40,10 @@ pub struct Runtime<'a> {
     /// Where a call brokerd asks about waits for the owner's answer: the engine's desk for a
     /// turn the engine runs, [`NoOwner`] where nobody can answer.
     pub owner: &'a dyn Owner,
+    /// Where the turn reports what it spent (metrics and usage accounts) and learns what the
+    /// day has spent (the day's budget): the engine's meter, [`NoMeter`] in tests that do not
+    /// count.
+    pub meter: &'a dyn Meter,
 }
 
 /// How a turn is told to stop early: the one way loopd cancels work. Waits select on its
@@ -97,6 +101,25 @@ impl Stop {
             token: self.token.child_token(),
             shutdown: Arc::clone(&self.shutdown),
         }
+    }
+}
+
+/// What turns report their spending to, and ask about the day's: loopd's metrics and usage
+/// accounts (`meter`). A trait so that `turn`, `compact` and `summarise` never import the
+/// engine that keeps them.
+pub trait Meter: Sync {
+    /// Tokens generated today (the budget's day, `[budgets] timezone`) by every session so
+    /// far: what `[budgets] max_generated_tokens_per_day` is checked against.
+    fn generated_today(&self) -> u64;
+}
+
+/// A meter that counts nothing: for tests and tools that run turns without the engine.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoMeter;
+
+impl Meter for NoMeter {
+    fn generated_today(&self) -> u64 {
+        0
     }
 }
 

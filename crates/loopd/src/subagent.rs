@@ -175,6 +175,7 @@ pub fn run(
         n_ctx: rt.n_ctx,
         children: rt.children,
         owner: rt.owner,
+        meter: rt.meter,
     };
     let timeout = Duration::from_millis(rt.cfg.subagent.timeout_ms);
     let mut forward = |event: &TurnEvent| {
@@ -285,6 +286,7 @@ fn describe(end: &TurnEnd) -> String {
         TurnEnd::Interrupted => "interrupted".to_string(),
         TurnEnd::MaxSteps => "it reached its step limit".to_string(),
         TurnEnd::Failed { reason } => reason.clone(),
+        TurnEnd::Budget { message, .. } => message.clone(),
     }
 }
 

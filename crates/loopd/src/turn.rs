@@ -19,7 +19,9 @@ mod repeats;
 pub use crate::baseline::CUT_CALL;
 pub use crate::llama::FINISH_LENGTH;
 pub use crate::outcome::CallOutcome;
-pub use crate::runtime::{Children, NO_OWNER, NoOwner, Owner, OwnerReply, Runtime, Stop};
+pub use crate::runtime::{
+    Children, Meter, NO_OWNER, NoMeter, NoOwner, Owner, OwnerReply, Runtime, Stop,
+};
 pub use approval::{CANCELLED, NO_REASON, SHUTTING_DOWN};
 pub use call::run_call;
 pub use repeats::{REFUSED_REPEATS_BEFORE_END, Repeats};

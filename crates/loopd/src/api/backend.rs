@@ -43,6 +43,10 @@ pub enum ApiFailure {
     /// 429: too many tasks wait across all sessions (`[api] max_waiting_tasks`).
     #[error("{0}")]
     TooManyWaiting(String),
+    /// 429: a budget is spent (`[budgets] max_generated_tokens_per_day`); names the budget and
+    /// the figure, and when it renews.
+    #[error("{0}")]
+    OverBudget(String),
     /// 507: the disk is full (or the quota spent); says what could not be written.
     #[error("{0}")]
     InsufficientStorage(String),

@@ -22,6 +22,7 @@ impl From<ApiFailure> for Problem {
             ApiFailure::TooManyWaiting(_) => {
                 (StatusCode::TOO_MANY_REQUESTS, error_kind::TOO_MANY_TASKS)
             }
+            ApiFailure::OverBudget(_) => (StatusCode::TOO_MANY_REQUESTS, error_kind::BUDGET),
             ApiFailure::InsufficientStorage(_) => (
                 StatusCode::INSUFFICIENT_STORAGE,
                 error_kind::INSUFFICIENT_STORAGE,

@@ -68,6 +68,7 @@ pub(super) fn runtime<'a>(
         n_ctx: parts.server.n_ctx,
         children: &crate::subagent::Subagents,
         owner,
+        meter: &crate::turn::NoMeter,
     }
 }
 

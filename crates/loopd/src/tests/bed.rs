@@ -122,6 +122,7 @@ impl Bed {
             n_ctx,
             children: &crate::subagent::Subagents,
             owner: &crate::turn::NoOwner,
+            meter: &crate::turn::NoMeter,
         };
         f(&rt)
     }

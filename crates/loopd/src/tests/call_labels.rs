@@ -54,6 +54,7 @@ fn run(script: &str, registry: &Registry) -> (Session, tempfile::TempDir) {
         n_ctx: fakellama::DEFAULT_N_CTX,
         children: &crate::subagent::Subagents,
         owner: &crate::turn::NoOwner,
+        meter: &crate::turn::NoMeter,
     };
     let mut session = store.create(&SessionId::new("s").unwrap()).unwrap();
     start_turn(&mut session, "go").unwrap();

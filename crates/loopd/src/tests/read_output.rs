@@ -68,6 +68,7 @@ impl Bed {
             n_ctx: fakellama::DEFAULT_N_CTX,
             children: &crate::subagent::Subagents,
             owner: &crate::turn::NoOwner,
+            meter: &crate::turn::NoMeter,
         };
         let mut session = self
             .store
@@ -233,6 +234,7 @@ fn read_output_refuses_unknown_handles_and_offsets_past_the_end() {
         n_ctx: fakellama::DEFAULT_N_CTX,
         children: &crate::subagent::Subagents,
         owner: &crate::turn::NoOwner,
+        meter: &crate::turn::NoMeter,
     };
     let mut session = bed.store.create(&SessionId::new("other").unwrap()).unwrap();
     start_turn(&mut session, "go").unwrap();

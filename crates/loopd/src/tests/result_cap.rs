@@ -54,6 +54,7 @@ tool_calls = [{ name = "call_tool", arguments = "{\"name\":\"echo\",\"arguments\
         n_ctx: SMALL_N_CTX,
         children: &crate::subagent::Subagents,
         owner: &crate::turn::NoOwner,
+        meter: &crate::turn::NoMeter,
     };
     start_turn(&mut session, "read the log").unwrap();
     let end = run_turn(&rt, &mut session, &Stop::default(), &mut |_| {}).unwrap();

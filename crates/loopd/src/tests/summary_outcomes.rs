@@ -78,6 +78,7 @@ fn go(bed: &Bed, session: &mut Session) -> TurnEnd {
         n_ctx: ROOMY_N_CTX,
         children: &crate::subagent::Subagents,
         owner: &crate::turn::NoOwner,
+        meter: &crate::turn::NoMeter,
     };
     start_turn(session, "go").unwrap();
     run_turn(&rt, session, &Stop::default(), &mut |_| {}).unwrap()

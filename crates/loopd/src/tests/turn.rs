@@ -52,6 +52,7 @@ impl Bed {
             n_ctx: fakellama::DEFAULT_N_CTX,
             children: &crate::subagent::Subagents,
             owner: &crate::turn::NoOwner,
+            meter: &crate::turn::NoMeter,
         };
         let mut session = self
             .store
@@ -316,6 +317,7 @@ fn a_cancelled_turn_ends_as_cancelled_and_a_shutdown_as_interrupted() {
             n_ctx: fakellama::DEFAULT_N_CTX,
             children: &crate::subagent::Subagents,
             owner: &crate::turn::NoOwner,
+            meter: &crate::turn::NoMeter,
         };
         let mut session = bed.store.create(&SessionId::new("c").unwrap()).unwrap();
         start_turn(&mut session, "x").unwrap();
@@ -435,6 +437,7 @@ fn a_cancelled_turn_keeps_what_had_streamed_and_never_replays_it() {
         n_ctx: fakellama::DEFAULT_N_CTX,
         children: &crate::subagent::Subagents,
         owner: &crate::turn::NoOwner,
+        meter: &crate::turn::NoMeter,
     };
     let mut session = bed.store.create(&SessionId::new("part").unwrap()).unwrap();
     start_turn(&mut session, "tell a story").unwrap();

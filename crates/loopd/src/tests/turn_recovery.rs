@@ -65,6 +65,7 @@ impl Bed {
             n_ctx: fakellama::DEFAULT_N_CTX,
             children: &crate::subagent::Subagents,
             owner: &crate::turn::NoOwner,
+            meter: &crate::turn::NoMeter,
         };
         start_turn(session, text).unwrap();
         let end = run_turn(&rt, session, &Stop::default(), &mut |_| {}).unwrap();

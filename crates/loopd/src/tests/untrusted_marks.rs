@@ -53,6 +53,7 @@ fn an_untrusted_result_reaches_the_model_marked_and_a_trusted_one_as_it_came() {
         n_ctx: ROOMY_N_CTX,
         children: &crate::subagent::Subagents,
         owner: &crate::turn::NoOwner,
+        meter: &crate::turn::NoMeter,
     };
     start_turn(&mut session, "go").unwrap();
     let end = run_turn(&rt, &mut session, &Stop::default(), &mut |_| {}).unwrap();

@@ -26,6 +26,7 @@
 
 mod approvals;
 mod schedules;
+mod usage;
 
 pub use approvals::{
     ApprovalAnswer, ApprovalAnswered, ApprovalList, MAX_DENY_REASON_BYTES, OwnerAnswer,
@@ -34,6 +35,7 @@ pub use approvals::{
 pub use schedules::{
     RunOutcome, RunTrigger, ScheduleInfo, ScheduleList, ScheduleRun, ScheduleStarted,
 };
+pub use usage::{SessionUsage, UsageReport, UsageToday, UsageTotals};
 
 use bxcore::{DataClass, LogRecord, MemoryNote, SessionId, TaskId, Timestamp, TurnEnd};
 use serde::{Deserialize, Serialize};
@@ -239,6 +241,8 @@ pub struct Status {
     pub broker: BrokerStatus,
     /// The model server.
     pub llama: LlamaStatus,
+    /// What today cost so far, from the usage accounts.
+    pub usage: UsageToday,
 }
 
 /// loopd's own state.
@@ -356,6 +360,9 @@ pub mod error_kind {
     pub const BUSY: &str = "busy";
     /// 429: too many tasks wait across all sessions (`api.max_waiting_tasks`).
     pub const TOO_MANY_TASKS: &str = "too_many_tasks";
+    /// 429: a budget is spent: `[budgets] max_generated_tokens_per_day` refuses new tasks
+    /// until the day turns.
+    pub const BUDGET: &str = "budget";
     /// 413: the request body is larger than `api.max_body_bytes`.
     pub const TOO_LARGE: &str = "too_large";
     /// 414: the request's URI is longer than the HTTP layer reads.

@@ -283,6 +283,12 @@ impl Backend for Stub {
                     subagent: 2,
                 },
             },
+            usage: proto::api::UsageToday {
+                day: "2026-12-01".into(),
+                timezone: "UTC".into(),
+                totals: proto::api::UsageTotals::default(),
+                max_generated_tokens_per_day: None,
+            },
         }
     }
     fn approvals(&self) -> Result<proto::api::ApprovalList, ApiFailure> {

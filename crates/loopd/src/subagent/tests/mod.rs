@@ -95,6 +95,7 @@ impl Bed {
             n_ctx: fakellama::DEFAULT_N_CTX,
             children: &crate::subagent::Subagents,
             owner: &crate::turn::NoOwner,
+            meter: &crate::turn::NoMeter,
         };
         let mut session = self.store.open_or_create(&sid).unwrap();
         start_turn(&mut session, text).unwrap();

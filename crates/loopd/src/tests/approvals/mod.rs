@@ -198,6 +198,7 @@ impl Bed {
             n_ctx: fakellama::DEFAULT_N_CTX,
             children: &crate::subagent::Subagents,
             owner,
+            meter: &crate::turn::NoMeter,
         };
         let mut session = self.store.open_or_create(&sid(id)).unwrap();
         start_turn(&mut session, text).unwrap();

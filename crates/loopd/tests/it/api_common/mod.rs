@@ -291,6 +291,12 @@ pub fn status() -> Status {
                 subagent: 2,
             },
         },
+        usage: proto::api::UsageToday {
+            day: "2026-12-01".into(),
+            timezone: "UTC".into(),
+            totals: proto::api::UsageTotals::default(),
+            max_generated_tokens_per_day: None,
+        },
     }
 }
 

@@ -1,0 +1,25 @@
+//! Prometheus metrics for boxmaker's daemons (loopd, brokerd, boxd), one way for all three:
+//!
+//! - [`exposition`]: the text a scrape gets. `prometheus-client` encodes every registry (no
+//!   hand-written exposition); a scraper that asks for OpenMetrics (Prometheus does) gets the
+//!   crate's OpenMetrics text as it is, anyone else (curl, `promtool check metrics`) the
+//!   classic text format 0.0.4, derived from it by [`exposition::classic`].
+//! - [`config`]: the `[metrics]` section every daemon shares (`listen`, `allow_remote`) and
+//!   its rule: a TCP listener is loopback-only unless the owner says otherwise.
+//! - [`listen`]: the optional TCP listener, which answers `GET /metrics` and nothing else.
+//!
+//! Each daemon also answers `GET /metrics` on its own Unix socket, through its own routes and
+//! peer check, with [`exposition::scrape`].
+//!
+//! Rules for the metrics themselves (docs/metrics.md): names follow Prometheus' conventions
+//! (`_total` for counters, the unit as a suffix: `_seconds`, `_bytes`), and no label takes
+//! unbounded values: no session ids, no arguments, and a tool name only when the daemon knows
+//! the tool (anything else is counted as `unknown`).
+
+pub mod config;
+pub mod exposition;
+pub mod listen;
+
+pub use config::{MetricsConfig, MetricsConfigError};
+pub use exposition::{Scrape, Source, scrape};
+pub use prometheus_client;
