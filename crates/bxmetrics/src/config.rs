@@ -1,16 +1,16 @@
 //! The `[metrics]` section of every daemon's config: where the optional TCP listener binds,
 //! and whether it may bind beyond loopback.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
 /// The `[metrics]` section. `/metrics` on the daemon's socket is always served; this adds a
 /// TCP listener for a Prometheus that cannot reach the socket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsConfig {
     /// Where to serve `GET /metrics` over TCP (`"127.0.0.1:9464"`); none by default.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
     /// Allows a `listen` address that is not loopback. Metrics name tools, MCP servers and
     /// token counts: nothing secret, but nothing a stranger needs either.

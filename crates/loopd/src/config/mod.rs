@@ -6,6 +6,7 @@
 
 mod api;
 mod approvals;
+mod budgets;
 mod heartbeat;
 mod llama;
 mod memory;
@@ -19,6 +20,7 @@ mod tests;
 
 pub use api::{Api, Broker};
 pub use approvals::Approvals;
+pub use budgets::{Budgets, SessionBudgets, TurnBudgets};
 pub use heartbeat::{
     HEARTBEAT_MIN_MS, HEARTBEAT_OFF, HEARTBEAT_PROMPT_FILE, Heartbeat, QUIET_REPLY,
 };
@@ -79,6 +81,11 @@ pub struct Config {
     pub approvals: Approvals,
     /// `[[schedules]]`: tasks loopd runs by itself at set times (`docs/schedules.md`).
     pub schedules: Vec<Schedule>,
+    /// `[budgets]`: what a turn and a day may spend, and the usage accounts' day
+    /// (`docs/budgets.md`).
+    pub budgets: Budgets,
+    /// `[metrics]`: the optional TCP listener of `/metrics` (`docs/metrics.md`).
+    pub metrics: bxmetrics::MetricsConfig,
     /// `[log]`: the log level.
     pub log: LogConfig,
 }
@@ -101,6 +108,8 @@ impl Default for Config {
             subagent: Subagent::default(),
             approvals: Approvals::default(),
             schedules: Vec::new(),
+            budgets: Budgets::default(),
+            metrics: bxmetrics::MetricsConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -131,6 +140,10 @@ impl Validate for Config {
         self.subagent.check(&mut p);
         self.approvals.check(&mut p);
         schedules::check(&self.schedules, &mut p);
+        self.budgets.check(&mut p);
+        if let Err(e) = self.metrics.check() {
+            p.push("metrics.listen", e.to_string());
+        }
         p.finish()
     }
 
