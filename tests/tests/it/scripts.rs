@@ -3,6 +3,7 @@
 //! users) does not break the README's commands.
 
 use e2e::{bin_dir, workspace_root};
+use std::path::Path;
 use std::process::Command;
 
 /// `cargo_bin_dir` from `scripts/lib/bin-dir.sh`, run in the workspace with `target_dir` as
@@ -120,4 +121,112 @@ fn the_readme_gives_its_two_commands_then_the_nixos_install() {
         !readme.contains("not built yet"),
         "the README says the flake is not built"
     );
+}
+
+/// Runs `scripts/fetch-parts.sh ARGS` with `cache` as its cache and `stubs` first on `PATH`:
+/// its exit status, stdout and stderr.
+fn fetch_parts(cache: &Path, stubs: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let path = format!(
+        "{}:{}",
+        stubs.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .current_dir(workspace_root())
+        .arg("scripts/fetch-parts.sh")
+        .args(args)
+        .env("XDG_CACHE_HOME", cache)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// An executable shell script `dir/name` with `body`.
+fn stub(dir: &Path, name: &str, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Stubs for Debian's tools: `apt-get` that records its calls in `dir/apt-calls` and "downloads"
+/// a .deb that is not the pinned one, an amd64 `dpkg`, and a `dpkg-deb` that must not run.
+fn debian_stubs(dir: &Path) {
+    let calls = dir.join("apt-calls");
+    stub(
+        dir,
+        "apt-get",
+        &format!(
+            "echo \"$*\" >> {calls:?}\n\
+             [ \"$1\" = download ] && echo 'not the pinned package' > prometheus_0_amd64.deb\n\
+             exit 0"
+        ),
+    );
+    stub(dir, "dpkg", "echo amd64");
+    stub(dir, "dpkg-deb", "echo dpkg-deb must not run >&2; exit 9");
+}
+
+#[test]
+fn fetch_parts_prints_the_cached_prometheus_without_downloading() {
+    let cache = tempfile::tempdir().unwrap();
+    let stubs = tempfile::tempdir().unwrap();
+    debian_stubs(stubs.path());
+    let script = std::fs::read_to_string(workspace_root().join("scripts/fetch-parts.sh")).unwrap();
+    let version = script
+        .lines()
+        .find_map(|l| l.strip_prefix("PROMETHEUS_DEB_VERSION="))
+        .expect("fetch-parts.sh pins PROMETHEUS_DEB_VERSION");
+    let dir = cache.path().join("boxmaker/prometheus").join(version);
+    std::fs::create_dir_all(&dir).unwrap();
+    for b in ["prometheus", "promtool"] {
+        stub(&dir, b, &format!("echo '{b}, version 2.42.0+ds'"));
+    }
+    let (code, stdout, stderr) =
+        fetch_parts(cache.path(), stubs.path(), &["--print-paths", "prometheus"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(
+        lines[0].starts_with("PROMETHEUS=") && lines[0].ends_with("/prometheus"),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].starts_with("PROMTOOL=") && lines[1].ends_with("/promtool"),
+        "{stdout}"
+    );
+    assert!(
+        !stubs.path().join("apt-calls").exists(),
+        "a cached prometheus was downloaded again"
+    );
+}
+
+#[test]
+fn fetch_parts_refuses_a_prometheus_package_that_is_not_the_pinned_one() {
+    let cache = tempfile::tempdir().unwrap();
+    let stubs = tempfile::tempdir().unwrap();
+    debian_stubs(stubs.path());
+    let (code, stdout, stderr) =
+        fetch_parts(cache.path(), stubs.path(), &["--print-paths", "prometheus"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("refusing prometheus_0_amd64.deb: sha256 is"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("(pinned in scripts/fetch-parts.sh)"),
+        "{stderr}"
+    );
+    let calls = std::fs::read_to_string(stubs.path().join("apt-calls")).unwrap();
+    assert!(calls.starts_with("download prometheus=2.42.0"), "{calls}");
+    // Nothing was left in the cache for a later run to take.
+    let left: Vec<_> = std::fs::read_dir(cache.path().join("boxmaker/prometheus"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
