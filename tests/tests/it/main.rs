@@ -14,6 +14,7 @@ mod demo;
 mod frozen_model;
 mod injection;
 mod layers;
+mod prometheus;
 mod queueing;
 mod real_compaction;
 mod real_day;
