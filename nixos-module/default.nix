@@ -184,8 +184,9 @@ let
   '';
 in
 {
-  # services.boxmaker.schedules, rendered into loopd.settings.schedules.
-  imports = [ ./schedules.nix ];
+  # services.boxmaker.schedules, rendered into loopd.settings.schedules; services.boxmaker.metrics,
+  # rendered into loopd.settings.metrics.
+  imports = [ ./schedules.nix ./metrics.nix ];
 
   options.services.boxmaker = {
     enable = mkEnableOption "boxmaker, a private AI-agent appliance";

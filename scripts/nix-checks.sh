@@ -87,7 +87,30 @@ schedule-named-heartbeat|fail|services.boxmaker.schedules: "heartbeat": the name
 schedule-bad-missed|fail|services.boxmaker.schedules."[definition 1-entry 1]".missed' is not of type `null or one of "skip", "run_once"'
 schedule-bad-name|fail|is not of type `string matching the pattern [A-Za-z0-9._-]{1,32}'
 schedule-with-config-file|fail|services.boxmaker.schedules cannot go into services.boxmaker.loopd.configFile
+metrics-port-out-of-range|fail|services.boxmaker.metrics.port' is not of type `16 bit unsigned integer
+metrics-with-config-file|fail|services.boxmaker.metrics cannot go into services.boxmaker.loopd.configFile: write `[metrics] listen = "127.0.0.1:9464"` into that file
 CASES
+
+echo "nix-checks: the nix blocks of docs/operations.md parse"
+# Each block is an expression (the flake) or a module's attribute definitions (a snippet to put
+# into the system's configuration): it must parse as one or, wrapped into a module (which gives
+# it `config`, `lib` and `pkgs`), as the other.
+python3 - "$work/docs" <<'PY'
+import os, re, sys
+out = sys.argv[1]
+os.makedirs(out)
+text = open("docs/operations.md").read()
+for n, block in enumerate(re.findall(r"^```nix\n(.*?)^```", text, re.S | re.M)):
+    open(os.path.join(out, "block-%02d.nix" % n), "w").write(block)
+PY
+for block in "$work"/docs/block-*.nix; do
+    nix-instantiate --parse "$block" >/dev/null 2>"$work/parse.err" && continue
+    { printf '{ config, lib, pkgs, ... }: {\n'; cat "$block"; printf '}\n'; } >"$block.module"
+    nix-instantiate --parse "$block.module" >/dev/null 2>>"$work/parse.err" && continue
+    echo "nix-checks: a nix block of docs/operations.md does not parse:" >&2
+    cat "$block" "$work/parse.err" >&2
+    exit 1
+done
 
 echo "nix-checks: run the module's config build (--check-config of loopd, brokerd, boxd; pins)"
 python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["configScript"])' "$work/eval.json" >"$work/build.sh"

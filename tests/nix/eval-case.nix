@@ -32,6 +32,9 @@ let
     schedule-bad-missed = { user = base // { schedules = [ (morning // { missed = "twice"; }) ]; }; };
     schedule-bad-name = { user = base // { schedules = [ (morning // { name = "a/b"; }) ]; }; };
     schedule-with-config-file = { user = base // { schedules = [ morning ]; loopd.configFile = "/etc/loopd.toml"; }; };
+    # Metrics: a port is a port, and the module cannot write into a loopd config file.
+    metrics-port-out-of-range = { user = base // { metrics = { enable = true; port = 70000; }; }; };
+    metrics-with-config-file = { user = base // { metrics.enable = true; loopd.configFile = "/etc/loopd.toml"; }; };
   };
 
   picked = cases.${case} or (throw "eval-case: no case ${case}");

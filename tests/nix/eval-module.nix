@@ -18,8 +18,9 @@ let
       llama.retry_max_attempts = 3;
     };
     brokerd.settings.log.level = "debug";
-    # The config build below runs loopd --check-config on them.
+    # The config build below runs loopd --check-config on them, and on [metrics].
     schedules = [ morning hourly ];
+    metrics.enable = true;
     grants = [
       { tool = "clock"; sessions = [ "*" ]; }
       { tool = "read_file"; sessions = [ "main" ]; paths = [ "/var/lib/boxmaker/files" ]; result_class = "private"; }
@@ -71,6 +72,10 @@ let
   hourly = { name = "hourly"; every = "1h"; task_file = "/etc/boxmaker/hourly.md"; };
   scheduled = config;
   unscheduled = (evalBox { user = user // { schedules = [ ]; }; }).config;
+  # Metrics: on (the default port), on another port, off.
+  metricsOn = config;
+  metricsPort = (evalBox { user = user // { metrics = { enable = true; port = 9500; }; }; }).config;
+  metricsOff = (evalBox { user = user // { metrics.enable = false; }; }).config;
   # The loopd.toml the config build checks, as the module rendered it.
   renderedLoopd = c: builtins.readFile (builtins.head
     (builtins.match ".*/bin/loopd --check-config ([^ \n]*).*" c.services.boxmaker.configDir.script));
@@ -144,6 +149,15 @@ let
         lib.hasInfix "\n[[schedules]]\ncron = \"0 7 * * *\"\nenabled = true\nmissed = \"run_once\"\nname = \"morning\"\n" text
         && lib.hasInfix "\n[[schedules]]\nevery = \"1h\"\nname = \"hourly\"\ntask_file = \"/etc/boxmaker/hourly.md\"\n" text))
     (check "no schedules: loopd's settings have none" (!(unscheduled.services.boxmaker.loopd.settings ? schedules)))
+    (check "metrics: loopd listens on 127.0.0.1 at the default port"
+      (metricsOn.services.boxmaker.loopd.settings.metrics.listen == "127.0.0.1:9464"))
+    (check "metrics rendered as [metrics] listen in loopd.toml"
+      (lib.hasInfix "\n[metrics]\nlisten = \"127.0.0.1:9464\"\n" (renderedLoopd metricsOn)))
+    (check "metrics.port is the port loopd listens on"
+      (metricsPort.services.boxmaker.loopd.settings.metrics.listen == "127.0.0.1:9500"))
+    (check "metrics off: loopd's settings have no [metrics]" (!(metricsOff.services.boxmaker.loopd.settings ? metrics)))
+    (check "metrics do not open the firewall"
+      (metricsOn.networking.firewall.allowedTCPPorts == [ ] && metricsPort.networking.firewall.allowedTCPPorts == [ ]))
     (check "disabled: no unit, user or package"
       (disabled.systemd.services == { } && disabled.users.users == { } && disabled.environment.systemPackages == [ ]))
   ];

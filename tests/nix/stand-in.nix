@@ -1,6 +1,7 @@
 # What a NixOS system gives nixos-module/default.nix beyond nixpkgs' lib, so the module can be
 # evaluated offline with the real lib (tests/nix/nixpkgs-lib): the few NixOS option
-# declarations it sets (systemd services, users, environment, assertions, warnings), declared
+# declarations it sets (systemd services, users, environment, assertions, warnings; and the
+# firewall's ports, which it must not set), declared
 # with the real lib.types, and a small `pkgs`. The module system, option types and merging are
 # lib's own; only these declarations and packages stand in for nixpkgs.
 { lib, binDir, withBoxmaker ? true }:
@@ -24,6 +25,12 @@ let
         type = types.listOf types.str;
         default = [ ];
         description = "As NixOS's: printed when the system is built.";
+      };
+      # Declared so the checks can see that the module leaves it alone (metrics stay local).
+      networking.firewall.allowedTCPPorts = mkOption {
+        type = types.listOf types.port;
+        default = [ ];
+        description = "Ports the firewall opens.";
       };
       environment.systemPackages = mkOption {
         type = types.listOf types.package;
