@@ -10,6 +10,7 @@
 mod approvals;
 mod broker_restart;
 mod compact_command;
+mod dashboard;
 mod demo;
 mod frozen_model;
 mod injection;
