@@ -7,6 +7,7 @@
 //! - [`config`]: the `[metrics]` section every daemon shares (`listen`, `allow_remote`) and
 //!   its rule: a TCP listener is loopback-only unless the owner says otherwise.
 //! - [`listen`]: the optional TCP listener, which answers `GET /metrics` and nothing else.
+//! - [`testing`]: for the daemons' tests, `promtool check metrics` on their real output.
 //!
 //! Each daemon also answers `GET /metrics` on its own Unix socket, through its own routes and
 //! peer check, with [`exposition::scrape`].
@@ -19,6 +20,7 @@
 pub mod config;
 pub mod exposition;
 pub mod listen;
+pub mod testing;
 
 pub use config::{MetricsConfig, MetricsConfigError};
 pub use exposition::{Scrape, Source, scrape};
