@@ -6,18 +6,22 @@
 //! up when one dies too often; and on SIGTERM or SIGINT stops them in reverse order
 //! ([`supervisor`], [`daemon`]). Its children die with it, however it dies ([`exec_child`]),
 //! and what they leave is killed ([`process`], [`leftovers`]); a child counts as ready only
-//! when what answers is that child ([`ready`], [`procs`]).
+//! when what answers is that child ([`ready`], [`procs`]). Its [`metrics`] (each child up,
+//! restarts, last exit, uptime) are served on its optional socket ([`server`]) and TCP
+//! listener (`[metrics] listen`).
 
 pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod exec_child;
 pub mod leftovers;
+pub mod metrics;
 pub mod notify;
 pub mod pin;
 pub mod process;
 pub mod procs;
 pub mod ready;
+pub mod server;
 pub mod supervisor;
 
 pub use error::Error;

@@ -6,6 +6,7 @@
 use crate::config::Child;
 use crate::error::Error;
 use crate::exec_child;
+use crate::metrics::{self, Metrics};
 use crate::notify::SYSTEMD_ENV;
 use crate::procs;
 use nix::errno::Errno;
@@ -14,6 +15,7 @@ use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::{mpsc, watch};
@@ -75,7 +77,8 @@ fn resolve(child: &Child) -> std::io::Result<PathBuf> {
     })
 }
 
-/// Starts `child` (the `index`th, its `generation`th start). Its exit is sent on `events`.
+/// Starts `child` (the `index`th, its `generation`th start). Its exit is sent on `events`,
+/// after it is in `metrics`.
 ///
 /// Call it on boxd's main thread: the child's parent-death signal comes when the thread that
 /// forked it ends (boxd's runtime is current-thread, so every task runs there).
@@ -84,6 +87,7 @@ pub fn spawn(
     index: usize,
     generation: u64,
     events: mpsc::UnboundedSender<Exited>,
+    metrics: &Arc<Metrics>,
 ) -> Result<Running, Error> {
     let spawn_error = |source| Error::Spawn {
         name: child.name.clone(),
@@ -128,14 +132,17 @@ pub fn spawn(
     if let Some(err) = proc.stderr.take() {
         tokio::spawn(log_lines(child.name.clone(), "stderr", err));
     }
+    metrics.started(index);
     let (tx, rx) = watch::channel(None);
     let name = child.name.clone();
+    let metrics = Arc::clone(metrics);
     tokio::spawn(async move {
-        let status = match proc.wait().await {
-            Ok(status) => status.to_string(),
-            Err(e) => format!("cannot wait for it: {e}"),
+        let (status, code) = match proc.wait().await {
+            Ok(status) => (status.to_string(), metrics::exit_status(&status)),
+            Err(e) => (format!("cannot wait for it: {e}"), None),
         };
         kill_group_rest(&name, pid);
+        metrics.exited(index, code);
         let _ = tx.send(Some(status.clone()));
         let _ = events.send(Exited {
             index,

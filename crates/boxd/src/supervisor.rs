@@ -5,11 +5,13 @@
 use crate::config::Config;
 use crate::error::Error;
 use crate::leftovers::RuntimeDir;
+use crate::metrics::Metrics;
 use crate::notify;
 use crate::pin;
 use crate::process::{self, Exited, Running};
 use crate::ready;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio_util::task::AbortOnDropHandle;
@@ -26,12 +28,16 @@ enum Started {
 }
 
 /// Runs the children of `cfg` until `stop` turns true (then stops them and returns `Ok`) or
-/// something fails (then stops them and returns the error).
+/// something fails (then stops them and returns the error), reporting them in `metrics`.
 ///
-/// First it takes `runtime_dir` ([`RuntimeDir::take`]): fails when another boxd holds it, and
-/// kills what a boxd killed outright left running, before starting anything.
-pub async fn run(cfg: Config, stop: watch::Receiver<bool>) -> Result<(), Error> {
-    let runtime = RuntimeDir::take(&cfg.runtime_dir).await?;
+/// `runtime` is `runtime_dir`, taken ([`RuntimeDir::take`]: no other boxd holds it, and what
+/// a boxd killed outright left running is gone) before anything starts.
+pub async fn run(
+    cfg: Config,
+    runtime: RuntimeDir,
+    stop: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+) -> Result<(), Error> {
     let n = cfg.children.len();
     let (events, exits) = mpsc::unbounded_channel();
     let mut sup = Supervisor {
@@ -43,6 +49,7 @@ pub async fn run(cfg: Config, stop: watch::Receiver<bool>) -> Result<(), Error> 
         running: (0..n).map(|_| None).collect(),
         generations: vec![0; n],
         restarts: vec![VecDeque::new(); n],
+        metrics,
     };
     let result = sup.supervise().await;
     sup.stop_all().await;
@@ -59,6 +66,7 @@ struct Supervisor {
     running: Vec<Option<Running>>,
     generations: Vec<u64>,
     restarts: Vec<VecDeque<Instant>>,
+    metrics: Arc<Metrics>,
 }
 
 impl Supervisor {
@@ -126,7 +134,13 @@ impl Supervisor {
         let child = &self.cfg.children[i];
         pin::verify(child)?;
         self.generations[i] += 1;
-        let mut running = process::spawn(child, i, self.generations[i], self.events.clone())?;
+        let mut running = process::spawn(
+            child,
+            i,
+            self.generations[i],
+            self.events.clone(),
+            &self.metrics,
+        )?;
         if let Some(start_ticks) = running.start_ticks() {
             self.runtime.add(&child.name, running.pid(), start_ticks);
         }
@@ -147,6 +161,7 @@ impl Supervisor {
         };
         match outcome {
             Ok(true) => {
+                self.metrics.ready(i);
                 tracing::info!(child = %child.name, "ready");
                 Ok(Started::Ready(running))
             }
@@ -200,6 +215,7 @@ impl Supervisor {
                 _ = tokio::time::sleep(Duration::from_millis(backoff_ms)) => {}
                 _ = stop.wait_for(|s| *s) => return Ok(false),
             }
+            self.metrics.restarting(i);
             match self.start(i).await {
                 Ok(Started::Ready(running)) => {
                     self.running[i] = Some(running);

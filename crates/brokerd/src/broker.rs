@@ -6,6 +6,7 @@
 
 use crate::audit::{ApprovalScope, AuditEvent, AuditLog, AuditRecord};
 use crate::config::{Config, EXEC_TOOL, Grant, Limits};
+use crate::metrics::{self, Metrics};
 use crate::policy::{
     Admission, ApprovalTable, CallCounters, Decision, GlobError, Grants, admit, decide,
 };
@@ -35,6 +36,14 @@ pub struct Broker {
     /// `counters` when both are held.
     approvals: Mutex<ApprovalTable>,
     audit: Arc<AuditLog>,
+    metrics: Arc<Metrics>,
+}
+
+/// Whether a request's tool ran: an allowed call's duration is observed, from the request to
+/// its result.
+enum Ran {
+    No,
+    Yes,
 }
 
 impl Broker {
@@ -53,7 +62,13 @@ impl Broker {
             counters: Mutex::new(CallCounters::new()),
             approvals: Mutex::new(ApprovalTable::new(&config.approvals)),
             audit,
+            metrics: Arc::new(Metrics::new()),
         })
+    }
+
+    /// The metrics this broker counts its calls in (`GET /metrics`).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The tools this broker runs.
@@ -82,10 +97,34 @@ impl Broker {
 
     /// Decides `request`, audits the decision, runs the tool when allowed, audits the outcome,
     /// and answers. A decision that cannot be audited stops the call before it runs; an outcome
-    /// that cannot be audited is withheld ([`AUDIT_FAILED_MESSAGE`]).
+    /// that cannot be audited is withheld ([`AUDIT_FAILED_MESSAGE`]). Counts the request in
+    /// [`Broker::metrics`], under its tool's name only when the tool is one brokerd has.
     pub async fn call(&self, request: &ToolRequest) -> ToolResponse {
         let started = Instant::now();
         let tool = self.tools.get(&request.tool);
+        let label = metrics::tool_label(&request.tool, tool.is_some());
+        let (response, ran) = self.decide_and_run(request, tool, started).await;
+        match ran {
+            Ran::Yes => {
+                let took = started.elapsed();
+                self.metrics
+                    .decided(label, metrics::Decision::Allowed, Some(took));
+            }
+            Ran::No => {
+                let decision = metrics::Decision::before_running(&response);
+                self.metrics.decided(label, decision, None);
+            }
+        }
+        response
+    }
+
+    /// [`Broker::call`] but the counting: the answer, and whether the tool ran.
+    async fn decide_and_run(
+        &self,
+        request: &ToolRequest,
+        tool: Option<Arc<dyn Tool>>,
+        started: Instant,
+    ) -> (ToolResponse, Ran) {
         let decision = {
             let counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
             decide(request, &self.grants, tool.is_some(), &counters)
@@ -95,13 +134,19 @@ impl Broker {
             (Decision::Deny { reason, detail }, _) => {
                 let detail = self.unavailable_detail(request, reason).unwrap_or(detail);
                 let response = ToolResponse::denied(reason, Some(detail.clone()));
-                return self.refuse(request, response, Some(detail), started);
+                return (
+                    self.refuse(request, response, Some(detail), started),
+                    Ran::No,
+                );
             }
             // decide allows only known tools.
             (Decision::Allow { .. }, None) => {
                 let message = format!("no tool named {:?}", request.tool);
                 let response = ToolResponse::failed(message.clone());
-                return self.refuse(request, response, Some(message), started);
+                return (
+                    self.refuse(request, response, Some(message), started),
+                    Ran::No,
+                );
             }
         };
         let ctx = CallContext {
@@ -115,7 +160,7 @@ impl Broker {
             let line =
                 AuditRecord::of_response(AuditEvent::Decided, request, &response, None, started)
                     .with_facts(tool.audit_facts(&arguments, None));
-            return self.answer(request, &line, response);
+            return (self.answer(request, &line, response), Ran::No);
         }
         let approval = match self.admit(request, &grant) {
             Admission::Run { approval } => approval,
@@ -132,7 +177,7 @@ impl Broker {
                     started,
                 )
                 .with_facts(tool.audit_facts(&arguments, None));
-                return self.answer(request, &line, response);
+                return (self.answer(request, &line, response), Ran::No);
             }
             Admission::Deny {
                 reason,
@@ -151,12 +196,15 @@ impl Broker {
                     Some(id) => line.with_approval(id, None),
                     None => line,
                 };
-                return self.answer(request, &line, response);
+                return (self.answer(request, &line, response), Ran::No);
             }
             Admission::Fail { message } => {
                 tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{message}");
                 let response = ToolResponse::failed(message.clone());
-                return self.refuse(request, response, Some(message), started);
+                return (
+                    self.refuse(request, response, Some(message), started),
+                    Ran::No,
+                );
             }
         };
         let decided = with_approval(
@@ -165,7 +213,7 @@ impl Broker {
         );
         if let Err(e) = self.audit.append(&decided) {
             tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}; the call does not run");
-            return ToolResponse::failed(AUDIT_FAILED_MESSAGE);
+            return (ToolResponse::failed(AUDIT_FAILED_MESSAGE), Ran::No);
         }
         let (response, own_detail) = self.run(Arc::clone(&tool), grant, arguments.clone()).await;
         let content = match &response {
@@ -181,7 +229,8 @@ impl Broker {
             started,
         )
         .with_facts(facts);
-        self.answer(request, &with_approval(line, &approval), response)
+        let answer = self.answer(request, &with_approval(line, &approval), response);
+        (answer, Ran::Yes)
     }
 
     /// The approval step for a call allowed under `grant` that passed its tool's check.

@@ -1,7 +1,7 @@
 //! brokerd's daemon mode: become the subreaper of its descendants (so none escapes the socket's
 //! peer check by double-forking) and reap the orphans it adopts, open the audit log, start the
-//! MCP servers, build the tool set, serve the socket until SIGTERM or SIGINT, then stop the MCP
-//! servers and flush the audit log.
+//! MCP servers, build the tool set, serve the socket (and `/metrics` on `[metrics] listen`,
+//! when set) until SIGTERM or SIGINT, then stop the MCP servers and flush the audit log.
 
 use crate::audit::{AUDIT_SYNC_INTERVAL_MS, AuditLog};
 use crate::broker::Broker;
@@ -15,6 +15,7 @@ use anyhow::Context;
 use bxsandbox::ProbeOptions;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Tokio worker threads (tool calls are short or wait on I/O; the file tools use tokio's
 /// blocking pool).
@@ -62,8 +63,8 @@ async fn serve_until_signal(cfg: Config) -> anyhow::Result<()> {
     served
 }
 
-/// Builds the broker over the built-ins and `mcp`, binds the socket, and serves until a
-/// signal.
+/// Builds the broker over the built-ins and `mcp`, binds the socket (and the metrics
+/// listener when `[metrics] listen` is set), and serves until a signal.
 async fn serve_with(
     cfg: &Config,
     audit: &Arc<AuditLog>,
@@ -71,19 +72,53 @@ async fn serve_with(
 ) -> anyhow::Result<()> {
     let tools = build_tools(cfg, mcp).await?;
     let broker = Arc::new(Broker::new(cfg, tools, Arc::clone(audit))?);
+    broker.metrics().watch_mcp(mcp);
     let options = ServerOptions::from_config(cfg)?;
     let listener = bind_socket(&cfg.socket, options.allowed_gid)
         .with_context(|| format!("cannot serve on {}", cfg.socket.display()))?;
+    let metrics_listener = match cfg.metrics.listen {
+        Some(addr) => Some(
+            bxmetrics::listen::bind(addr)
+                .await
+                .with_context(|| format!("cannot serve metrics on {addr} (metrics.listen)"))?,
+        ),
+        None => None,
+    };
+    // The address bound, which `listen` on port 0 leaves to the kernel: the log says it.
+    let metrics_addr = metrics_listener
+        .as_ref()
+        .and_then(|listener| listener.local_addr().ok());
     let stop = shutdown_signal()?;
+    let stopping = CancellationToken::new();
+    let metrics_server = metrics_listener.map(|listener| {
+        let source = Arc::clone(broker.metrics()) as Arc<dyn bxmetrics::Source>;
+        let stopped = stopping.clone().cancelled_owned();
+        tokio::spawn(bxmetrics::listen::serve_tcp(
+            "brokerd", listener, source, stopped,
+        ))
+    });
     let syncer = tokio::spawn(sync_audit(Arc::clone(audit)));
     tracing::info!(
         socket = %cfg.socket.display(),
         audit = %audit.path().display(),
         tools = ?broker.tools().names(),
         grants = cfg.grants.len(),
+        metrics = ?metrics_addr,
         "{SERVING}"
     );
-    serve(listener, broker, options, stop).await;
+    let stopped = stopping.clone();
+    serve(listener, broker, options, async move {
+        stop.await;
+        stopped.cancel();
+    })
+    .await;
+    // Also when the server ended for another reason: the listener ends with it.
+    stopping.cancel();
+    if let Some(server) = metrics_server
+        && let Err(e) = server.await
+    {
+        tracing::error!("the metrics listener failed: {e}");
+    }
     syncer.abort();
     Ok(())
 }

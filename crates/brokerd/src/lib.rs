@@ -8,7 +8,8 @@
 //! - [`tool`]: the [`tool::Tool`] trait; [`builtin`]: the built-in tools; [`ToolSet`]: the
 //!   tools one brokerd offers, by name.
 //! - [`policy`]: [`policy::decide`], whether a call may run, and why not.
-//! - [`Broker`]: decides, runs under the time limit, caps and labels, audits ([`audit`]).
+//! - [`Broker`]: decides, runs under the time limit, caps and labels, audits ([`audit`]),
+//!   and counts ([`metrics`]: Prometheus metrics, `GET /metrics`).
 //! - [`server`]: HTTP over brokerd's Unix socket, which brokerd's own descendants (its MCP
 //!   servers) may not use; [`reaper`]: brokerd as their subreaper; [`daemon`]: the whole daemon.
 
@@ -18,6 +19,7 @@ pub mod builtin;
 pub mod config;
 pub mod daemon;
 pub mod mcp;
+pub mod metrics;
 pub mod policy;
 pub mod reaper;
 pub mod result;

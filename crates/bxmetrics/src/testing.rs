@@ -9,7 +9,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// Names promtool's path; `scripts/fetch-parts.sh --print-paths` prints it.
@@ -27,7 +27,7 @@ const HOW_TO_GET_IT: &str = "run `eval \"$(scripts/fetch-parts.sh --print-paths 
 /// run at all (it is missing: see [`promtool_or_skip`]).
 pub fn promtool_check(text: &str) -> Result<(), String> {
     let promtool = find_promtool(std::env::var_os(PROMTOOL_ENV), std::env::var_os("PATH"))?;
-    check_with(&promtool, text)
+    promtool_check_with(&promtool, text)
 }
 
 /// promtool's path, or `None` after saying on stderr why the test skips; with [`REQUIRE_ENV`]
@@ -82,8 +82,9 @@ fn find_promtool(
     })
 }
 
-/// `promtool check metrics` (the binary at `promtool`) on `text`.
-fn check_with(promtool: &PathBuf, text: &str) -> Result<(), String> {
+/// `promtool check metrics` with the binary at `promtool` (from [`promtool_or_skip`]) on
+/// `text`: `Ok` when it finds nothing wrong, otherwise what it said.
+pub fn promtool_check_with(promtool: &Path, text: &str) -> Result<(), String> {
     let mut child = Command::new(promtool)
         .args(["check", "metrics"])
         .stdin(Stdio::piped())

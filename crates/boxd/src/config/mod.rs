@@ -32,6 +32,16 @@ pub struct Config {
     /// started, so the next boxd kills what a boxd killed outright left running. Created when
     /// missing.
     pub runtime_dir: PathBuf,
+    /// boxd's socket, where it answers `GET /metrics` (`docs/metrics.md`). None by default:
+    /// boxd then has no socket.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
+    /// The group whose members may use `socket` (mode 0660). None: mode 0600, only boxd's own
+    /// user and root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket_group: Option<String>,
+    /// `[metrics]`: the optional TCP listener of `/metrics` (`docs/metrics.md`).
+    pub metrics: bxmetrics::MetricsConfig,
     /// `[restart]`: what happens when a child dies.
     pub restart: Restart,
     /// `[log]`: the log level.
@@ -45,6 +55,9 @@ impl Default for Config {
         Config {
             notify: true,
             runtime_dir: PathBuf::from(DEFAULT_RUNTIME_DIR),
+            socket: None,
+            socket_group: None,
+            metrics: bxmetrics::MetricsConfig::default(),
             restart: Restart::default(),
             log: LogConfig::default(),
             children: Vec::new(),
@@ -84,6 +97,20 @@ impl Validate for Config {
     fn validate(&self) -> Result<(), Vec<Problem>> {
         let mut p = Problems::new();
         p.path_non_empty("runtime_dir", &self.runtime_dir);
+        if let Some(socket) = &self.socket {
+            p.socket_path("socket", socket);
+        }
+        if let Some(group) = &self.socket_group {
+            p.non_empty("socket_group", group);
+            p.check(
+                self.socket.is_some(),
+                "socket_group",
+                "is set but socket is not: boxd has no socket to give to the group",
+            );
+        }
+        if let Err(e) = self.metrics.check() {
+            p.push("metrics.listen", e.to_string());
+        }
         let r = &self.restart;
         p.at_least("restart.initial_backoff_ms", r.initial_backoff_ms, 1);
         p.check(

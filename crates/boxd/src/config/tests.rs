@@ -176,3 +176,22 @@ fn config_sha256_accepts_64_hex_digits_only() {
         assert_eq!(result.is_ok(), ok, "{sha}");
     }
 }
+
+#[test]
+fn socket_and_metrics_are_optional_and_checked() {
+    let cfg = valid("");
+    assert_eq!((cfg.socket, cfg.socket_group), (None, None));
+    assert_eq!(cfg.metrics, bxmetrics::MetricsConfig::default());
+    let cfg = valid(
+        "socket = \"/run/boxmaker/boxd.sock\"\nsocket_group = \"boxmaker\"\n\
+         [metrics]\nlisten = \"127.0.0.1:9466\"\n",
+    );
+    assert_eq!(cfg.socket, Some("/run/boxmaker/boxd.sock".into()));
+    assert_eq!(cfg.metrics.listen, Some("127.0.0.1:9466".parse().unwrap()));
+    let found = invalid("socket_group = \"boxmaker\"\n[metrics]\nlisten = \"0.0.0.0:9466\"\n");
+    assert_eq!(keys(&found), ["socket_group", "metrics.listen"]);
+    assert!(found[0].message.contains("socket is not"), "{found:?}");
+    assert!(found[1].message.contains("allow_remote"), "{found:?}");
+    let found = invalid("socket = \"\"\n");
+    assert_eq!(keys(&found), ["socket"]);
+}

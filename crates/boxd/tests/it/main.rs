@@ -5,5 +5,6 @@
 mod support;
 
 mod cli;
+mod metrics;
 mod orphans;
 mod supervise;

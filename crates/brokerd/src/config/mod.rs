@@ -52,6 +52,8 @@ pub struct Config {
     pub http_fetch: HttpFetchSettings,
     /// `[approvals]`: how long an approval brokerd mints holds, and how many may be pending.
     pub approvals: ApprovalSettings,
+    /// `[metrics]`: the optional TCP listener of `/metrics` (`docs/metrics.md`).
+    pub metrics: bxmetrics::MetricsConfig,
 }
 
 impl Default for Config {
@@ -66,6 +68,7 @@ impl Default for Config {
             mcp: Vec::new(),
             http_fetch: HttpFetchSettings::default(),
             approvals: ApprovalSettings::default(),
+            metrics: bxmetrics::MetricsConfig::default(),
         }
     }
 }
@@ -144,6 +147,9 @@ impl Validate for Config {
         }
         self.http_fetch.check(&mut p);
         self.approvals.check(&mut p);
+        if let Err(e) = self.metrics.check() {
+            p.push("metrics.listen", e.to_string());
+        }
         p.finish()
     }
 

@@ -406,3 +406,14 @@ fn an_exec_grant_renders_as_toml_that_loads_back() {
 }
 
 mod approvals;
+
+#[test]
+fn metrics_listen_is_loopback_unless_allow_remote() {
+    let cfg = valid("[metrics]\nlisten = \"127.0.0.1:9464\"\n");
+    assert_eq!(cfg.metrics.listen, Some("127.0.0.1:9464".parse().unwrap()));
+    let found = invalid("[metrics]\nlisten = \"0.0.0.0:9464\"\n");
+    assert_eq!(keys(&found), ["metrics.listen"]);
+    assert!(found[0].message.contains("allow_remote"), "{found:?}");
+    let cfg = valid("[metrics]\nlisten = \"0.0.0.0:9464\"\nallow_remote = true\n");
+    assert!(cfg.metrics.allow_remote);
+}

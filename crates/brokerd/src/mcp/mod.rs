@@ -152,6 +152,9 @@ pub struct ServerStatus {
     pub pid: Option<u32>,
     /// How many times it has started successfully (the first start counts).
     pub starts: u64,
+    /// How many times brokerd started it again after it died or failed to start (each
+    /// attempt counts, whether it came up or not).
+    pub restarts: u64,
     /// How many tools it offers now.
     pub tools: usize,
     /// Why it last died or failed to start, if it did.
@@ -251,6 +254,14 @@ impl McpServers {
     /// Where the server called `name` stands; `None` if there is none.
     pub fn status(&self, name: &str) -> Option<ServerStatus> {
         self.find(name).map(|t| t.server.status())
+    }
+
+    /// Every server's name and where it stands, in config order.
+    pub fn statuses(&self) -> Vec<(String, ServerStatus)> {
+        self.servers
+            .iter()
+            .map(|t| (t.server.name().to_owned(), t.server.status()))
+            .collect()
     }
 
     /// Waits, at most `timeout`, until the status of server `name` satisfies `condition`, and

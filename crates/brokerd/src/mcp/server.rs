@@ -36,6 +36,7 @@ impl Server {
                 state: ServerState::Restarting,
                 pid: None,
                 starts: 0,
+                restarts: 0,
                 tools: 0,
                 last_error: None,
             },
@@ -130,6 +131,11 @@ impl Server {
             s.status.tools = tools.len();
             s.tools = Arc::from(tools);
         });
+    }
+
+    fn count_restart(&self) {
+        self.state
+            .send_modify(|s| s.status.restarts = s.status.restarts.saturating_add(1));
     }
 
     fn set_down(&self, state: ServerState, error: Option<String>) {
@@ -352,6 +358,7 @@ async fn restart(
             () = tokio::time::sleep(delay) => {}
             () = shutdown_requested(shutdown) => return Restart::Shutdown,
         }
+        server.count_restart();
         tokio::select! {
             attempt = connect(server) => match attempt {
                 Ok(conn) => return Restart::Up(conn),

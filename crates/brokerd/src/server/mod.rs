@@ -5,6 +5,7 @@
 //! | `POST /v1/call`, body a `proto::ToolRequest` | 200 and a `proto::ToolResponse` for every decided call (denials and failures included); 400 for a body that is not a `ToolRequest` (the message says why); 413 over `limits.max_body_bytes` |
 //! | `GET /v1/catalogue?session=ID` | 200 and a `proto::Catalogue`: the tools some grant lets that session call, sorted by name; 400 without a valid session |
 //! | `GET /v1/health` | 200 and a `proto::BrokerHealth`: `{"status":"ok","exec":"bubblewrap + Landlock v4"}`, or `"exec":"unavailable: REASON"` when the sandbox cannot be made |
+//! | `GET /metrics` | 200 and brokerd's metrics (`docs/metrics.md`): OpenMetrics when `Accept` names `application/openmetrics-text`, else the classic text format 0.0.4 |
 //!
 //! Errors are `proto::api::ApiError` bodies (`{"error":{"code","kind","message"}}`); unknown
 //! paths get 404, wrong methods 405; a request head hyper cannot read gets 400, 414 or 431

@@ -1,12 +1,16 @@
 //! The routes: `POST /v1/call`, `GET /v1/catalogue?session=ID`, `GET /v1/health`; JSON in
-//! (size-capped) and out, errors as `proto::api::ApiError`.
+//! (size-capped) and out, errors as `proto::api::ApiError`; and `GET /metrics`, Prometheus
+//! text ([`bxmetrics::scrape`]).
 
 use super::NAMES;
 use crate::broker::Broker;
 use bxcore::SessionId;
 pub(super) use bxhttp::answer::Body;
 use bxhttp::answer::{Problem, json};
-use http::{Method, Request, Response, StatusCode};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
 use proto::api::error_kind;
 use proto::{BrokerHealth, ToolRequest};
 use std::convert::Infallible;
@@ -43,13 +47,14 @@ where
     let path = request.uri().path();
     let allowed = match path {
         "/v1/call" => Method::POST,
-        "/v1/catalogue" | "/v1/health" => Method::GET,
+        "/v1/catalogue" | "/v1/health" | "/metrics" => Method::GET,
         _ => return Err(Problem::no_such_path(path)),
     };
     if request.method() != allowed {
         return Err(Problem::wrong_method(path, allowed, request.method()));
     }
     match path {
+        "/metrics" => metrics(&broker, request.headers()),
         "/v1/health" => {
             // The probe's answer always, granted or not: a status line says which walls
             // are up before anyone writes an exec grant.
@@ -80,6 +85,29 @@ where
             Ok(json(StatusCode::OK, &response))
         }
     }
+}
+
+/// The answer to `GET /metrics`: brokerd's metrics in the format the `Accept` header asks for.
+fn metrics(broker: &Broker, headers: &HeaderMap) -> Result<Response<Body>, Problem> {
+    let accept = headers.get(ACCEPT).and_then(|v| v.to_str().ok());
+    let scraped = bxmetrics::scrape(broker.metrics().as_ref(), accept).map_err(|e| {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            error_kind::INTERNAL,
+            format!("the metrics could not be encoded: {e}"),
+        )
+    })?;
+    let body = Full::new(Bytes::from(scraped.body)).boxed();
+    Response::builder()
+        .header(CONTENT_TYPE, scraped.content_type)
+        .body(body)
+        .map_err(|e| {
+            Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                error_kind::INTERNAL,
+                format!("the metrics answer could not be built: {e}"),
+            )
+        })
 }
 
 /// The session of `?session=ID`; anything else in the query is an error that says what.

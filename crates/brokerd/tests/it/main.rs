@@ -15,6 +15,7 @@ mod http_fetch_reach;
 mod mcp_everything;
 mod mcp_peer;
 mod mcp_start;
+mod metrics;
 mod policy;
 mod reaper;
 mod server;

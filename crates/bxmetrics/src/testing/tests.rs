@@ -75,7 +75,7 @@ fn promtools_complaints_and_exit_status_come_back() {
     )
     .unwrap();
     std::fs::set_permissions(&promtool, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let err = check_with(&promtool, "x_total 1\n").unwrap_err();
+    let err = promtool_check_with(&promtool, "x_total 1\n").unwrap_err();
     assert!(err.contains("x_total no help text"), "{err}");
     assert!(err.contains("exit status: 3"), "{err}");
 }

@@ -55,6 +55,12 @@ impl Setup {
         .unwrap();
     }
 
+    /// Adds `toml` to the top-level keys of the config (before any table).
+    pub fn top_level(&mut self, toml: &str) {
+        let at = self.toml.find("[restart]").unwrap();
+        self.toml.insert_str(at, &format!("{toml}\n"));
+    }
+
     /// A socket path in the temp dir.
     pub fn sock(&self, name: &str) -> PathBuf {
         self.dir.path().join(format!("{name}.sock"))
