@@ -6,6 +6,7 @@ mod tests;
 
 use super::schedules::{DEFAULT_TIMEZONE, parse_timezone};
 use bxconfig::Problems;
+use chrono_tz::Tz;
 use globset::{Glob, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +86,12 @@ impl Budgets {
         }
     }
 
+    /// The time zone of the budget's days: `timezone`, or UTC should it not parse (a config
+    /// built by hand; a loaded one was checked).
+    pub fn zone(&self) -> Tz {
+        parse_timezone(&self.timezone).unwrap_or(Tz::UTC)
+    }
+
     /// The turn budgets of session `id`: those of the first `[[budgets.sessions]]` entry
     /// whose `match` matches it, each key it leaves out taken from `[budgets]`; `[budgets]`'s
     /// own when no entry matches. The globs are compiled here, once per turn, and only when
@@ -146,7 +153,10 @@ impl TurnBudgets {
                 "max_generated_tokens_per_turn",
                 self.max_generated_tokens_per_turn,
             ),
-            ("max_prompt_tokens_per_turn", self.max_prompt_tokens_per_turn),
+            (
+                "max_prompt_tokens_per_turn",
+                self.max_prompt_tokens_per_turn,
+            ),
             ("max_turn_ms", self.max_turn_ms),
             ("max_tool_calls_per_turn", self.max_tool_calls_per_turn),
         ];

@@ -97,7 +97,9 @@ fn a_bad_or_empty_glob_is_named_by_its_entry() {
         "{found:?}"
     );
     assert!(
-        !found.iter().any(|(k, _)| k.starts_with("budgets.sessions[0]")),
+        !found
+            .iter()
+            .any(|(k, _)| k.starts_with("budgets.sessions[0]")),
         "{found:?}"
     );
     // A key the entry does not know is refused too, not ignored.
