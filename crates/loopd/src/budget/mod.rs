@@ -165,11 +165,6 @@ impl Spend {
         self.lock().reached.clone()
     }
 
-    /// Tokens generated in the turn so far, its subagents' included.
-    pub fn generated(&self) -> u64 {
-        self.lock().generated
-    }
-
     /// The turn reached `budget`: it ends, with `message`, and every wait of it and its
     /// children ends now. A turn already stopped (cancelled, shutting down, another budget)
     /// keeps the reason it had.

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 mod day;
+mod schedule;
 mod subagents;
 mod turn_budgets;
 
