@@ -122,7 +122,13 @@ pub fn turn(session: &SessionId, end: TurnEnd) -> Vec<TurnEvent> {
     ]
 }
 
-/// Sessions: `s1` (known), `busy` (full queue), `fail` (its turn fails), `ask` (its turn
+/// What `spent` is refused with.
+pub const SPENT: &str = "the day's budget is spent: 1200 tokens were generated today (UTC) \
+                         by all sessions; max_generated_tokens_per_day is 1000; the day turns \
+                         at 2025-06-02T00:00:00+00:00; new tasks are refused until then";
+
+/// Sessions: `s1` (known), `busy` (full queue), `fail` (its turn fails), `budget` (its turn
+/// stops at a budget), `spent` (refused: the day's budget is spent), `ask` (its turn
 /// asks for approval `ap-1` and waits for the answer), `ask-timeout` (its turn asks, and the
 /// wait times out at once); no other exists. Schedules: `daily` and `hourly`.
 pub struct Stub {
@@ -157,6 +163,11 @@ impl Backend for Stub {
                 reason: "llama-server is gone".into(),
             },
             "busy" => return Err(ApiFailure::Busy("session busy has 8 tasks waiting".into())),
+            "budget" => TurnEnd::Budget {
+                budget: "max_tool_calls_per_turn".into(),
+                message: "the turn asked for tool call 41; max_tool_calls_per_turn is 40".into(),
+            },
+            "spent" => return Err(ApiFailure::OverBudget(SPENT.into())),
             _ => return Err(ApiFailure::NotFound(format!("no session {session}"))),
         };
         let (tx, rx) = mpsc::unbounded_channel();
