@@ -23,7 +23,7 @@ pub use crate::outcome::CallOutcome;
 pub use crate::runtime::{
     Children, Meter, NO_OWNER, NoMeter, NoOwner, Owner, OwnerReply, Runtime, Stop,
 };
-pub use approval::{CANCELLED, NO_REASON, SHUTTING_DOWN};
+pub use approval::{BUDGET_REACHED, CANCELLED, NO_REASON, SHUTTING_DOWN};
 pub use call::run_call;
 pub use repeats::{REFUSED_REPEATS_BEFORE_END, Repeats};
 
