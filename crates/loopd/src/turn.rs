@@ -182,10 +182,9 @@ fn steps(
         });
         if calls.is_empty() {
             // An answer cut short because a budget left it no more tokens is no answer.
-            return Ok(if cut && stop.is_set() {
-                stop.end()
-            } else {
-                TurnEnd::Done
+            return Ok(match stop.end() {
+                end @ TurnEnd::Budget { .. } if cut => end,
+                _ => TurnEnd::Done,
             });
         }
         for tool_call in &calls {
