@@ -23,6 +23,10 @@ pub const EXIT_UNKNOWN_SESSION: u8 = 4;
 pub const EXIT_NO_APPROVAL: u8 = 5;
 /// No schedule has that name (HTTP 404 from `schedule run|pause|resume`).
 pub const EXIT_NO_SCHEDULE: u8 = 6;
+/// A budget of the owner's (`[budgets]` in loopd.toml): the turn stopped at one (it ended
+/// `budget`), or loopd refused the task because the day's budget is spent (HTTP 429, kind
+/// `budget`) until the day turns.
+pub const EXIT_BUDGET: u8 = 7;
 /// The command line was wrong.
 pub const EXIT_USAGE: u8 = 64;
 
@@ -35,6 +39,7 @@ Exit codes:
   4   no such session
   5   no such approval: answered, timed out, or never asked
   6   no such schedule
+  7   a budget: the turn stopped at one, or the day's budget is spent (refused until the day turns)
   64  the command line was wrong";
 
 /// boxctl drives a boxmaker appliance through loopd's Unix socket.

@@ -2,7 +2,7 @@
 
 use crate::answers::{cancel_text, sessions_table, status_text};
 use crate::cli::{
-    Cli, Command, EXIT_BUSY, EXIT_FAILED, EXIT_NO_APPROVAL, EXIT_NO_SCHEDULE, EXIT_OK,
+    Cli, Command, EXIT_BUDGET, EXIT_BUSY, EXIT_FAILED, EXIT_NO_APPROVAL, EXIT_NO_SCHEDULE, EXIT_OK,
     EXIT_UNKNOWN_SESSION, EXIT_UNREACHABLE,
 };
 use crate::client::{Client, ClientError, EventStream, StreamItem};
@@ -10,7 +10,7 @@ use crate::format::{EventPrinter, end_message, record_lines};
 use crate::prompt::Prompt;
 use bxcore::{ApprovalId, SessionId, TaskId, TurnEnd, TurnEvent};
 use clap::CommandFactory;
-use proto::api::{ApprovalAnswer, OwnerAnswer, SSE_PING_COMMENT, TaskRequest};
+use proto::api::{ApprovalAnswer, OwnerAnswer, SSE_PING_COMMENT, TaskRequest, error_kind};
 use std::io::{self, IsTerminal, Write};
 
 mod schedules;
@@ -45,6 +45,9 @@ pub fn exit_code(error: &ClientError) -> u8 {
     match error {
         ClientError::Unreachable { .. } | ClientError::Lost { .. } => EXIT_UNREACHABLE,
         ClientError::Api { status: 409, .. } => EXIT_BUSY,
+        ClientError::Api { status: 429, error } if error.error.kind == error_kind::BUDGET => {
+            EXIT_BUDGET
+        }
         ClientError::Api { status: 404, .. } => EXIT_UNKNOWN_SESSION,
         ClientError::Api { .. } | ClientError::Protocol(_) => EXIT_FAILED,
     }
@@ -221,10 +224,10 @@ async fn submit_task(
             prompt.event(client, &event).await;
         }
         if let TurnEvent::Ended { end, .. } = event {
-            return Ok(if end == TurnEnd::Done {
-                EXIT_OK
-            } else {
-                EXIT_FAILED
+            return Ok(match end {
+                TurnEnd::Done => EXIT_OK,
+                TurnEnd::Budget { .. } => EXIT_BUDGET,
+                _ => EXIT_FAILED,
             });
         }
     }

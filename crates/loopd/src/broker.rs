@@ -18,6 +18,7 @@ use http_body_util::Full;
 use proto::{BrokerHealth, Catalogue, ToolRequest, ToolResponse};
 use std::path::PathBuf;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The largest answer read from brokerd, in bytes (its results are capped far below this).
 pub const MAX_ANSWER_BYTES: usize = 16 << 20;
@@ -25,6 +26,10 @@ pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 pub const PROBE_TIMEOUT_MS: u64 = 5_000;
 /// What the model is told when brokerd cannot be reached; the reason follows.
 pub const UNAVAILABLE: &str = "tool broker unavailable";
+/// What a call brokerd had not answered when its turn was stopped gets: loopd stopped
+/// waiting, and brokerd may have run it.
+pub const STOPPED_DURING_CALL: &str =
+    "not answered: the turn was stopped while brokerd ran this call, which may have run";
 
 /// Why a request to brokerd got no answer.
 #[derive(Debug, thiserror::Error)]
@@ -161,8 +166,24 @@ impl ToolPort for Broker {
     }
 
     fn call(&self, request: &ToolRequest) -> ToolResponse {
-        match self.blocking.wait(Broker::call(self, request)) {
-            Ok(response) => response,
+        self.call_until(request, &CancellationToken::new())
+    }
+
+    fn call_until(&self, request: &ToolRequest, stop: &CancellationToken) -> ToolResponse {
+        let call = async {
+            tokio::select! {
+                answer = Broker::call(self, request) => answer.map(Some),
+                () = stop.cancelled() => Ok(None),
+            }
+        };
+        match self.blocking.wait(call) {
+            Ok(Some(response)) => response,
+            // Dropped like a call past its timeout: the request may have reached brokerd, so
+            // it is never sent again, and the model is told it may have run.
+            Ok(None) => {
+                tracing::info!(session = %request.session, tool = %request.tool, "tool call given up: the turn was stopped");
+                ToolResponse::failed(format!("{STOPPED_DURING_CALL} ({})", request.tool))
+            }
             Err(e) => {
                 tracing::warn!(session = %request.session, tool = %request.tool, error = %e, "tool call through brokerd failed");
                 ToolResponse::failed(e.to_string())

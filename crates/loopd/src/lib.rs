@@ -8,6 +8,7 @@ pub mod api;
 pub(crate) mod baseline;
 pub mod blocking;
 pub mod broker;
+pub(crate) mod budget;
 pub mod compact;
 pub mod config;
 pub mod daemon;

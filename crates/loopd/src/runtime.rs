@@ -6,6 +6,7 @@
 //! main slot.
 
 use crate::blocking::Blocking;
+use crate::budget::Spend;
 use crate::config::Config;
 use crate::llama::Client;
 use crate::outcome::CallOutcome;
@@ -49,12 +50,28 @@ pub struct Runtime<'a> {
 /// How a turn is told to stop early: the one way loopd cancels work. Waits select on its
 /// token (a model call ends at once, not at the next poll); a subagent's stop is a
 /// [`Stop::child`] of its parent's, so stopping the parent stops the child with no watcher.
-#[derive(Debug, Clone, Default)]
+/// It also carries what the top-level turn spent ([`Spend`]): a budget the turn or a child
+/// reaches stops the top-level turn, which then ends `budget`.
+#[derive(Debug, Clone)]
 pub struct Stop {
     token: CancellationToken,
     /// Set before the token is cancelled when loopd is shutting down: the turn then ends
     /// `interrupted` rather than `cancelled`. Shared with the children.
     shutdown: Arc<AtomicBool>,
+    /// What the top-level turn and its children spent, and its budgets. Shared with the
+    /// children.
+    spend: Arc<Spend>,
+}
+
+impl Default for Stop {
+    fn default() -> Stop {
+        let token = CancellationToken::new();
+        Stop {
+            spend: Arc::new(Spend::new(token.clone())),
+            token,
+            shutdown: Arc::default(),
+        }
+    }
 }
 
 impl Stop {
@@ -80,13 +97,24 @@ impl Stop {
         self.token.is_cancelled()
     }
 
-    /// How the turn ends now that it was stopped.
+    /// How the turn ends now that it was stopped: `interrupted` at shutdown, `budget` when
+    /// it reached one, else `cancelled`.
     pub fn end(&self) -> TurnEnd {
         if self.shutdown.load(Ordering::SeqCst) {
             TurnEnd::Interrupted
+        } else if let Some(reached) = self.spend.reached() {
+            TurnEnd::Budget {
+                budget: reached.budget.to_string(),
+                message: reached.message,
+            }
         } else {
             TurnEnd::Cancelled
         }
+    }
+
+    /// What the top-level turn and its children spent, and its budgets.
+    pub(crate) fn spend(&self) -> &Arc<Spend> {
+        &self.spend
     }
 
     /// The token to select on while waiting.
@@ -100,6 +128,7 @@ impl Stop {
         Stop {
             token: self.token.child_token(),
             shutdown: Arc::clone(&self.shutdown),
+            spend: Arc::clone(&self.spend),
         }
     }
 }

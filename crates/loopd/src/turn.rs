@@ -6,6 +6,7 @@
 //! loses at most the step in flight, and the next open ends the turn as `interrupted`.
 
 use crate::baseline::{self, BaselineError};
+use crate::budget::ModelSpend;
 use crate::compact;
 use crate::llama::{ChatEvent, ChatRequest, Completion, InferError};
 use crate::session::{Session, StoreError};
@@ -22,7 +23,7 @@ pub use crate::outcome::CallOutcome;
 pub use crate::runtime::{
     Children, Meter, NO_OWNER, NoMeter, NoOwner, Owner, OwnerReply, Runtime, Stop,
 };
-pub use approval::{CANCELLED, NO_REASON, SHUTTING_DOWN};
+pub use approval::{BUDGET_REACHED, CANCELLED, NO_REASON, SHUTTING_DOWN};
 pub use call::run_call;
 pub use repeats::{REFUSED_REPEATS_BEFORE_END, Repeats};
 
@@ -96,6 +97,17 @@ pub fn run_foreground(
         session: session.id().clone(),
         turn,
     });
+    // A top-level turn begins its budgets (and the `max_turn_ms` timer, stopped when this
+    // returns); a subagent's turn spends from its parent's, which its stop shares.
+    let _turn_timer = match session.root_turn() {
+        None => stop.spend().begin(
+            &rt.cfg.budgets,
+            session.id().as_str(),
+            rt.meter.generated_today(),
+            rt.blocking.handle(),
+        ),
+        Some(_) => None,
+    };
     let mut result = steps(rt, session, stop, on_event);
     // Context full: summaries, compaction, and the turn runs once more in the new epoch
     // (its request re-stated after the carry, see `compact`).
@@ -169,7 +181,11 @@ fn steps(
             }),
         });
         if calls.is_empty() {
-            return Ok(TurnEnd::Done);
+            // An answer cut short because a budget left it no more tokens is no answer.
+            return Ok(match stop.end() {
+                end @ TurnEnd::Budget { .. } if cut => end,
+                _ => TurnEnd::Done,
+            });
         }
         for tool_call in &calls {
             if stop.is_set() {
@@ -183,6 +199,10 @@ fn steps(
             let outcome = if cut {
                 CallOutcome::not_run(CUT_CALL)
             } else if let Some(why) = repeats.check(tool_call) {
+                CallOutcome::not_run(&why)
+            } else if let Err(why) = stop.spend().tool_call() {
+                // Past `max_tool_calls_per_turn` (counting the subagents' calls): not run,
+                // and the turn is stopped, so it ends `budget` at the next step.
                 CallOutcome::not_run(&why)
             } else {
                 run_call(rt, session, call, tool_call, stop, on_event)
@@ -230,6 +250,19 @@ fn model_call(
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
     };
+    // The call may generate no more than the turn's and the day's budgets leave; none left,
+    // and the turn was stopped at its budget.
+    let capped;
+    let client = match stop.spend().tokens_left(rt.meter.generated_today()) {
+        Some(0) => return Ok(Err(stop.end())),
+        Some(left) if left < u64::from(rt.client.options().max_tokens.unwrap_or(u32::MAX)) => {
+            capped = rt
+                .client
+                .with_max_tokens(u32::try_from(left).unwrap_or(u32::MAX));
+            &capped
+        }
+        _ => rt.client,
+    };
     // What has streamed, kept should the call be stopped: the client retries only tries
     // that streamed nothing, so this is all one try's.
     let (mut content, mut reasoning) = (String::new(), String::new());
@@ -242,13 +275,17 @@ fn model_call(
         on_event(&turn_event(event));
     };
     let started = Instant::now();
-    let answer = rt.blocking.wait(
-        rt.client
-            .chat_with_retry(&request, &mut forward, stop.token()),
-    );
+    let answer = rt
+        .blocking
+        .wait(client.chat_with_retry(&request, &mut forward, stop.token()));
     let model_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     match answer {
-        Ok(completion) => Ok(Ok((completion, model_us))),
+        Ok(completion) => {
+            // Counted against the top-level turn's budgets; one reached stops the turn.
+            stop.spend()
+                .model_call(ModelSpend::of(&completion), rt.meter.generated_today());
+            Ok(Ok((completion, model_us)))
+        }
         Err(InferError::Cancelled) => {
             if !content.is_empty() || !reasoning.is_empty() {
                 session.append(LogRecord::PartialAnswer {

@@ -25,7 +25,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
         "results and notes",
         &["outputs", "untrusted", "toolset", "memory"],
     ),
-    ("context", &["baseline", "runtime"]),
+    ("context", &["baseline", "budget", "runtime"]),
     ("epoch work", &["summarise", "compact"]),
     ("turn", &["turn"]),
     ("local tools that run turns", &["subagent"]),

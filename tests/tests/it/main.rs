@@ -9,6 +9,7 @@
 
 mod approvals;
 mod broker_restart;
+mod budgets;
 mod compact_command;
 mod dashboard;
 mod demo;

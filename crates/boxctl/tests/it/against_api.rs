@@ -52,6 +52,28 @@ async fn boxctl_task_that_fails_exits_1_with_the_reason() {
 }
 
 #[tokio::test]
+async fn boxctl_task_stopped_at_a_budget_or_refused_by_the_day_budget_exits_7() {
+    let served = start();
+    let (code, out, err) = boxctl(&served, &["task", "--session", "budget", "hi"]).await;
+    assert_eq!(code, Some(7), "{err}");
+    assert!(out.ends_with("It is noon.\n"), "{out}");
+    assert_eq!(
+        err,
+        "boxctl: the turn stopped at a budget: the turn asked for tool call 41; \
+         max_tool_calls_per_turn is 40\n"
+    );
+    let (code, out, err) = boxctl(&served, &["task", "--session", "spent", "hi"]).await;
+    assert_eq!(code, Some(7));
+    assert_eq!(out, "");
+    assert_eq!(err, format!("boxctl: {SPENT}\n"));
+    let (code, out, _) = boxctl(&served, &["--json", "task", "--session", "spent", "hi"]).await;
+    assert_eq!(code, Some(7));
+    let error: proto::api::ApiError = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(error.error.kind, proto::api::error_kind::BUDGET);
+    assert_eq!(error.error.message, SPENT);
+}
+
+#[tokio::test]
 async fn boxctl_busy_exits_3_and_unknown_session_exits_4() {
     let served = start();
     let (code, out, err) = boxctl(&served, &["task", "--session", "busy", "hi"]).await;

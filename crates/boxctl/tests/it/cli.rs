@@ -156,6 +156,10 @@ fn cli_help_lists_the_commands_and_the_exit_codes() {
         "{help}"
     );
     assert!(help.contains("6   no such schedule"), "{help}");
+    assert!(
+        help.contains("7   a budget: the turn stopped at one, or the day's budget is spent"),
+        "{help}"
+    );
 }
 
 #[test]

@@ -43,7 +43,7 @@ fn compact(inner: &Inner, id: &SessionId) -> Result<CompactAnswer, ApiFailure> {
         .map_err(store_failure)?;
     // A compaction calls no tool and writes no baseline: the next turn does.
     let registry = Registry::new(Vec::new());
-    let rt = super::worker::runtime(parts, &registry, &crate::turn::NoOwner);
+    let rt = super::worker::runtime(inner, &registry, &crate::turn::NoOwner);
     if let Err(e) = crate::summarise::missing(&rt, &mut session) {
         tracing::warn!(session = %id, error = %e, "tool summary");
     }

@@ -10,6 +10,7 @@
 
 pub(crate) mod approvals;
 mod compact;
+mod day;
 mod idle;
 mod lane;
 mod pool;
@@ -136,6 +137,8 @@ struct Inner {
     approvals: approvals::Desk,
     /// The schedules, once the daemon started them (`set_scheduler`); taken at shutdown.
     scheduler: Mutex<Option<Arc<Scheduler<Engine>>>>,
+    /// The tokens generated today, for the day budget.
+    day: day::DayTally,
 }
 
 impl Engine {
@@ -144,6 +147,7 @@ impl Engine {
     pub fn new(parts: EngineParts) -> Engine {
         Engine {
             inner: Arc::new(Inner {
+                day: day::DayTally::new(parts.cfg.budgets.zone()),
                 parts,
                 lanes: Mutex::new(HashMap::new()),
                 slots: Arc::new(Semaphore::new(1)),

@@ -36,6 +36,14 @@ impl Engine {
                 task_ids::Found::New(ticket) => Some(ticket),
             },
         };
+        // The day's budget spent: refused now (a repeat of a task still waiting or running
+        // follows it above), not after waiting for a slot.
+        if let Some(why) = self.inner.day_refusal() {
+            if let Some(ticket) = &named {
+                ticket.refused(&why);
+            }
+            return Err(why);
+        }
         let max_waiting = self.inner.parts.cfg.api.max_waiting_tasks;
         let waiting = match waiting::Waiters::take(&self.inner.waiters, max_waiting) {
             Ok(waiting) => waiting,

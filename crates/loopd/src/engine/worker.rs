@@ -2,7 +2,7 @@
 
 use super::approvals::TurnOwner;
 use super::lane::{Pending, Work};
-use super::{EngineParts, Inner, store_failure, unwind};
+use super::{Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
 use crate::blocking::OnRuntimeThread;
 use crate::session::Session;
@@ -54,10 +54,11 @@ struct Ran {
 /// The runtime of a task of this engine with `registry`, whose calls wait for the owner
 /// through `owner`.
 pub(super) fn runtime<'a>(
-    parts: &'a EngineParts,
+    inner: &'a Inner,
     registry: &'a Registry,
     owner: &'a dyn Owner,
 ) -> Runtime<'a> {
+    let parts = &inner.parts;
     Runtime {
         cfg: &parts.cfg,
         client: &parts.client,
@@ -68,7 +69,7 @@ pub(super) fn runtime<'a>(
         n_ctx: parts.server.n_ctx,
         children: &crate::subagent::Subagents,
         owner,
-        meter: &crate::turn::NoMeter,
+        meter: &inner.day,
     }
 }
 
@@ -121,6 +122,11 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         let _ = pending.reply.send(Ok(answer));
         return None;
     }
+    // The day's budget was spent while this task waited for its turn.
+    if let Some(why) = inner.day_refusal() {
+        pending.refuse(why);
+        return None;
+    }
     let task_id = pending.named.as_ref().map(|t| t.task_id());
     let turn = match start_task(&mut session, &pending.text, task_id) {
         Ok(turn) => turn,
@@ -152,6 +158,9 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
     let registry =
         crate::subagent::registry_for(&parts.tools.registry(id, &parts.blocking), id, &parts.cfg);
     let mut on_event = |event: &TurnEvent| {
+        // Each model call (its subagents' too) counts in the day before anyone hears of it,
+        // so a task submitted after this turn's `ended` event finds the day up to date.
+        inner.day.count(event);
         if let Some(named) = &pending.named {
             named.event(event);
         }
@@ -170,7 +179,7 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         stop.clone(),
         pending.unattended,
     );
-    let rt = runtime(parts, &registry, &owner);
+    let rt = runtime(inner, &registry, &owner);
     let result = match unwind::catch("a turn", id, || {
         run_foreground(&rt, &mut session, stop, &mut on_event)
     }) {
@@ -204,7 +213,7 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     }
     tracing::debug!(session = %id, "background work after the turn");
     // No tool runs after the turn: nothing there asks the owner.
-    let rt = runtime(&inner.parts, &ran.registry, &NoOwner);
+    let rt = runtime(inner, &ran.registry, &NoOwner);
     finish_turn(&rt, &mut ran.session, &ran.result);
     if !inner.shutting_down.load(Ordering::SeqCst) {
         inner.idle.keep(ran.session);

@@ -11,6 +11,7 @@
 
 mod approvals;
 mod bed;
+mod budgets;
 mod call_labels;
 mod compact;
 mod compact_answers;

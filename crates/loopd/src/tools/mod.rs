@@ -14,6 +14,7 @@
 
 pub use crate::text::cap_result;
 use proto::{ToolRequest, ToolResponse};
+use tokio_util::sync::CancellationToken;
 
 mod dispatch;
 mod fake;
@@ -45,6 +46,15 @@ pub trait ToolPort: Send + Sync {
     /// Runs one call and says what came of it. Refusals and failures are answers, not errors:
     /// the model gets them as the tool result.
     fn call(&self, request: &ToolRequest) -> ToolResponse;
+
+    /// [`ToolPort::call`], given up once `stop` is cancelled (the turn was stopped: cancelled,
+    /// shutting down, or at a budget such as `max_turn_ms`), so that a stopped turn does not
+    /// wait for a slow tool. The default runs the call to its end: a port that answers at
+    /// once needs no more; brokerd's gives up.
+    fn call_until(&self, request: &ToolRequest, stop: &CancellationToken) -> ToolResponse {
+        let _ = stop;
+        self.call(request)
+    }
 
     /// The tools this port offers `session`, when it decides per session (brokerd's
     /// catalogue); `None`: it offers the same tools to every session.

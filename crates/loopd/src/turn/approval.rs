@@ -32,6 +32,8 @@ pub const NO_REASON: &str = "no reason given";
 pub const CANCELLED: &str = "the turn was cancelled";
 /// Why a wait is void when loopd is shutting down.
 pub const SHUTTING_DOWN: &str = "loopd is shutting down";
+/// Why a wait is void when the turn reached a budget meanwhile (the budget's words follow).
+pub const BUDGET_REACHED: &str = "the turn reached a budget";
 /// The most characters of a call's arguments quoted in a notification (`boxctl approvals`
 /// shows them whole).
 pub const NOTIFICATION_ARGUMENT_CHARS: usize = 200;
@@ -173,7 +175,15 @@ pub(super) fn ask_owner(
         let _ = record_decision(session, &ask, call, &void, on_event);
         return refusal(&void);
     }
-    send_approved(rt, session, request, &ask, decision.decision, on_event)
+    send_approved(
+        rt,
+        session,
+        request,
+        &ask,
+        decision.decision,
+        stop,
+        on_event,
+    )
 }
 
 /// Sends the approved call again, with its approval. brokerd refusing the approval (it
@@ -185,6 +195,7 @@ fn send_approved(
     mut request: ToolRequest,
     ask: &ApprovalAsk,
     decision: ApprovalDecision,
+    stop: &Stop,
     on_event: &mut dyn FnMut(&TurnEvent),
 ) -> CallOutcome {
     let call = request.call;
@@ -192,7 +203,7 @@ fn send_approved(
         id: ask.id.clone(),
         for_turn: decision == ApprovalDecision::ApprovedForTurn,
     });
-    match rt.port.call(&request) {
+    match rt.port.call_until(&request, stop.token()) {
         ToolResponse::Denied {
             reason: DenyReason::ApprovalRefused,
             detail,
@@ -264,10 +275,11 @@ fn wait(
 }
 
 /// Why a stopped turn's wait is void.
-fn stopped(stop: &Stop) -> &'static str {
+fn stopped(stop: &Stop) -> String {
     match stop.end() {
-        TurnEnd::Interrupted => SHUTTING_DOWN,
-        _ => CANCELLED,
+        TurnEnd::Interrupted => SHUTTING_DOWN.to_string(),
+        TurnEnd::Budget { message, .. } => format!("{BUDGET_REACHED}: {message}"),
+        _ => CANCELLED.to_string(),
     }
 }
 

@@ -55,7 +55,7 @@ pub fn run_call(
                 }),
                 approval: None,
             };
-            match rt.port.call(&request) {
+            match rt.port.call_until(&request, stop.token()) {
                 ToolResponse::Ask { approval } => {
                     super::approval::ask_owner(rt, session, request, approval, stop, on_event)
                 }

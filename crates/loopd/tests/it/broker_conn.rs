@@ -6,7 +6,7 @@
 
 use bxcore::{CallId, DataClass, Labels, SessionId};
 use loopd::blocking::Blocking;
-use loopd::broker::{Broker, MAX_IDLE_CONNECTIONS, UNAVAILABLE};
+use loopd::broker::{Broker, MAX_IDLE_CONNECTIONS, STOPPED_DURING_CALL, UNAVAILABLE};
 use loopd::tools::ToolPort;
 use proto::{ToolRequest, ToolResponse};
 use std::path::Path;
@@ -30,6 +30,8 @@ enum Action {
     Swallow,
     /// Waits until `hold` requests are in flight, then answers.
     AnswerWhenAllHeld,
+    /// Never answers, and keeps the connection open (a tool that runs for long).
+    Never,
 }
 
 /// What the stand-in saw.
@@ -130,6 +132,9 @@ async fn serve(
         let action = plan(index, nth);
         if action == Action::Swallow {
             return;
+        }
+        if action == Action::Never {
+            std::future::pending::<()>().await;
         }
         if action == Action::AnswerWhenAllHeld {
             let all = tokio::time::timeout(Duration::from_millis(WAIT_MS), held.wait()).await;
@@ -334,4 +339,34 @@ fn concurrent_calls_use_their_own_connections_and_at_most_the_limit_stay_open() 
         stand_in.counts.closed_by_client.load(Ordering::SeqCst),
         concurrent - MAX_IDLE_CONNECTIONS
     );
+}
+
+#[test]
+fn a_call_brokerd_has_not_answered_is_given_up_when_its_turn_stops_and_never_resent() {
+    // The stop comes while brokerd holds the call (a budget's max_turn_ms, a cancel).
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopping = stop.clone();
+    let stand_in = StandIn::start(0, move |connection, _| {
+        if connection == 0 {
+            stopping.cancel();
+            Action::Never
+        } else {
+            Action::Answer
+        }
+    });
+    let started = std::time::Instant::now();
+    match stand_in.broker.call_until(&request(1), &stop) {
+        ToolResponse::Failed { message, labels } => {
+            assert!(message.starts_with(STOPPED_DURING_CALL), "{message}");
+            assert!(message.contains("write_file"), "{message}");
+            assert_eq!(labels, None);
+        }
+        other => panic!("expected Failed, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_millis(WAIT_MS));
+    assert_eq!(stand_in.requests(), 1);
+    // The next call goes out on a new connection; the given-up one is not sent again.
+    assert_answered(ToolPort::call(&stand_in.broker, &request(2)));
+    assert_eq!(stand_in.requests(), 2);
+    assert_eq!(stand_in.connections(), 2);
 }

@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use bxcore::{
-    ApprovalDecision, CallId, DataClass, DenyReason, LogRecord, SessionId, Timestamp, ToolCall,
-    ToolOutcome, TurnEnd, TurnEvent,
+    ApprovalDecision, CallId, DataClass, DenyReason, SessionId, Timestamp, ToolCall, ToolOutcome,
+    TurnEnd, TurnEvent,
 };
 use loopd::api::{ApiFailure, ApiOptions, Backend, Submitted, bind_socket, serve};
 use proto::api::{
@@ -17,7 +17,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
+mod budgets;
+mod records;
 mod schedules;
+pub use budgets::SPENT;
+pub use records::s1_records;
 pub use schedules::{StubSchedules, stub_hourly, stub_schedule};
 
 /// How long a test waits for anything, in milliseconds.
@@ -45,49 +49,6 @@ pub fn clock_call() -> ToolCall {
         name: "clock".into(),
         arguments: "{}".into(),
     }
-}
-
-/// Session `s1`'s records: five, so pages of two take three requests.
-pub fn s1_records() -> Vec<LogRecord> {
-    let t = time();
-    vec![
-        LogRecord::User {
-            time: t,
-            turn: 1,
-            content: "what time is it?".into(),
-            task_id: None,
-        },
-        LogRecord::Assistant {
-            time: t,
-            content: String::new(),
-            reasoning: None,
-            tool_calls: vec![clock_call()],
-            usage: None,
-        },
-        LogRecord::ToolResult {
-            time: t,
-            call: CallId(1),
-            tool_call_id: "c1".into(),
-            content: "12:00".into(),
-            class: DataClass::Public,
-            untrusted: false,
-            truncated: false,
-            outcome: ToolOutcome::Ok,
-            by_loopd: false,
-        },
-        LogRecord::Assistant {
-            time: t,
-            content: "It is noon.".into(),
-            reasoning: None,
-            tool_calls: vec![],
-            usage: None,
-        },
-        LogRecord::TurnEnd {
-            time: t,
-            turn: 1,
-            end: TurnEnd::Done,
-        },
-    ]
 }
 
 pub fn turn(session: &SessionId, end: TurnEnd) -> Vec<TurnEvent> {
@@ -122,9 +83,10 @@ pub fn turn(session: &SessionId, end: TurnEnd) -> Vec<TurnEvent> {
     ]
 }
 
-/// Sessions: `s1` (known), `busy` (full queue), `fail` (its turn fails), `ask` (its turn
-/// asks for approval `ap-1` and waits for the answer), `ask-timeout` (its turn asks, and the
-/// wait times out at once); no other exists. Schedules: `daily` and `hourly`.
+/// Sessions: `s1` (known), `busy` (full queue), `fail` (its turn fails), `budget` and `spent`
+/// (`budgets`), `ask` (its turn asks for approval `ap-1` and waits for the answer),
+/// `ask-timeout` (its turn asks, and the wait times out at once); no other exists. Schedules:
+/// `daily` and `hourly`.
 pub struct Stub {
     pub follow: Mutex<Option<broadcast::Sender<TurnEvent>>>,
     pub followed: Notify,
@@ -157,6 +119,8 @@ impl Backend for Stub {
                 reason: "llama-server is gone".into(),
             },
             "busy" => return Err(ApiFailure::Busy("session busy has 8 tasks waiting".into())),
+            "budget" => budgets::stopped(),
+            "spent" => return Err(ApiFailure::OverBudget(SPENT.into())),
             _ => return Err(ApiFailure::NotFound(format!("no session {session}"))),
         };
         let (tx, rx) = mpsc::unbounded_channel();

@@ -3,6 +3,7 @@
 
 mod approvals;
 mod background_work;
+mod budgets;
 mod faults;
 
 use crate::config::Config;

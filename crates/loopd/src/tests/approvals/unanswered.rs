@@ -76,6 +76,36 @@ fn a_turn_stopped_while_it_waits_records_the_approval_void_and_never_sends_the_c
 }
 
 #[test]
+fn a_turn_that_reaches_max_turn_ms_while_it_waits_ends_at_the_budget_and_runs_nothing() {
+    let mut bed = Bed::new();
+    bed.cfg.budgets.turn.max_turn_ms = Some(300);
+    let port = AskingPort::new();
+    let started = std::time::Instant::now();
+    let (ran, id) = bed.turn(&port, "s", "save a note", &Stop::new(), |d| d.asked());
+    assert!(started.elapsed() < std::time::Duration::from_millis(super::WAIT_MS));
+    match ran.end.unwrap() {
+        TurnEnd::Budget { budget, message } => {
+            assert_eq!(budget, "max_turn_ms");
+            assert!(message.ends_with("ms; max_turn_ms is 300"), "{message}");
+        }
+        other => panic!("expected a budget end, got {other:?}"),
+    }
+    let trail = trail(&ran.session);
+    assert!(
+        trail[1].starts_with(&format!(
+            "decided void None Some(\"{}: the turn ran for ",
+            crate::turn::BUDGET_REACHED
+        )),
+        "{trail:?}"
+    );
+    assert_eq!(port.requests().len(), 1, "the call is never sent again");
+    assert!(matches!(
+        bed.answer(&id, OwnerAnswer::Approve, None, None),
+        Err(ApiFailure::NotFound(_))
+    ));
+}
+
+#[test]
 fn an_approval_brokerd_refuses_after_the_owner_approved_is_recorded_void() {
     let bed = Bed::new();
     let port = AskingPort::forgetting();

@@ -1,0 +1,104 @@
+//! A schedule's run refused by the day budget: nothing runs, and the run reads `failed` with
+//! the budget's words, through a real engine and the scheduler.
+
+use crate::api::Backend;
+use crate::config::Config;
+use crate::engine::{Engine, EngineParts, ToolSource};
+use crate::llama::ServerInfo;
+use crate::llama::tests::support::Fake;
+use crate::schedule::{Paths, Scheduler, SystemClock, specs};
+use crate::session::Store;
+use crate::tools::{FakeTools, Registry};
+use bxcore::{SessionId, TurnEnd, TurnEvent};
+use proto::api::{RunOutcome, TaskRequest};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest the test waits for anything, in milliseconds.
+const WAIT_MS: u64 = 20_000;
+
+#[test]
+fn a_scheduled_run_refused_by_the_day_budget_reads_failed_with_the_budgets_words() {
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(state.path().join("system.md"), "You are a test.").unwrap();
+    let mut cfg = Config {
+        state_dir: state.path().join("state"),
+        ..Config::default()
+    };
+    std::fs::create_dir(&cfg.state_dir).unwrap();
+    cfg.baseline.system = state.path().join("system.md");
+    cfg.budgets.max_generated_tokens_per_day = Some(1);
+    let schedule: crate::config::Schedule = serde_json::from_value(serde_json::json!({
+        "name": "report", "every": "50ms", "task": "Write the report."
+    }))
+    .unwrap();
+    cfg.schedules.push(schedule);
+    let fake = Fake::script(r#"default_reply = "a reply of several tokens""#);
+    let engine = Engine::new(EngineParts {
+        cfg: cfg.clone(),
+        store: Store::new(&cfg.state_dir).unwrap(),
+        client: Arc::new(fake.client()),
+        port: Arc::new(FakeTools::new()),
+        tools: ToolSource::Fake(Registry::m2b()),
+        system: "You are a test.".into(),
+        server: ServerInfo {
+            n_ctx: fakellama::DEFAULT_N_CTX,
+            total_slots: 1,
+            model: "fakellama".into(),
+            model_path: String::new(),
+            build_info: String::new(),
+        },
+        blocking: fake.blocking(),
+    });
+    fake.rt.block_on(async {
+        // A task spends the day's one token.
+        let task = TaskRequest {
+            session: Some(SessionId::new("chat").unwrap()),
+            text: "hello".into(),
+            task_id: None,
+        };
+        let mut submitted = engine.submit(task).await.unwrap();
+        let mut end = None;
+        while let Some(event) = submitted.events.recv().await {
+            if let TurnEvent::Ended { end: e, .. } = event {
+                end = Some(e);
+            }
+        }
+        assert!(matches!(end, Some(TurnEnd::Budget { .. })), "{end:?}");
+        let scheduler = Scheduler::start(
+            Arc::new(engine.clone()),
+            specs(&cfg).unwrap(),
+            Paths::of(&cfg),
+            Arc::new(SystemClock),
+        )
+        .unwrap();
+        let mut counts = scheduler.counts();
+        tokio::time::timeout(
+            Duration::from_millis(WAIT_MS),
+            counts.wait_for(|c| c.finished >= 1),
+        )
+        .await
+        .expect("a run was tried in time")
+        .unwrap();
+        let list = scheduler.list();
+        scheduler.stop().await;
+        engine.shutdown(WAIT_MS).await;
+        let run = list
+            .schedules
+            .iter()
+            .find(|s| s.name == "report")
+            .and_then(|s| s.last_run.clone())
+            .unwrap();
+        match run.outcome {
+            RunOutcome::Failed { reason } => {
+                assert!(
+                    reason.starts_with("the day's budget is spent: 1 tokens were generated today")
+                        && reason.contains("max_generated_tokens_per_day is 1"),
+                    "{reason}"
+                );
+            }
+            other => panic!("expected failed, got {other:?}"),
+        }
+        assert_eq!(run.turn, None, "nothing ran");
+    });
+}
