@@ -12,6 +12,7 @@ pub(crate) mod approvals;
 mod compact;
 mod idle;
 mod lane;
+mod metrics;
 mod pool;
 mod status;
 mod submit;
@@ -22,11 +23,12 @@ mod unwind;
 mod waiting;
 mod worker;
 
-use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted};
+use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted, UsageQuery};
 use crate::blocking::{Blocking, OnRuntimeThread};
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::llama::{Client, ServerInfo};
+use crate::meter::Meter;
 use crate::schedule::Scheduler;
 use crate::session::{Store, StoreError};
 use crate::tools::{Registry, ToolPort};
@@ -61,6 +63,8 @@ pub struct EngineParts {
     /// How turn threads wait for async work (the clients, a main or background slot), on
     /// the runtime the API runs on.
     pub blocking: Blocking,
+    /// The metrics and usage accounts every task reports to.
+    pub meter: Arc<Meter>,
 }
 
 /// Where the tools of a task come from.
@@ -471,5 +475,13 @@ impl Backend for Engine {
 
     async fn status(&self) -> Status {
         status::status(&self.inner).await
+    }
+
+    fn usage(&self, query: &UsageQuery) -> Result<proto::api::UsageReport, ApiFailure> {
+        metrics::usage(&self.inner, query)
+    }
+
+    fn metrics(&self) -> Arc<dyn bxmetrics::Source> {
+        Arc::new(self.clone())
     }
 }

@@ -52,11 +52,12 @@ struct Ran {
 }
 
 /// The runtime of a task of this engine with `registry`, whose calls wait for the owner
-/// through `owner`.
+/// through `owner` and whose spending goes to `meter`.
 pub(super) fn runtime<'a>(
     parts: &'a EngineParts,
     registry: &'a Registry,
     owner: &'a dyn Owner,
+    meter: &'a dyn crate::turn::Meter,
 ) -> Runtime<'a> {
     Runtime {
         cfg: &parts.cfg,
@@ -68,7 +69,7 @@ pub(super) fn runtime<'a>(
         n_ctx: parts.server.n_ctx,
         children: &crate::subagent::Subagents,
         owner,
-        meter: &crate::turn::NoMeter,
+        meter,
     }
 }
 
@@ -151,7 +152,11 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
     let parts = &inner.parts;
     let registry =
         crate::subagent::registry_for(&parts.tools.registry(id, &parts.blocking), id, &parts.cfg);
+    let meter = parts.meter.task(id.clone(), &registry);
+    let mut tally = meter.tally();
     let mut on_event = |event: &TurnEvent| {
+        // First: a budget reads the day's spending right after the event.
+        tally.event(event);
         if let Some(named) = &pending.named {
             named.event(event);
         }
@@ -170,16 +175,20 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         stop.clone(),
         pending.unattended,
     );
-    let rt = runtime(parts, &registry, &owner);
-    let result = match unwind::catch("a turn", id, || {
+    let rt = runtime(parts, &registry, &owner, &meter);
+    let ran = unwind::catch("a turn", id, || {
         run_foreground(&rt, &mut session, stop, &mut on_event)
-    }) {
+    });
+    let result = match ran {
         Ok(result) => result,
         Err(why) => {
             unwind::end_failed(&mut session, turn, &why, &mut on_event);
+            parts.meter.save_or_warn();
             return None;
         }
     };
+    // The turn's spending is durable once its end is: a crash loses at most a turn in flight.
+    parts.meter.save_or_warn();
     if let Err(e) = &result {
         tracing::warn!(session = %id, turn, error = %e, "turn failed");
     }
@@ -204,8 +213,10 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     }
     tracing::debug!(session = %id, "background work after the turn");
     // No tool runs after the turn: nothing there asks the owner.
-    let rt = runtime(&inner.parts, &ran.registry, &NoOwner);
+    let meter = inner.parts.meter.task(id.clone(), &ran.registry);
+    let rt = runtime(&inner.parts, &ran.registry, &NoOwner, &meter);
     finish_turn(&rt, &mut ran.session, &ran.result);
+    inner.parts.meter.save_or_warn();
     if !inner.shutting_down.load(Ordering::SeqCst) {
         inner.idle.keep(ran.session);
     }

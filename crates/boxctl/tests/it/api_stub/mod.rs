@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
 mod schedules;
+pub mod usage;
 pub use schedules::{StubSchedules, stub_hourly, stub_schedule};
 
 /// How long a test waits for anything, in milliseconds.
@@ -283,12 +284,7 @@ impl Backend for Stub {
                     subagent: 2,
                 },
             },
-            usage: proto::api::UsageToday {
-                day: "2026-12-01".into(),
-                timezone: "UTC".into(),
-                totals: proto::api::UsageTotals::default(),
-                max_generated_tokens_per_day: None,
-            },
+            usage: usage::usage_today(),
         }
     }
     fn approvals(&self) -> Result<proto::api::ApprovalList, ApiFailure> {
@@ -335,6 +331,14 @@ impl Backend for Stub {
         paused: bool,
     ) -> Result<proto::api::ScheduleInfo, ApiFailure> {
         self.schedules.pause(name, paused)
+    }
+
+    fn usage(&self, query: &loopd::api::UsageQuery) -> Result<proto::api::UsageReport, ApiFailure> {
+        usage::report(query)
+    }
+
+    fn metrics(&self) -> Arc<dyn loopd::api::MetricsSource> {
+        Arc::new(usage::StubMetrics)
     }
 }
 

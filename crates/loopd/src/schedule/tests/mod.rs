@@ -64,6 +64,7 @@ impl Bed {
             specs,
             self.paths(),
             Arc::clone(&self.clock) as Arc<dyn super::Clock>,
+            crate::meter::ScheduleRuns::default(),
         )
         .unwrap()
     }

@@ -10,7 +10,10 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Body, Frame};
-use loopd::api::{ApiFailure, ApiOptions, Backend, Limits, Submitted, bind_socket, serve};
+use loopd::api::{
+    ApiFailure, ApiOptions, Backend, Limits, MetricsSource, Submitted, UsageQuery, bind_socket,
+    serve,
+};
 use proto::api::{
     BrokerStatus, CancelAnswer, CompactAnswer, LlamaStatus, LoopdStatus, RecordsPage, SessionInfo,
     SessionList, SlotRoles, Status, TaskAccepted, TaskRequest,
@@ -259,6 +262,38 @@ impl Backend for Stub {
             return Err(ApiFailure::NotFound(format!("no schedule named {name:?}")));
         }
         Ok(stub_schedule(paused))
+    }
+    fn usage(&self, query: &UsageQuery) -> Result<proto::api::UsageReport, ApiFailure> {
+        if let Some(id) = &query.session {
+            known(id)?;
+        }
+        Ok(proto::api::UsageReport {
+            day: query.day.map(|d| d.to_string()),
+            timezone: "UTC".into(),
+            session: query.session.clone(),
+            totals: proto::api::UsageTotals {
+                turns: 2,
+                generated_tokens: 40,
+                ..Default::default()
+            },
+            sessions: Vec::new(),
+        })
+    }
+    fn metrics(&self) -> Arc<dyn MetricsSource> {
+        Arc::new(StubMetrics)
+    }
+}
+
+/// The stand-in's metrics: one counter, `loopd_turns_total`, at 2.
+pub struct StubMetrics;
+
+impl MetricsSource for StubMetrics {
+    fn open_metrics(&self) -> Result<String, std::fmt::Error> {
+        Ok(
+            "# HELP loopd_turns Turns ended.\n# TYPE loopd_turns counter\n\
+            loopd_turns_total 2\n# EOF\n"
+                .into(),
+        )
     }
 }
 
