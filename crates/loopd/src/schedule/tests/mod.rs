@@ -2,6 +2,7 @@
 //! clock and waits (bounded) on the scheduler's counts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod counted;
 mod runs;
 mod stub;
 
