@@ -55,8 +55,8 @@ pub fn duration_words(seconds: u64) -> String {
     }
 }
 
-/// The status as three lines: loopd, broker, llama; a fourth under the broker when brokerd
-/// reports the walls of its `exec` tool.
+/// The status as four lines: loopd, broker, llama and today's usage; one more under the
+/// broker when brokerd reports the walls of its `exec` tool.
 pub fn status_text(status: &Status) -> String {
     let loopd = &status.loopd;
     let broker = &status.broker;
@@ -99,6 +99,7 @@ pub fn status_text(status: &Status) -> String {
         slots.background,
         slots.subagent
     ));
+    text.push_str(&crate::usage::today_line(&status.usage));
     text
 }
 

@@ -31,7 +31,9 @@ fn a_run_that_ended_and_one_skipped_are_counted_by_outcome() {
     rt().block_on(async {
         let s = Scheduler::start(
             Arc::clone(&bed.stub),
-            vec![spec(r#"{"name": "m", "every": "1h", "session": "reports"}"#)],
+            vec![spec(
+                r#"{"name": "m", "every": "1h", "session": "reports"}"#,
+            )],
             bed.paths(),
             Arc::clone(&bed.clock) as Arc<dyn crate::schedule::Clock>,
             ScheduleRuns::into_meter(Arc::clone(&meter)),
@@ -71,7 +73,9 @@ fn a_run_left_running_by_a_stopped_loopd_is_counted_interrupted_at_the_next_star
     rt().block_on(async {
         let s = Scheduler::start(
             Arc::clone(&bed.stub),
-            vec![spec(r#"{"name": "m", "every": "1h", "session": "reports"}"#)],
+            vec![spec(
+                r#"{"name": "m", "every": "1h", "session": "reports"}"#,
+            )],
             bed.paths(),
             Arc::clone(&bed.clock) as Arc<dyn crate::schedule::Clock>,
             ScheduleRuns::into_meter(Arc::clone(&meter)),
