@@ -180,15 +180,19 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         run_foreground(&rt, &mut session, stop, &mut on_event)
     });
     let result = match ran {
-        Ok(result) => result,
+        Ok(result) => Some(result),
         Err(why) => {
             unwind::end_failed(&mut session, turn, &why, &mut on_event);
-            parts.meter.save_or_warn();
-            return None;
+            None
         }
     };
-    // The turn's spending is durable once its end is: a crash loses at most a turn in flight.
+    // What the turn's events had not yet told the accounts. The main slot goes back first
+    // (another session's turn need not wait for the write); then the turn's spending is made
+    // durable: a crash loses at most a turn in flight.
+    drop(tally);
+    drop(owner);
     parts.meter.save_or_warn();
+    let result = result?;
     if let Err(e) = &result {
         tracing::warn!(session = %id, turn, error = %e, "turn failed");
     }

@@ -8,6 +8,7 @@
 //! piece of background work, never per event. Days are calendar days in `[budgets] timezone`,
 //! read from a [`Clock`] the tests set.
 
+mod day;
 pub mod metrics;
 #[cfg(test)]
 pub(crate) mod promtool;
@@ -42,7 +43,7 @@ pub struct Meter {
     accounts: Mutex<Accounts>,
     /// `<state_dir>/usage`.
     dir: PathBuf,
-    tz: Tz,
+    days: day::Days,
     clock: Clock,
     /// Serialises writes of the day files, so the last write holds the latest accounts.
     writes: Mutex<()>,
@@ -65,7 +66,7 @@ impl Meter {
             metrics: Metrics::new(),
             accounts: Mutex::new(Accounts::from_days(days)),
             dir,
-            tz,
+            days: day::Days::new(tz),
             clock,
             writes: Mutex::new(()),
             max_generated_tokens_per_day: cfg.budgets.max_generated_tokens_per_day,
@@ -92,12 +93,12 @@ impl Meter {
 
     /// Today, in `[budgets] timezone`.
     pub fn today(&self) -> NaiveDate {
-        (self.clock)().with_timezone(&self.tz).date_naive()
+        self.days.day_of((self.clock)())
     }
 
     /// The time zone days are counted in.
     pub fn timezone(&self) -> &'static str {
-        self.tz.name()
+        self.days.tz().name()
     }
 
     /// Adds `delta` to `session`'s account today.

@@ -6,12 +6,12 @@
 
 use super::Meter;
 use super::metrics::{CallCounts, Role, UNKNOWN_TOOL};
+use super::usage::add_totals;
 use crate::runtime::{Background, BackgroundOutcome};
 use crate::tools::{Registry, target_tool};
 use bxcore::{CallId, ModelTimings, SessionId, ToolCall, TurnEvent, Usage};
 use proto::api::UsageTotals;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// The meter of one task of `session`, whose tools are `registry`.
@@ -36,7 +36,8 @@ impl<'a> TaskMeter<'a> {
         TurnTally {
             task: self,
             started: None,
-            calls: HashMap::new(),
+            calls: Vec::new(),
+            pending: UsageTotals::default(),
         }
     }
 
@@ -53,21 +54,24 @@ impl<'a> TaskMeter<'a> {
         }
     }
 
-    /// A model call of `role` answered: metrics and the session's account.
-    fn model_call(&self, role: Role, usage: &Usage, timings: Option<&ModelTimings>, model_us: u64) {
+    /// A model call of `role` answered: counted in the metrics; what it adds to the account.
+    fn model_call(
+        &self,
+        role: Role,
+        usage: &Usage,
+        timings: Option<&ModelTimings>,
+        model_us: u64,
+    ) -> UsageTotals {
         let counts = counts(usage, timings, model_us);
         self.meter.metrics().model_call(role, &counts);
-        self.meter.add(
-            &self.session,
-            &UsageTotals {
-                model_calls: 1,
-                evaluated_tokens: counts.evaluated,
-                cached_tokens: counts.cached,
-                generated_tokens: counts.generated,
-                model_ms: model_us.saturating_add(500) / 1000,
-                ..UsageTotals::default()
-            },
-        );
+        UsageTotals {
+            model_calls: 1,
+            evaluated_tokens: counts.evaluated,
+            cached_tokens: counts.cached,
+            generated_tokens: counts.generated,
+            model_ms: model_us.saturating_add(500) / 1000,
+            ..UsageTotals::default()
+        }
     }
 }
 
@@ -77,7 +81,8 @@ impl crate::runtime::Meter for TaskMeter<'_> {
     }
 
     fn background_call(&self, usage: &Usage, timings: Option<&ModelTimings>, model_us: u64) {
-        self.model_call(Role::Background, usage, timings, model_us);
+        let spent = self.model_call(Role::Background, usage, timings, model_us);
+        self.meter.add(&self.session, &spent);
     }
 
     fn background_done(&self, work: Background, outcome: BackgroundOutcome, elapsed: Duration) {
@@ -110,13 +115,17 @@ pub fn counts(usage: &Usage, timings: Option<&ModelTimings>, model_us: u64) -> C
     }
 }
 
-/// One task's turn as its events tell it: when it started, and the tool of each call not yet
-/// answered (a result names only its call). A call's key is the child session it ran in
-/// (`None`: the turn's own) and its number there.
+/// One task's turn as its events tell it: when it started, the tool of each call not yet
+/// answered (a result names only its call: its key is the child session it ran in, `None` for
+/// the turn's own, and its number there), and what it spent since the accounts last heard.
+/// The accounts are told at each model call (the day's budget reads them right after), at the
+/// turn's end and when the tally is dropped: a tool call waits for the next of those.
 pub struct TurnTally<'a> {
     task: &'a TaskMeter<'a>,
     started: Option<Instant>,
-    calls: HashMap<(Option<SessionId>, CallId), Cow<'static, str>>,
+    /// The calls waiting for their results: few at once (one, or one per open child).
+    calls: Vec<(Option<SessionId>, CallId, Cow<'static, str>)>,
+    pending: UsageTotals,
 }
 
 impl TurnTally<'_> {
@@ -124,6 +133,14 @@ impl TurnTally<'_> {
     /// day's budget, read right after, sees it.
     pub fn event(&mut self, event: &TurnEvent) {
         self.seen(None, event);
+    }
+
+    /// Tells the accounts what was spent since they last heard.
+    fn flush(&mut self) {
+        if self.pending != UsageTotals::default() {
+            let pending = std::mem::take(&mut self.pending);
+            self.task.meter.add(&self.task.session, &pending);
+        }
     }
 
     fn seen(&mut self, child: Option<&SessionId>, event: &TurnEvent) {
@@ -140,36 +157,41 @@ impl TurnTally<'_> {
                 } else {
                     Role::Main
                 };
-                task.model_call(role, usage, timings.as_ref(), *model_us);
+                let spent = task.model_call(role, usage, timings.as_ref(), *model_us);
+                add_totals(&mut self.pending, &spent);
+                self.flush();
             }
             TurnEvent::ToolCall { call, tool_call } => {
                 let label = task.tool_label(tool_call);
-                self.calls.insert((child.cloned(), *call), label);
+                self.calls.push((child.cloned(), *call, label));
             }
             TurnEvent::ToolResult { call, outcome, .. } => {
-                let label = self
+                let waiting = self
                     .calls
-                    .remove(&(child.cloned(), *call))
-                    .unwrap_or(Cow::Borrowed(UNKNOWN_TOOL));
-                task.meter.metrics().tool_call(label, outcome);
-                let one = UsageTotals {
-                    tool_calls: 1,
-                    ..UsageTotals::default()
+                    .iter()
+                    .position(|(c, n, _)| c.as_ref() == child && n == call);
+                let label = match waiting {
+                    Some(at) => self.calls.swap_remove(at).2,
+                    None => Cow::Borrowed(UNKNOWN_TOOL),
                 };
-                task.meter.add(&task.session, &one);
+                task.meter.metrics().tool_call(label, outcome);
+                self.pending.tool_calls = self.pending.tool_calls.saturating_add(1);
             }
             // A child's turn is part of the call that ran it: only the task's own turn counts.
             TurnEvent::Ended { end, .. } if child.is_none() => {
                 let took = self.started.map_or(Duration::ZERO, |at| at.elapsed());
                 task.meter.metrics().turn(end, took);
-                let one = UsageTotals {
-                    turns: 1,
-                    ..UsageTotals::default()
-                };
-                task.meter.add(&task.session, &one);
+                self.pending.turns = self.pending.turns.saturating_add(1);
+                self.flush();
             }
             TurnEvent::Subagent { session, event } => self.seen(Some(session), event),
             _ => {}
         }
+    }
+}
+
+impl Drop for TurnTally<'_> {
+    fn drop(&mut self) {
+        self.flush();
     }
 }

@@ -243,6 +243,10 @@ fn invented_tool_names_do_not_grow_the_series() {
     assert!(tool_series.contains(&"loopd_tool_calls_total{tool=\"echo\",outcome=\"ok\"} 1"));
     assert!(tool_series.contains(&"loopd_tool_calls_total{tool=\"find_tool\",outcome=\"ok\"} 1"));
     assert!(!text.contains("invented") && !text.contains("made_up"));
+    // The account hears of tool calls at the next model call, the turn's end, or when the
+    // tally goes (a turn whose events stopped).
+    assert_eq!(meter.report(Some(&id("a")), None).totals.tool_calls, 0);
+    drop(tally);
     assert_eq!(meter.report(Some(&id("a")), None).totals.tool_calls, 203);
 }
 

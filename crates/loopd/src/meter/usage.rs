@@ -4,17 +4,21 @@
 use bxcore::SessionId;
 use chrono::NaiveDate;
 use proto::api::{SessionUsage, UsageReport, UsageTotals};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashMap};
 
-/// One day's totals, by session.
+/// One day's totals, by session, sorted: as a day is written and read.
 pub type Day = BTreeMap<SessionId, UsageTotals>;
+
+/// One day's totals in memory: found with one hash (every model call adds to one).
+type Live = HashMap<SessionId, UsageTotals>;
 
 /// Every day's accounts, as loaded at start and added to since.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Accounts {
-    days: BTreeMap<NaiveDate, Day>,
-    /// Days added to since they were last written.
-    dirty: BTreeSet<NaiveDate>,
+    days: BTreeMap<NaiveDate, Live>,
+    /// Days added to since they were last written (one, or two across midnight); kept
+    /// allocated, so an add makes no allocation.
+    dirty: Vec<NaiveDate>,
 }
 
 /// `into` plus `delta`, field by field (saturating: a counter never wraps).
@@ -32,8 +36,11 @@ impl Accounts {
     /// Accounts holding `days`, none of them to be written.
     pub fn from_days(days: BTreeMap<NaiveDate, Day>) -> Accounts {
         Accounts {
-            days,
-            dirty: BTreeSet::new(),
+            days: days
+                .into_iter()
+                .map(|(day, sessions)| (day, sessions.into_iter().collect()))
+                .collect(),
+            dirty: Vec::new(),
         }
     }
 
@@ -46,13 +53,15 @@ impl Accounts {
                 accounts.insert(session.clone(), *delta);
             }
         }
-        self.dirty.insert(day);
+        if !self.dirty.contains(&day) {
+            self.dirty.push(day);
+        }
     }
 
     /// Every session's sums on `day`.
     pub fn day_totals(&self, day: NaiveDate) -> UsageTotals {
         let mut totals = UsageTotals::default();
-        for session in self.days.get(&day).into_iter().flat_map(BTreeMap::values) {
+        for session in self.days.get(&day).into_iter().flat_map(HashMap::values) {
             add_totals(&mut totals, session);
         }
         totals
@@ -66,16 +75,24 @@ impl Accounts {
     /// The days added to since they were last written, each with its accounts now; they
     /// count as written from here on (see [`Accounts::unwritten`]).
     pub fn take_dirty(&mut self) -> Vec<(NaiveDate, Day)> {
-        let dirty = std::mem::take(&mut self.dirty);
-        dirty
-            .into_iter()
-            .filter_map(|day| self.days.get(&day).map(|d| (day, d.clone())))
+        let days = &self.days;
+        self.dirty
+            .drain(..)
+            .filter_map(|day| {
+                let sessions = days.get(&day)?;
+                Some((
+                    day,
+                    sessions.iter().map(|(id, t)| (id.clone(), *t)).collect(),
+                ))
+            })
             .collect()
     }
 
     /// `day` could not be written: it is written again at the next save.
     pub fn unwritten(&mut self, day: NaiveDate) {
-        self.dirty.insert(day);
+        if !self.dirty.contains(&day) {
+            self.dirty.push(day);
+        }
     }
 
     /// The report of `GET /v1/usage` (its semantics are `UsageReport`'s): `session` over
@@ -91,7 +108,7 @@ impl Accounts {
         match session {
             Some(session) => {
                 let mut totals = UsageTotals::default();
-                let days: Vec<&Day> = match day {
+                let days: Vec<&Live> = match day {
                     Some(day) => self.days.get(&day).into_iter().collect(),
                     None => self.days.values().collect(),
                 };
@@ -112,14 +129,19 @@ impl Accounts {
                     .days
                     .get(&day)
                     .into_iter()
-                    .flat_map(BTreeMap::iter)
+                    .flat_map(HashMap::iter)
                     .map(|(id, totals)| SessionUsage {
                         session: id.clone(),
                         totals: *totals,
                     })
                     .collect();
-                // Largest generated first; the ids (already sorted) break ties.
-                sessions.sort_by(|a, b| b.totals.generated_tokens.cmp(&a.totals.generated_tokens));
+                // Largest generated first; the ids break ties.
+                sessions.sort_by(|a, b| {
+                    b.totals
+                        .generated_tokens
+                        .cmp(&a.totals.generated_tokens)
+                        .then_with(|| a.session.cmp(&b.session))
+                });
                 UsageReport {
                     day: Some(day.to_string()),
                     timezone: timezone.to_string(),
