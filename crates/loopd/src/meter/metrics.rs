@@ -4,6 +4,7 @@
 //! what a client or the model sends. Families of fixed words are resolved once, at start: a
 //! turn's events then only add to counters.
 
+pub use super::labels::{BUDGET_KEYS, END_WORDS, Refusal, Role, UNKNOWN_TOOL, end_word};
 use bxcore::{ToolOutcome, TurnEnd};
 use bxmetrics::prometheus_client::metrics::counter::Counter;
 use bxmetrics::prometheus_client::metrics::family::Family;
@@ -30,70 +31,6 @@ pub const BACKGROUND_SECONDS_BUCKETS: [f64; 9] =
 pub const APPEND_SECONDS_BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
 ];
-
-/// The tool label of a call to a tool the turn's registry does not know.
-pub const UNKNOWN_TOOL: &str = "unknown";
-
-/// The budgets a turn can end at: `loopd_budget_stops_total`'s label values (any other name
-/// counts as `unknown`).
-pub const BUDGET_KEYS: [&str; 5] = [
-    "max_generated_tokens_per_turn",
-    "max_prompt_tokens_per_turn",
-    "max_turn_ms",
-    "max_tool_calls_per_turn",
-    "max_generated_tokens_per_day",
-];
-
-/// Which slot a model call used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// A turn's own call.
-    Main,
-    /// Summaries and compaction.
-    Background,
-    /// A subagent's turn.
-    Subagent,
-}
-
-impl Role {
-    const ALL: [Role; 3] = [Role::Main, Role::Background, Role::Subagent];
-
-    /// Its label value.
-    pub fn word(self) -> &'static str {
-        match self {
-            Role::Main => "main",
-            Role::Background => "background",
-            Role::Subagent => "subagent",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// Why a task was refused at submission (`loopd_tasks_refused_total`'s `reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// Its session's queue was full (409).
-    Busy,
-    /// Too many tasks wait across sessions (429, `[api] max_waiting_tasks`).
-    TooManyWaiting,
-    /// The day's budget is spent (429, `[budgets] max_generated_tokens_per_day`).
-    DayBudget,
-}
-
-impl Refusal {
-    const ALL: [Refusal; 3] = [Refusal::Busy, Refusal::TooManyWaiting, Refusal::DayBudget];
-
-    fn word(self) -> &'static str {
-        match self {
-            Refusal::Busy => "busy",
-            Refusal::TooManyWaiting => "too_many_waiting",
-            Refusal::DayBudget => "day_budget",
-        }
-    }
-}
 
 /// What one model call counted.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -475,28 +412,6 @@ fn work_series(
         mechanical: mechanical.then(|| family.get_or_create_owned(&[("outcome", "mechanical")])),
         failed: family.get_or_create_owned(&[("outcome", "failed")]),
         duration,
-    }
-}
-
-/// Every turn end's label value.
-pub const END_WORDS: [&str; 6] = [
-    "done",
-    "cancelled",
-    "failed",
-    "max_steps",
-    "interrupted",
-    "budget",
-];
-
-/// A turn end's label value (one of [`END_WORDS`]).
-pub fn end_word(end: &TurnEnd) -> &'static str {
-    match end {
-        TurnEnd::Done => "done",
-        TurnEnd::Cancelled => "cancelled",
-        TurnEnd::Failed { .. } => "failed",
-        TurnEnd::MaxSteps => "max_steps",
-        TurnEnd::Interrupted => "interrupted",
-        TurnEnd::Budget { .. } => "budget",
     }
 }
 

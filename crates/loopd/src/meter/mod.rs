@@ -9,6 +9,7 @@
 //! read from a [`Clock`] the tests set.
 
 mod day;
+mod labels;
 pub mod metrics;
 #[cfg(test)]
 pub(crate) mod promtool;
