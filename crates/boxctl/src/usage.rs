@@ -1,7 +1,7 @@
 //! How the usage accounts read for people: the `boxctl usage` table and today's line of
 //! `boxctl status`.
 
-use crate::answers::duration_words;
+use crate::format::duration_words;
 use crate::safe_text::one_line;
 use proto::api::{UsageReport, UsageToday, UsageTotals};
 
