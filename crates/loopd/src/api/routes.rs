@@ -260,7 +260,8 @@ where
         }
         Route::Usage => {
             let query = UsageQuery::parse(request.uri().query()).map_err(Problem::bad_request)?;
-            answer(backend.usage(&query))
+            // Off the async threads: an unknown session is looked for on disk.
+            answer(blocking(backend, move |b| b.usage(&query)).await)
         }
         Route::Metrics => {
             let accept = request

@@ -23,7 +23,7 @@ const POLL: Duration = Duration::from_millis(10);
 /// The day the tests run on (the meter's clock is fixed).
 const NOW: &str = "2026-12-01T12:00:00Z";
 
-/// Tasks with "tools" call `clock` and `echo` (through `call_tool`); "slow" answers after a
+/// Tasks with "gadgets" call `clock` and `echo` (through `call_tool`); "slow" answers after a
 /// long while (it is stopped at shutdown); compactions answer a carry; the rest `done`.
 fn script() -> String {
     format!(
@@ -38,7 +38,7 @@ delay_ms = 60000
 reply = "late"
 [[rule]]
 when_role = "user"
-when_contains = "tools"
+when_contains = "gadgets"
 tool_calls = [
   {{ name = "clock", arguments = "{{}}" }},
   {{ name = "call_tool", arguments = "{{\"name\":\"echo\",\"arguments\":{{\"text\":\"hi\"}}}}" }},
@@ -148,8 +148,8 @@ fn two_tasks_count_what_their_turns_used_and_the_counts_survive_a_restart() {
     let meter = Arc::new(Meter::load(&bed.cfg, fixed_clock()).unwrap());
     let engine = engine(&bed, &meter);
     bed.fake.rt.block_on(async {
-        run_task(&engine, "a", "use the tools").await;
-        run_task(&engine, "b", "use the tools").await;
+        run_task(&engine, "a", "use the gadgets").await;
+        run_task(&engine, "b", "use the gadgets").await;
         engine.shutdown(20_000).await;
     });
     let expected = logged(&bed, &["a", "b"]);
@@ -257,29 +257,29 @@ fn the_queue_and_refused_tasks_show_in_the_metrics() {
 }
 
 #[test]
-fn a_compaction_and_its_model_call_are_counted_and_written() {
+fn a_summary_and_a_compaction_and_their_model_calls_are_counted_and_written() {
     let bed = Bed::new(&script());
     let meter = Arc::new(Meter::load(&bed.cfg, fixed_clock()).unwrap());
     let engine = engine(&bed, &meter);
-    let before = bed.fake.rt.block_on(async {
-        run_task(&engine, "s", "hello").await;
-        let before = engine.usage(&UsageQuery::default()).unwrap().totals;
+    bed.fake.rt.block_on(async {
+        // `echo`'s result is summarised after the turn (the bed's `[compact] summarise`); the
+        // compaction waits on the lane behind that.
+        run_task(&engine, "s", "use the gadgets").await;
         engine.compact(&id("s")).await.unwrap();
         engine.shutdown(20_000).await;
-        before
     });
     let text = scrape(&engine);
     has_line(&text, "loopd_compactions_total{outcome=\"ok\"} 1");
     has_line(&text, "loopd_compaction_duration_seconds_count 1");
-    has_line(&text, "loopd_model_calls_total{role=\"background\"} 1");
+    has_line(&text, "loopd_summaries_total{outcome=\"ok\"} 1");
+    has_line(&text, "loopd_summarise_duration_seconds_count 1");
+    has_line(&text, "loopd_model_calls_total{role=\"background\"} 2");
+    // Read back by a new meter: written after the background work too. The turn's two calls,
+    // the summary's and the compaction's.
     let after = Meter::load(&bed.cfg, fixed_clock()).unwrap();
     let totals = after.report(Some(&id("s")), None).totals;
-    assert_eq!(
-        totals.model_calls,
-        before.model_calls + 1,
-        "written after the compaction"
-    );
-    assert!(totals.generated_tokens > before.generated_tokens);
+    assert_eq!((totals.model_calls, totals.turns), (4, 1));
+    assert_eq!(totals, meter.report(Some(&id("s")), None).totals);
 }
 
 #[test]
