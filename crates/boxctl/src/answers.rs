@@ -1,5 +1,6 @@
 //! How loopd's answers read for people: the session list, the status, what a cancel did.
 
+pub use crate::format::duration_words;
 use crate::format::one_line;
 use proto::api::{CancelAnswer, SessionList, Status};
 
@@ -39,24 +40,8 @@ pub fn sessions_table(list: &SessionList) -> String {
         .collect()
 }
 
-/// `seconds` as `1d 2h`, `3h 4m`, `5m 6s` or `7s`.
-pub fn duration_words(seconds: u64) -> String {
-    let (d, h, m, s) = (
-        seconds / 86_400,
-        seconds % 86_400 / 3_600,
-        seconds % 3_600 / 60,
-        seconds % 60,
-    );
-    match (d, h, m) {
-        (0, 0, 0) => format!("{s}s"),
-        (0, 0, _) => format!("{m}m {s}s"),
-        (0, _, _) => format!("{h}h {m}m"),
-        _ => format!("{d}d {h}h"),
-    }
-}
-
-/// The status as three lines: loopd, broker, llama; a fourth under the broker when brokerd
-/// reports the walls of its `exec` tool.
+/// The status as four lines: loopd, broker, llama and today's usage; one more under the
+/// broker when brokerd reports the walls of its `exec` tool.
 pub fn status_text(status: &Status) -> String {
     let loopd = &status.loopd;
     let broker = &status.broker;
@@ -99,6 +84,7 @@ pub fn status_text(status: &Status) -> String {
         slots.background,
         slots.subagent
     ));
+    text.push_str(&crate::usage::today_line(&status.usage));
     text
 }
 

@@ -168,6 +168,18 @@ pub enum Command {
         #[command(subcommand)]
         action: ScheduleAction,
     },
+    /// Show what the model and the tools cost: tokens evaluated, cached and generated, model
+    /// time, tool calls and turns, per session. Today, every session, by default; a session
+    /// alone over its whole life, or one day (in loopd's `[budgets] timezone`) with --day.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Usage {
+        /// Only this session.
+        #[arg(value_name = "SESSION")]
+        session: Option<SessionId>,
+        /// That day, written YYYY-MM-DD.
+        #[arg(long, value_name = "DATE", value_parser = day)]
+        day: Option<String>,
+    },
     /// Print a shell completion script to stdout.
     Completions {
         /// The shell.
@@ -236,6 +248,16 @@ fn schedule_name(text: &str) -> Result<String, String> {
     }
     if text == "." || text == ".." {
         return Err(format!("{text:?} is not a schedule's name"));
+    }
+    Ok(text.to_string())
+}
+
+/// Checks a day before it goes into the query: `YYYY-MM-DD`, a date that exists.
+fn day(text: &str) -> Result<String, String> {
+    let refused = || format!("{text:?} is not a date written YYYY-MM-DD");
+    let date: chrono::NaiveDate = text.parse().map_err(|_| refused())?;
+    if date.to_string() != text {
+        return Err(refused());
     }
     Ok(text.to_string())
 }

@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, Full};
 use proto::api::{
     ApiError, ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer,
     MemoryList, NotificationList, RecordsPage, SSE_EVENT_TURN, ScheduleInfo, ScheduleList,
-    ScheduleStarted, SessionList, Status, TaskAccepted, TaskRequest,
+    ScheduleStarted, SessionList, Status, TaskAccepted, TaskRequest, UsageReport,
 };
 use serde::de::DeserializeOwned;
 use std::collections::VecDeque;
@@ -351,6 +351,25 @@ impl Client {
     pub async fn run_schedule(&self, name: &str) -> Result<Answer<ScheduleStarted>, ClientError> {
         self.call_unbounded(Method::POST, &format!("/v1/schedules/{name}/run"), None)
             .await
+    }
+
+    /// `GET /v1/usage[?session=ID][&day=YYYY-MM-DD]`: the usage accounts. `day` must be a
+    /// checked date: it goes into the query as it is.
+    pub async fn usage(
+        &self,
+        session: Option<&SessionId>,
+        day: Option<&str>,
+    ) -> Result<Answer<UsageReport>, ClientError> {
+        let query: Vec<String> = session
+            .map(|s| format!("session={s}"))
+            .into_iter()
+            .chain(day.map(|d| format!("day={d}")))
+            .collect();
+        let path = match query.is_empty() {
+            true => "/v1/usage".to_string(),
+            false => format!("/v1/usage?{}", query.join("&")),
+        };
+        self.call(Method::GET, &path, None).await
     }
 
     /// `POST /v1/schedules/{name}/pause` (or `.../resume` when not `paused`); loopd answers

@@ -467,3 +467,19 @@ fn nested_line(event: &TurnEvent, depth: usize) -> Option<String> {
         _ => None,
     }
 }
+
+/// `seconds` as `1d 2h`, `3h 4m`, `5m 6s` or `7s`.
+pub fn duration_words(seconds: u64) -> String {
+    let (d, h, m, s) = (
+        seconds / 86_400,
+        seconds % 86_400 / 3_600,
+        seconds % 3_600 / 60,
+        seconds % 60,
+    );
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
+}

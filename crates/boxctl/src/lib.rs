@@ -2,7 +2,8 @@
 //!
 //! The library holds everything but `main`: the command line ([`cli`]), a client of loopd's
 //! API ([`client`], with an SSE reader in [`sse`]), how events, records and answers read as
-//! text ([`mod@format`], [`listing`], [`answers`], [`approvals`], [`schedules`]), the inline
+//! text ([`mod@format`], [`listing`], [`answers`], [`approvals`], [`schedules`],
+//! [`usage`]), the inline
 //! `[y/N]` question for a call waiting for the owner ([`prompt`]), and the commands themselves
 //! ([`mod@run`]). See `boxctl --help` for the exit codes.
 
@@ -18,6 +19,7 @@ pub mod safe_text;
 pub mod schedules;
 pub mod sse;
 pub mod table;
+pub mod usage;
 
 pub use cli::Cli;
 pub use client::{Client, ClientError};

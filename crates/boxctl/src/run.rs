@@ -119,6 +119,7 @@ pub async fn run(cli: Cli) -> u8 {
         }
         Command::Schedules => schedules::schedules(&client, json).await,
         Command::Schedule { action } => schedules::schedule(&client, json, action).await,
+        Command::Usage { session, day } => usage(&client, json, session, day).await,
         Command::Completions { shell } => completions(shell),
     };
     match result {
@@ -245,6 +246,23 @@ async fn next_item(
         Some(prompt) => prompt.next(client, stream).await,
         None => stream.next().await,
     }
+}
+
+/// `boxctl usage`: the table, or loopd's report as it came with `--json`. An unknown session
+/// is a 404: exit 4.
+async fn usage(
+    client: &Client,
+    json: bool,
+    session: Option<SessionId>,
+    day: Option<String>,
+) -> Result<u8, Failure> {
+    let answer = client.usage(session.as_ref(), day.as_deref()).await?;
+    if json {
+        out_line(&answer.raw)?;
+    } else {
+        out(&crate::usage::usage_table(&answer.value))?;
+    }
+    Ok(EXIT_OK)
 }
 
 async fn sessions(client: &Client, json: bool) -> Result<u8, Failure> {

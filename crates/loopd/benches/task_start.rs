@@ -22,6 +22,7 @@ use loopd::blocking::Blocking;
 use loopd::config::Config;
 use loopd::engine::{Engine, EngineParts, ToolSource};
 use loopd::llama::{Client, ClientOptions, ServerInfo};
+use loopd::meter::{Meter, system_clock};
 use loopd::session::Store;
 use loopd::tools::{FakeTools, Registry};
 use proto::api::TaskRequest;
@@ -118,6 +119,7 @@ fn main() {
             build_info: String::new(),
         },
         blocking: Blocking::new(rt.handle().clone()),
+        meter: Arc::new(Meter::load(&cfg, system_clock()).unwrap()),
     });
     let (first, submitted) = submit(&rt, &engine, "big");
     finish(&rt, &engine, &id, submitted);

@@ -10,8 +10,9 @@ use crate::broker::Broker;
 use crate::config::Config;
 use crate::engine::{Engine, EngineParts, ToolSource};
 use crate::llama::{Client, ClientOptions, check_expectations};
+use crate::meter::{Meter, ScheduleRuns, system_clock};
 use crate::schedule::{Paths, Scheduler, SystemClock};
-use crate::session::Store;
+use crate::session::{AppendTimes, Store};
 use crate::tools::{FakeTools, Registry, ToolPort};
 use anyhow::{Context, bail};
 use std::sync::Arc;
@@ -57,8 +58,14 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         result_cap_bytes = cfg.r#loop.result_cap_bytes(server.n_ctx),
         "llama-server is ready"
     );
+    // Before anything runs: a day of the accounts that cannot be read stops loopd here.
+    let meter =
+        Arc::new(Meter::load(&cfg, system_clock()).context("cannot load the usage accounts")?);
     let store = Store::new(&cfg.state_dir)
-        .with_context(|| format!("cannot use the state dir {}", cfg.state_dir.display()))?;
+        .with_context(|| format!("cannot use the state dir {}", cfg.state_dir.display()))?
+        .with_append_times(AppendTimes::into_histogram(
+            meter.metrics().append_histogram(),
+        ));
     store.remove_stale();
     // The session list comes from this index from now on; reading every log once happens
     // here, before the socket answers, not in a client's request.
@@ -74,6 +81,7 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     let socket = cfg.socket.clone();
     let specs = crate::schedule::specs(&cfg).map_err(|e| anyhow::anyhow!("schedules: {e}"))?;
     let schedule_paths = Paths::of(&cfg);
+    let metrics_config = cfg.metrics;
     let engine = Engine::new(EngineParts {
         cfg,
         store,
@@ -83,6 +91,7 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         system,
         server,
         blocking,
+        meter: Arc::clone(&meter),
     });
     runtime.block_on(async {
         let listener = bind_socket(&socket, api_options.allowed_gid)
@@ -95,9 +104,15 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
             specs,
             schedule_paths,
             Arc::new(SystemClock),
+            ScheduleRuns::into_meter(meter),
         )
         .context("cannot start the schedules")?;
         engine.set_scheduler(Arc::new(scheduler));
+        let (metrics_stop, metrics_stopped) = tokio::sync::watch::channel(false);
+        let metrics_listener = match metrics_config.listen {
+            Some(addr) => Some(serve_metrics(addr, &engine, metrics_stopped).await?),
+            None => None,
+        };
         // The server stops when this resolves: only once the turns have ended, so that their
         // submitters get the `ended` event and the tasks still waiting get a 503, not a closed
         // connection.
@@ -111,8 +126,36 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
             engine.shutdown(SHUTDOWN_GRACE_MS).await;
         };
         serve(listener, backend, api_options, stopping).await;
+        let _ = metrics_stop.send(true);
+        if let Some(listener) = metrics_listener
+            && let Err(e) = listener.await
+        {
+            tracing::warn!(error = %e, "the metrics listener's task failed");
+        }
         anyhow::Ok(())
     })
+}
+
+/// Binds `[metrics] listen` (checked as loopback, or allowed remote, by the config) and serves
+/// `GET /metrics` there from the engine until `stop` turns true.
+async fn serve_metrics(
+    addr: std::net::SocketAddr,
+    engine: &Engine,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = bxmetrics::listen::bind(addr)
+        .await
+        .with_context(|| format!("metrics.listen = \"{addr}\": cannot listen there"))?;
+    tracing::info!(%addr, "serving /metrics over TCP");
+    let source: Arc<dyn bxmetrics::Source> = Arc::new(engine.clone());
+    Ok(tokio::spawn(bxmetrics::listen::serve_tcp(
+        "loopd",
+        listener,
+        source,
+        async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        },
+    )))
 }
 
 /// The tool port and where registries come from: brokerd when `[broker] socket` is set,

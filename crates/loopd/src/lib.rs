@@ -17,6 +17,7 @@ pub(crate) mod heartbeat;
 pub(crate) mod journal;
 pub mod llama;
 pub(crate) mod memory;
+pub mod meter;
 pub(crate) mod outcome;
 pub(crate) mod outputs;
 pub(crate) mod runtime;

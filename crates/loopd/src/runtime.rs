@@ -1,9 +1,9 @@
 //! What a turn runs with: the model server, the tools, the config ([`Runtime`]), how it is told
 //! to stop ([`Stop`]), what runs a child session ([`Children`]), where a call waits for the
-//! owner's approval ([`Owner`]) and what counts its spending ([`Meter`]). Below `turn`, `compact` and `summarise`, which all take a
-//! `Runtime`; the child runner and the owner are traits so that `turn` never imports
-//! `subagent`, which runs turns itself, or `engine`, which keeps the approvals desk and the
-//! main slot.
+//! owner's approval ([`Owner`]) and what counts its spending ([`Meter`]). Below `turn`,
+//! `compact` and `summarise`, which all take a `Runtime`; the child runner, the owner and the
+//! meter are traits so that `turn` never imports `subagent`, which runs turns itself, or
+//! `engine`, which keeps the approvals desk, the main slot and the meter.
 
 use crate::blocking::Blocking;
 use crate::budget::Spend;
@@ -12,10 +12,11 @@ use crate::llama::Client;
 use crate::outcome::CallOutcome;
 use crate::session::Session;
 use crate::tools::{Registry, ToolPort};
-use bxcore::{ApprovalDecision, ApprovalId, CallId, TurnEnd, TurnEvent};
+use bxcore::{ApprovalDecision, ApprovalId, CallId, ModelTimings, TurnEnd, TurnEvent, Usage};
 use proto::api::{OwnerAnswer, PendingApproval};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -135,11 +136,47 @@ impl Stop {
 
 /// What turns report their spending to, and ask about the day's: loopd's metrics and usage
 /// accounts (`meter`). A trait so that `turn`, `compact` and `summarise` never import the
-/// engine that keeps them.
+/// engine that keeps them. A turn's own model and tool calls reach the meter as the
+/// [`TurnEvent`]s the engine receives; what runs outside a turn's events (the background
+/// work: summaries, compaction) reports through the methods below, which count nothing by
+/// default.
 pub trait Meter: Sync {
     /// Tokens generated today (the budget's day, `[budgets] timezone`) by every session so
     /// far: what `[budgets] max_generated_tokens_per_day` is checked against.
     fn generated_today(&self) -> u64;
+
+    /// A model call of background work (a summary, a compaction) answered: its token counts,
+    /// the server's timings when it sent them, and how long the call took (µs).
+    fn background_call(&self, _usage: &Usage, _timings: Option<&ModelTimings>, _model_us: u64) {}
+
+    /// A piece of background work ended, `outcome` after `elapsed`.
+    fn background_done(&self, _work: Background, _outcome: BackgroundOutcome, _elapsed: Duration) {}
+}
+
+/// Microseconds since `started`, as a model call's time is reported (`model_us`).
+pub fn micros_since(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Work that calls the model outside a turn's steps, on the background slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Background {
+    /// An epoch condensed into a carry (`compact`).
+    Compaction,
+    /// One tool result's summary (`summarise`).
+    Summary,
+}
+
+/// How a piece of background work ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackgroundOutcome {
+    /// It did what it was for with the model's answer.
+    Ok,
+    /// A compaction whose carry was made without the model (its answer failed): the new
+    /// epoch began all the same.
+    Mechanical,
+    /// It failed: no summary, or no new epoch.
+    Failed,
 }
 
 /// A meter that counts nothing: for tests and tools that run turns without the engine.

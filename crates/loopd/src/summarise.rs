@@ -12,13 +12,14 @@
 use crate::baseline::messages_with_carry;
 use crate::config::Config;
 use crate::llama::{ChatEvent, ChatMessage, ChatRequest, InferError};
-use crate::runtime::Runtime;
+use crate::runtime::{Background, BackgroundOutcome, Runtime, micros_since};
 use crate::session::Session;
 use crate::text::cap_chars;
 use crate::tools::target_tool;
 use bxcore::sanitize::neutralise;
 use bxcore::{CallId, DataClass, Labels, LogRecord, Timestamp, ToolCall, ToolOutcome};
 use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The prompt file of a summary, beside the system prompt.
@@ -73,7 +74,23 @@ pub fn missing(rt: &Runtime<'_>, session: &mut Session) -> Result<(), String> {
         let never = CancellationToken::new();
         let mut ignore = |_: &ChatEvent| {};
         let chat = rt.client.chat_with_retry(&request, &mut ignore, &never);
-        let text = match rt.blocking.wait(chat) {
+        let started = Instant::now();
+        let answered = rt.blocking.wait(chat);
+        let outcome = match &answered {
+            Ok(completion) => {
+                let timings = completion.timings.map(Into::into);
+                rt.meter.background_call(
+                    &completion.usage,
+                    timings.as_ref(),
+                    micros_since(started),
+                );
+                BackgroundOutcome::Ok
+            }
+            Err(_) => BackgroundOutcome::Failed,
+        };
+        rt.meter
+            .background_done(Background::Summary, outcome, started.elapsed());
+        let text = match answered {
             Ok(completion) => completion.content.unwrap_or_default(),
             Err(e) => {
                 tracing::warn!(session = %session.id(), %call, error = %e, "loopd: tool summary");

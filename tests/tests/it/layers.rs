@@ -26,6 +26,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
         &["outputs", "untrusted", "toolset", "memory"],
     ),
     ("context", &["baseline", "budget", "runtime"]),
+    ("accounts", &["meter"]),
     ("epoch work", &["summarise", "compact"]),
     ("turn", &["turn"]),
     ("local tools that run turns", &["subagent"]),

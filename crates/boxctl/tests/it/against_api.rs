@@ -170,6 +170,14 @@ async fn boxctl_sessions_status_cancel_and_compact_print_readable_answers() {
         out.contains("model fakellama, n_ctx 4096, 3 slots"),
         "{out}"
     );
+    assert!(
+        out.ends_with(
+            "\nusage   today 2026-12-01 (UTC): 4 turns, 9 model calls, 13145 tokens evaluated, \
+             40000 cached, 2195 generated, model 1m 2s, 9 tool calls; day budget 2195 of 10000 \
+             generated tokens\n"
+        ),
+        "{out}"
+    );
     let (code, out, _) = boxctl(&served, &["cancel", "s1"]).await;
     assert_eq!(code, Some(0));
     assert_eq!(out, "cancelled the running turn of s1\n");

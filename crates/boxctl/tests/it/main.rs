@@ -11,3 +11,4 @@ mod format;
 mod prompt;
 mod schedules;
 mod status_text;
+mod usage;

@@ -47,6 +47,10 @@ fn brokerd(exec: Option<&str>) -> BrokerStatus {
     }
 }
 
+/// Today's line of a day nothing was spent, without a day budget.
+const QUIET_DAY: &str = "usage   today 2026-12-01 (UTC): 0 turns, 0 model calls, 0 tokens \
+                         evaluated, 0 cached, 0 generated, model 0.0s, 0 tool calls\n";
+
 const LLAMA_LINE: &str = "llama   http://127.0.0.1:8080: NOT OK: connection refused; model \
                           fakellama, n_ctx 8192, 3 slots (main 0, background 1, subagent 2)\n";
 
@@ -63,7 +67,7 @@ fn format_status_names_loopd_broker_and_llama() {
         status_text(&status(fake)),
         format!(
             "loopd   0.1.0, up 1h 2m; 1 running, 0 queued\n\
-             broker  fake: ok; fake tools (no broker configured)\n{LLAMA_LINE}"
+             broker  fake: ok; fake tools (no broker configured)\n{LLAMA_LINE}{QUIET_DAY}"
         )
     );
     assert_eq!(duration_words(7), "7s");
@@ -80,7 +84,7 @@ fn format_status_puts_the_exec_walls_under_the_broker() {
         up,
         format!(
             "loopd   0.1.0, up 1h 2m; 1 running, 0 queued\n{broker_line}\
-             \x20       exec: bubblewrap + Landlock v4\n{LLAMA_LINE}"
+             \x20       exec: bubblewrap + Landlock v4\n{LLAMA_LINE}{QUIET_DAY}"
         )
     );
     let down = status_text(&status(brokerd(Some(
@@ -105,6 +109,46 @@ fn format_status_keeps_brokerds_exec_text_on_one_line() {
     let forged = status_text(&status(brokerd(Some(
         "unavailable: x\nllama   http://evil: ok\x1b[2J",
     ))));
-    assert_eq!(forged.lines().count(), 4, "{forged}");
+    assert_eq!(forged.lines().count(), 5, "{forged}");
     assert!(!forged.contains('\x1b'), "{forged:?}");
+}
+
+#[test]
+fn format_status_shows_todays_usage_and_the_day_budget() {
+    let mut st = status(brokerd(None));
+    st.usage.timezone = "Europe/Berlin".into();
+    st.usage.totals = proto::api::UsageTotals {
+        turns: 4,
+        model_calls: 9,
+        evaluated_tokens: 13_145,
+        cached_tokens: 40_000,
+        generated_tokens: 2_195,
+        model_ms: 62_400,
+        tool_calls: 9,
+    };
+    st.usage.max_generated_tokens_per_day = Some(10_000);
+    let text = status_text(&st);
+    let usage = text.lines().last().unwrap();
+    assert_eq!(
+        usage,
+        "usage   today 2026-12-01 (Europe/Berlin): 4 turns, 9 model calls, 13145 tokens \
+         evaluated, 40000 cached, 2195 generated, model 1m 2s, 9 tool calls; day budget 2195 \
+         of 10000 generated tokens"
+    );
+    st.usage.totals.generated_tokens = 10_000;
+    let spent = status_text(&st);
+    assert!(
+        spent.ends_with(
+            "day budget 10000 of 10000 generated tokens (spent: new tasks are refused until \
+             the day turns)\n"
+        ),
+        "{spent}"
+    );
+    // loopd's words stay on their line.
+    st.usage.timezone = "UTC\nllama   forged".into();
+    assert_eq!(
+        status_text(&st).lines().count(),
+        4,
+        "loopd, broker, llama, usage"
+    );
 }

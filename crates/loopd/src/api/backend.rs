@@ -1,13 +1,15 @@
 //! What the HTTP layer needs from loopd: the contract between `api` (HTTP, SSE, peer checks)
 //! and the engine that runs turns. Tests of the HTTP layer use a stand-in.
 
+use super::UsageQuery;
 use bxcore::{ApprovalId, SessionId, TurnEvent};
 use proto::api::{
     ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer,
     MAX_DENY_REASON_BYTES, MemoryList, NotificationList, RecordsPage, ScheduleInfo, ScheduleList,
-    ScheduleStarted, SessionList, Status, TaskAccepted, TaskRequest,
+    ScheduleStarted, SessionList, Status, TaskAccepted, TaskRequest, UsageReport,
 };
 use std::future::Future;
+use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc};
 
 /// A task that started: its user record is durable.
@@ -113,6 +115,11 @@ pub trait Backend: Send + Sync + 'static {
     /// Pauses (or resumes) schedule `name`; returns once the flag is durable. No such schedule
     /// is [`ApiFailure::NotFound`].
     fn pause_schedule(&self, name: &str, paused: bool) -> Result<ScheduleInfo, ApiFailure>;
+    /// The usage accounts `query` asks for (see [`UsageReport`]). A session loopd does not
+    /// know is [`ApiFailure::NotFound`]; one that spent nothing reads as zeros.
+    fn usage(&self, query: &UsageQuery) -> Result<UsageReport, ApiFailure>;
+    /// What `GET /metrics` answers from (the same source serves `[metrics] listen`).
+    fn metrics(&self) -> Arc<dyn bxmetrics::Source>;
 }
 
 /// Checks the owner's answer before anything waits on it: a reason reaches the model, so it

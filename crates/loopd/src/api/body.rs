@@ -45,3 +45,29 @@ where
 {
     bxhttp::request::read_json(request, &NAMES, max_body_bytes, "a valid request").await
 }
+
+/// The answer to `GET /metrics` from `source`, in the format `accept` asks for
+/// ([`bxmetrics::scrape`]).
+pub(super) fn metrics(
+    source: &dyn bxmetrics::Source,
+    accept: Option<&str>,
+) -> http::Response<Body> {
+    use http_body_util::BodyExt;
+    match bxmetrics::scrape(source, accept) {
+        Ok(scraped) => {
+            let body = http_body_util::Full::new(bytes::Bytes::from(scraped.body)).boxed();
+            let mut response = http::Response::new(body);
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static(scraped.content_type),
+            );
+            response
+        }
+        Err(_) => Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            error_kind::INTERNAL,
+            "the metrics could not be encoded",
+        )
+        .into_response(),
+    }
+}

@@ -23,14 +23,18 @@ mod owner;
 mod routes;
 mod server;
 mod sse;
+mod usage;
 
 pub use backend::{ApiFailure, Backend, Submitted, check_approval_answer};
 pub use bxhttp::Limits;
 pub use bxhttp::SocketError;
 pub use bxhttp::peer::peer_allowed;
+/// What `GET /metrics` is answered from (`Backend::metrics`).
+pub use bxmetrics::Source as MetricsSource;
 pub use options::{
     ApiOptions, MAX_PAGE_RECORDS, NAMES, SHUTDOWN_DRAIN_MS, SOCKET_MODE, SSE_PING_INTERVAL_MS,
     bind_socket, resolve_group,
 };
 pub use server::serve;
 pub use sse::{comment_frame, turn_frame};
+pub use usage::{UsageQuery, parse_day};

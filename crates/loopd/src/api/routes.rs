@@ -2,7 +2,7 @@
 
 use super::body::{Body, Problem, json, read_json};
 use super::sse::{follow_stream, task_stream};
-use super::{ApiFailure, ApiOptions, Backend, MAX_PAGE_RECORDS};
+use super::{ApiFailure, ApiOptions, Backend, MAX_PAGE_RECORDS, UsageQuery};
 use bxcore::{ApprovalId, SessionId};
 use http::{Method, Request, Response, StatusCode, header};
 use proto::api::{ApprovalAnswer, TaskRequest, reserved};
@@ -43,10 +43,16 @@ enum Route<'a> {
     ScheduleRun(&'a str),
     SchedulePause(&'a str),
     ScheduleResume(&'a str),
+    Usage,
+    Metrics,
 }
 
 impl Route<'_> {
     fn parse(path: &str) -> Option<Route<'_>> {
+        // Where every Prometheus looks, outside the versioned API.
+        if path == "/metrics" {
+            return Some(Route::Metrics);
+        }
         let parts: Vec<&str> = path.strip_prefix("/v1/")?.split('/').collect();
         Some(match parts.as_slice() {
             ["tasks"] => Route::Tasks,
@@ -64,6 +70,7 @@ impl Route<'_> {
             ["schedules", name, "run"] => Route::ScheduleRun(name),
             ["schedules", name, "pause"] => Route::SchedulePause(name),
             ["schedules", name, "resume"] => Route::ScheduleResume(name),
+            ["usage"] => Route::Usage,
             _ => return None,
         })
     }
@@ -84,7 +91,9 @@ impl Route<'_> {
             | Route::Events(_)
             | Route::Status
             | Route::Memory
-            | Route::Notifications => Method::GET,
+            | Route::Notifications
+            | Route::Usage
+            | Route::Metrics => Method::GET,
         }
     }
 }
@@ -249,6 +258,18 @@ where
             let name = name.to_string();
             answer(blocking(backend, move |b| b.pause_schedule(&name, paused)).await)
         }
+        Route::Usage => {
+            let query = UsageQuery::parse(request.uri().query()).map_err(Problem::bad_request)?;
+            // Off the async threads: an unknown session is looked for on disk.
+            answer(blocking(backend, move |b| b.usage(&query)).await)
+        }
+        Route::Metrics => {
+            let accept = request
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
+            super::body::metrics(&*backend.metrics(), accept)
+        }
     })
 }
 
@@ -297,6 +318,8 @@ mod tests {
             Route::parse("/v1/schedules/daily/resume"),
             Some(Route::ScheduleResume("daily"))
         );
+        assert_eq!(Route::parse("/v1/usage"), Some(Route::Usage));
+        assert_eq!(Route::parse("/metrics"), Some(Route::Metrics));
         assert_eq!(Route::parse("/v1/sessions/"), Some(Route::Session("")));
         for unknown in [
             "/",
@@ -305,6 +328,8 @@ mod tests {
             "/v1/tasks/x",
             "/v1/sessions/a/b",
             "/status",
+            "/metrics/",
+            "/v1/metrics",
         ] {
             assert_eq!(Route::parse(unknown), None, "{unknown}");
         }

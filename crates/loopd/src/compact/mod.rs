@@ -25,11 +25,12 @@ pub use room::{before_call, make_room};
 
 use crate::baseline::{context_labels, epoch_labels};
 use crate::llama::{ChatMessage, InferError};
-use crate::runtime::Runtime;
+use crate::runtime::{Background, BackgroundOutcome, Runtime};
 use crate::session::{Baseline, Session, StoreError};
 use bxcore::sanitize::neutralise;
 use bxcore::{Labels, LogRecord, Timestamp, Usage};
 use std::path::PathBuf;
+use std::time::Instant;
 
 /// The prompt file of a compaction, beside the system prompt.
 pub const COMPACT_PROMPT_FILE: &str = "compact.md";
@@ -149,8 +150,24 @@ pub fn compactable(session: &Session) -> bool {
 /// carry's labels. When that fails for any reason, a `Note` says why and the carry is made
 /// mechanically ([`mechanical::carry`]). The new epoch's baseline is written by the next
 /// turn. Fails only when there is nothing to compact (nothing is appended then) or when the
-/// log refuses a record.
+/// log refuses a record. The meter counts each compaction that was tried, with its duration.
 pub fn compact_session(session: &mut Session, rt: &Runtime<'_>) -> Result<Compacted, CompactError> {
+    let started = Instant::now();
+    let result = compact_epoch(session, rt);
+    let outcome = match &result {
+        // Nothing was tried.
+        Err(CompactError::Nothing) => return result,
+        Ok(done) if done.model_failure.is_none() => BackgroundOutcome::Ok,
+        Ok(_) => BackgroundOutcome::Mechanical,
+        Err(_) => BackgroundOutcome::Failed,
+    };
+    rt.meter
+        .background_done(Background::Compaction, outcome, started.elapsed());
+    result
+}
+
+/// [`compact_session`] without the meter.
+fn compact_epoch(session: &mut Session, rt: &Runtime<'_>) -> Result<Compacted, CompactError> {
     if !compactable(session) {
         return Err(CompactError::Nothing);
     }

@@ -8,12 +8,13 @@ use super::{COMPACT_PROMPT_FILE, CompactError, carried_request};
 use crate::baseline::messages_with_carry;
 use crate::llama::FINISH_LENGTH;
 use crate::llama::{ChatEvent, ChatMessage, ChatRequest, Client};
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, micros_since};
 use crate::session::Session;
 use crate::text::cap_chars;
 use bxcore::LogRecord;
 use bxcore::sanitize::neutralise;
 use std::collections::HashMap;
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The fewest characters a carry may have: a shorter answer is no summary (issue 12: an
@@ -106,11 +107,17 @@ pub fn ask(
     };
     let client: Client = rt.client.with_max_tokens(answer_tokens);
     let never = CancellationToken::new();
+    let started = Instant::now();
     let completion = rt.blocking.wait(client.chat_with_retry(
         &request(messages),
         &mut |_: &ChatEvent| {},
         &never,
     ))?;
+    rt.meter.background_call(
+        &completion.usage,
+        completion.timings.map(Into::into).as_ref(),
+        micros_since(started),
+    );
     if completion.finish_reason == FINISH_LENGTH {
         return Err(CompactError::Cut {
             tokens: completion.usage.completion_tokens,

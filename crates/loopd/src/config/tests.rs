@@ -235,3 +235,13 @@ fn config_approvals_timeout_is_ten_minutes_by_default_and_at_least_one_ms() {
     let cfg: Config = Loader::new(f.path(), ENV_PREFIX).load_valid().unwrap();
     assert_eq!(cfg.approvals.timeout_ms, 1500);
 }
+
+#[test]
+fn a_metrics_listener_beyond_loopback_needs_allow_remote() {
+    let found = invalid("[metrics]\nlisten = \"0.0.0.0:9464\"\n");
+    assert_eq!(keys(&found), ["metrics.listen"]);
+    assert!(found[0].message.contains("allow_remote"), "{:?}", found[0]);
+    let f = file("[metrics]\nlisten = \"0.0.0.0:9464\"\nallow_remote = true\n");
+    let cfg: Config = Loader::new(f.path(), ENV_PREFIX).load_valid().unwrap();
+    assert_eq!(cfg.metrics.listen, Some("0.0.0.0:9464".parse().unwrap()));
+}

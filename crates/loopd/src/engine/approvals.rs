@@ -64,6 +64,11 @@ impl Desk {
         waiting.len() != before
     }
 
+    /// How many calls wait now.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
     /// Every call waiting now, oldest first.
     pub(crate) fn list(&self) -> ApprovalList {
         ApprovalList {

@@ -43,11 +43,14 @@ fn compact(inner: &Inner, id: &SessionId) -> Result<CompactAnswer, ApiFailure> {
         .map_err(store_failure)?;
     // A compaction calls no tool and writes no baseline: the next turn does.
     let registry = Registry::new(Vec::new());
-    let rt = super::worker::runtime(inner, &registry, &crate::turn::NoOwner);
+    let meter = parts.meter.task(id.clone(), &registry);
+    let rt = super::worker::runtime(parts, &registry, &crate::turn::NoOwner, &meter);
     if let Err(e) = crate::summarise::missing(&rt, &mut session) {
         tracing::warn!(session = %id, error = %e, "tool summary");
     }
-    match compact_session(&mut session, &rt) {
+    let compacted = compact_session(&mut session, &rt);
+    parts.meter.save_or_warn();
+    match compacted {
         Ok(done) => Ok(CompactAnswer {
             session: id.clone(),
             epoch: done.epoch,

@@ -13,6 +13,7 @@ mod compact;
 mod day;
 mod idle;
 mod lane;
+mod metrics;
 mod pool;
 mod status;
 mod submit;
@@ -23,11 +24,12 @@ mod unwind;
 mod waiting;
 mod worker;
 
-use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted};
+use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted, UsageQuery};
 use crate::blocking::{Blocking, OnRuntimeThread};
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::llama::{Client, ServerInfo};
+use crate::meter::Meter;
 use crate::schedule::Scheduler;
 use crate::session::{Store, StoreError};
 use crate::tools::{Registry, ToolPort};
@@ -62,6 +64,8 @@ pub struct EngineParts {
     /// How turn threads wait for async work (the clients, a main or background slot), on
     /// the runtime the API runs on.
     pub blocking: Blocking,
+    /// The metrics and usage accounts every task reports to.
+    pub meter: Arc<Meter>,
 }
 
 /// Where the tools of a task come from.
@@ -137,8 +141,6 @@ struct Inner {
     approvals: approvals::Desk,
     /// The schedules, once the daemon started them (`set_scheduler`); taken at shutdown.
     scheduler: Mutex<Option<Arc<Scheduler<Engine>>>>,
-    /// The tokens generated today, for the day budget.
-    day: day::DayTally,
 }
 
 impl Engine {
@@ -147,7 +149,6 @@ impl Engine {
     pub fn new(parts: EngineParts) -> Engine {
         Engine {
             inner: Arc::new(Inner {
-                day: day::DayTally::new(parts.cfg.budgets.zone()),
                 parts,
                 lanes: Mutex::new(HashMap::new()),
                 slots: Arc::new(Semaphore::new(1)),
@@ -475,5 +476,13 @@ impl Backend for Engine {
 
     async fn status(&self) -> Status {
         status::status(&self.inner).await
+    }
+
+    fn usage(&self, query: &UsageQuery) -> Result<proto::api::UsageReport, ApiFailure> {
+        metrics::usage(&self.inner, query)
+    }
+
+    fn metrics(&self) -> Arc<dyn bxmetrics::Source> {
+        Arc::new(self.clone())
     }
 }

@@ -38,12 +38,7 @@ pub async fn status(inner: &std::sync::Arc<Inner>) -> Status {
                 subagent: parts.cfg.slots.subagent,
             },
         },
-        usage: proto::api::UsageToday {
-            day: String::new(),
-            timezone: "UTC".into(),
-            totals: proto::api::UsageTotals::default(),
-            max_generated_tokens_per_day: None,
-        },
+        usage: parts.meter.usage_today(),
     }
 }
 

@@ -4,13 +4,30 @@
 use super::lane::{Pending, Work};
 use super::{Engine, task_ids, waiting};
 use crate::api::{ApiFailure, Submitted};
+use crate::meter::Refusal;
 use proto::api::TaskRequest;
 use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
 
 impl Engine {
-    /// Queues `task` (see [`crate::api::Backend::submit`]); `unattended` when nobody watches its turn.
+    /// Queues `task` (see [`crate::api::Backend::submit`]); `unattended` when nobody watches its
+    /// turn. A refusal the metrics count (`loopd_tasks_refused_total`) is counted here, whatever
+    /// step refused it.
     pub(super) async fn submit_task(
+        &self,
+        task: TaskRequest,
+        unattended: bool,
+    ) -> Result<Submitted, ApiFailure> {
+        let submitted = self.queue_task(task, unattended).await;
+        if let Err(why) = &submitted
+            && let Some(refusal) = refusal(why)
+        {
+            self.inner.parts.meter.task_refused(refusal);
+        }
+        submitted
+    }
+
+    async fn queue_task(
         &self,
         task: TaskRequest,
         unattended: bool,
@@ -66,5 +83,15 @@ impl Engine {
         answer.await.map_err(|_| {
             ApiFailure::Internal("the task was dropped before its turn started".into())
         })?
+    }
+}
+
+/// The refusal `loopd_tasks_refused_total` counts a failure as, if it is one.
+fn refusal(why: &ApiFailure) -> Option<Refusal> {
+    match why {
+        ApiFailure::Busy(_) => Some(Refusal::Busy),
+        ApiFailure::TooManyWaiting(_) => Some(Refusal::TooManyWaiting),
+        ApiFailure::OverBudget(_) => Some(Refusal::DayBudget),
+        _ => None,
     }
 }

@@ -16,6 +16,11 @@ pub(super) struct Waiters(AtomicUsize);
 pub struct Waiting(Arc<Waiters>);
 
 impl Waiters {
+    /// How many tasks wait now.
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+
     /// A place for one more waiting task, or 429 when `max` wait already.
     pub fn take(waiters: &Arc<Waiters>, max: usize) -> Result<Waiting, ApiFailure> {
         let taken = waiters

@@ -2,7 +2,7 @@
 
 use super::approvals::TurnOwner;
 use super::lane::{Pending, Work};
-use super::{Inner, store_failure, unwind};
+use super::{EngineParts, Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
 use crate::blocking::OnRuntimeThread;
 use crate::session::Session;
@@ -52,13 +52,13 @@ struct Ran {
 }
 
 /// The runtime of a task of this engine with `registry`, whose calls wait for the owner
-/// through `owner`.
+/// through `owner` and whose spending goes to `meter`.
 pub(super) fn runtime<'a>(
-    inner: &'a Inner,
+    parts: &'a EngineParts,
     registry: &'a Registry,
     owner: &'a dyn Owner,
+    meter: &'a dyn crate::turn::Meter,
 ) -> Runtime<'a> {
-    let parts = &inner.parts;
     Runtime {
         cfg: &parts.cfg,
         client: &parts.client,
@@ -69,7 +69,7 @@ pub(super) fn runtime<'a>(
         n_ctx: parts.server.n_ctx,
         children: &crate::subagent::Subagents,
         owner,
-        meter: &inner.day,
+        meter,
     }
 }
 
@@ -157,10 +157,11 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
     let parts = &inner.parts;
     let registry =
         crate::subagent::registry_for(&parts.tools.registry(id, &parts.blocking), id, &parts.cfg);
+    let meter = parts.meter.task(id.clone(), &registry);
+    let mut tally = meter.tally();
     let mut on_event = |event: &TurnEvent| {
-        // Each model call (its subagents' too) counts in the day before anyone hears of it,
-        // so a task submitted after this turn's `ended` event finds the day up to date.
-        inner.day.count(event);
+        // First: a budget reads the day's spending right after the event.
+        tally.event(event);
         if let Some(named) = &pending.named {
             named.event(event);
         }
@@ -179,16 +180,24 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         stop.clone(),
         pending.unattended,
     );
-    let rt = runtime(inner, &registry, &owner);
-    let result = match unwind::catch("a turn", id, || {
+    let rt = runtime(parts, &registry, &owner, &meter);
+    let ran = unwind::catch("a turn", id, || {
         run_foreground(&rt, &mut session, stop, &mut on_event)
-    }) {
-        Ok(result) => result,
+    });
+    let result = match ran {
+        Ok(result) => Some(result),
         Err(why) => {
             unwind::end_failed(&mut session, turn, &why, &mut on_event);
-            return None;
+            None
         }
     };
+    // What the turn's events had not yet told the accounts. The main slot goes back first
+    // (another session's turn need not wait for the write); then the turn's spending is made
+    // durable: a crash loses at most a turn in flight.
+    drop(tally);
+    drop(owner);
+    parts.meter.save_or_warn();
+    let result = result?;
     if let Err(e) = &result {
         tracing::warn!(session = %id, turn, error = %e, "turn failed");
     }
@@ -213,8 +222,10 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     }
     tracing::debug!(session = %id, "background work after the turn");
     // No tool runs after the turn: nothing there asks the owner.
-    let rt = runtime(inner, &ran.registry, &NoOwner);
+    let meter = inner.parts.meter.task(id.clone(), &ran.registry);
+    let rt = runtime(&inner.parts, &ran.registry, &NoOwner, &meter);
     finish_turn(&rt, &mut ran.session, &ran.result);
+    inner.parts.meter.save_or_warn();
     if !inner.shutting_down.load(Ordering::SeqCst) {
         inner.idle.keep(ran.session);
     }

@@ -78,6 +78,18 @@ pub struct Timings {
     pub predicted_ms: f64,
 }
 
+impl From<Timings> for bxcore::ModelTimings {
+    fn from(t: Timings) -> bxcore::ModelTimings {
+        bxcore::ModelTimings {
+            cache_n: t.cache_n,
+            prompt_n: t.prompt_n,
+            prompt_ms: t.prompt_ms,
+            predicted_n: t.predicted_n,
+            predicted_ms: t.predicted_ms,
+        }
+    }
+}
+
 /// A finished answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {

@@ -19,6 +19,7 @@ pub use runner::RunCounts;
 
 use crate::api::{ApiFailure, Backend};
 use crate::config::{Config, Missed, NEW_SESSION, Notify, Schedule, TaskSource, Timing};
+use crate::meter::ScheduleRuns;
 use bxcore::SessionId;
 use chrono::{DateTime, Utc};
 use proto::api::{ScheduleInfo, ScheduleList, ScheduleStarted};
@@ -124,15 +125,16 @@ pub struct Scheduler<B: Backend> {
 
 impl<B: Backend> Scheduler<B> {
     /// Loads the state, settles what was missed while loopd was down (`missed`), and starts
-    /// the scheduler on the current runtime. An unreadable state file is an error: runs
-    /// would repeat or be lost without it.
+    /// the scheduler on the current runtime; each run's end is counted in `runs`. An
+    /// unreadable state file is an error: runs would repeat or be lost without it.
     pub fn start(
         backend: Arc<B>,
         specs: Vec<Spec>,
         paths: Paths,
         clock: Arc<dyn Clock>,
+        runs: ScheduleRuns,
     ) -> Result<Scheduler<B>, state::StateError> {
-        let (shared, catch_up) = Shared::load(backend, specs, paths, clock)?;
+        let (shared, catch_up) = Shared::load(backend, specs, paths, clock, runs)?;
         let shared = Arc::new(shared);
         let (stop, stop_rx) = watch::channel(false);
         for (name, due) in catch_up {

@@ -3,7 +3,7 @@
 //! answer kept as a notification when the schedule says so, and its outcome written down.
 
 use super::answer::{Answer, notification_text};
-use super::runner::{STILL_RUNNING, Shared, not_found, session_of, state_failure};
+use super::runner::{STILL_RUNNING, Shared, not_found, outcome_word, session_of, state_failure};
 use super::timing::timestamp;
 use crate::api::{ApiFailure, Backend, Submitted};
 use crate::config::TaskSource;
@@ -260,6 +260,7 @@ impl<B: Backend> Shared<B> {
     /// The run is over: not running, its outcome recorded (when `record`, and it is still the
     /// last run: a skipped run after it stays the last).
     fn end_run(&self, begun: &Begun, turn: Option<u64>, outcome: RunOutcome, record: bool) {
+        self.ended.ended(&begun.name, outcome_word(&outcome));
         if record {
             self.update_run(begun, |run| {
                 run.turn = turn.or(run.turn);

@@ -8,6 +8,7 @@ use super::timing::{from_timestamp, latest_due, new_session_name, timestamp};
 use super::{Paths, Spec, info};
 use crate::api::{ApiFailure, Backend};
 use crate::config::Missed;
+use crate::meter::ScheduleRuns;
 use bxcore::{SessionId, TurnEnd};
 use chrono::{DateTime, Utc};
 use proto::api::{RunOutcome, RunTrigger, ScheduleInfo, ScheduleList, ScheduleRun};
@@ -59,6 +60,8 @@ pub(super) struct Shared<B> {
     wake: Notify,
     pub(super) counts: watch::Sender<RunCounts>,
     pub(super) runs: Mutex<Vec<JoinHandle<()>>>,
+    /// Where each run's end is counted (`loopd_schedule_runs_total`).
+    pub(super) ended: ScheduleRuns,
 }
 
 impl<B: Backend> Shared<B> {
@@ -69,6 +72,7 @@ impl<B: Backend> Shared<B> {
         specs: Vec<Spec>,
         paths: Paths,
         clock: Arc<dyn Clock>,
+        runs: ScheduleRuns,
     ) -> Result<(Shared<B>, Vec<CatchUp>), StateError> {
         let mut file = state::load(&paths.state)?;
         let now = clock.now();
@@ -87,6 +91,8 @@ impl<B: Backend> Shared<B> {
                     notified: false,
                     not_approved: 0,
                 };
+                // The loopd it ran in never counted its end.
+                runs.ended(&spec.name, outcome_word(&run.outcome));
                 changed = true;
             }
             // A schedule never run before starts from now: nothing is missed.
@@ -105,6 +111,7 @@ impl<B: Backend> Shared<B> {
                     Missed::Skip if state.paused => {}
                     Missed::Skip => {
                         tracing::info!(schedule = %spec.name, due = %missed, "missed while loopd was down: skipped");
+                        runs.ended(&spec.name, SKIPPED);
                         state.last_run =
                             session_of(&spec, missed).ok().map(|session| ScheduleRun {
                                 started: timestamp(now),
@@ -150,6 +157,7 @@ impl<B: Backend> Shared<B> {
             wake: Notify::new(),
             counts: watch::Sender::new(RunCounts::default()),
             runs: Mutex::new(Vec::new()),
+            ended: runs,
         };
         // Only what start changed is written: a loopd with a full disk and nothing missed
         // still serves. One that cannot write what it settled finds the same at its next
@@ -243,6 +251,7 @@ impl<B: Backend> Shared<B> {
                     entry.state.last_due = Some(timestamp(due));
                 } else if entry.running {
                     tracing::info!(schedule = %name, "skipped: {STILL_RUNNING}");
+                    self.ended.ended(name, SKIPPED);
                     entry.state.last_due = Some(timestamp(due));
                     if let Ok(session) = session_of(&entry.spec, due) {
                         entry.state.last_run = Some(ScheduleRun {
@@ -314,6 +323,20 @@ pub(super) fn session_of(spec: &Spec, due: DateTime<Utc>) -> Result<SessionId, A
                 spec.name
             ))
         }),
+    }
+}
+
+/// `loopd_schedule_runs_total`'s outcome of a run skipped.
+const SKIPPED: &str = "skipped";
+
+/// `loopd_schedule_runs_total`'s outcome of a run that ended `outcome`: its turn's end
+/// (`done`, `failed`, `interrupted`, ...), `skipped`, or `not_started` when it could not start.
+pub(super) fn outcome_word(outcome: &RunOutcome) -> &'static str {
+    match outcome {
+        RunOutcome::Ended { end, .. } => crate::meter::metrics::end_word(end),
+        RunOutcome::Skipped { .. } => SKIPPED,
+        RunOutcome::Failed { .. } => "not_started",
+        RunOutcome::Running => "running",
     }
 }
 

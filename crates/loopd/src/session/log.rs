@@ -6,12 +6,14 @@ use super::hold::Hold;
 use super::index::{Index, Summary};
 use super::line::{self, GENESIS_DIGEST};
 use super::scan::scan;
+use super::timing::AppendTimes;
 use bxcore::{
     ApprovalDecision, ApprovalId, CallId, Labels, LogRecord, SessionId, Timestamp, TurnEnd, Usage,
 };
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// The log file's name inside a session directory.
 pub const LOG_FILE: &str = "log.jsonl";
@@ -52,6 +54,17 @@ pub struct Session {
     _hold: Hold,
     /// The store's index, told of every append.
     index: Index,
+    /// Where each append's duration goes.
+    append_times: AppendTimes,
+}
+
+/// What a session shares with the store that opened it.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    /// The store's index.
+    pub index: Index,
+    /// Where appends are timed.
+    pub append_times: AppendTimes,
 }
 
 /// An approval asked in the open turn.
@@ -69,7 +82,7 @@ impl Session {
         id: SessionId,
         dir: PathBuf,
         hold: Hold,
-        index: Index,
+        shared: Shared,
     ) -> Result<Session, StoreError> {
         let path = dir.join(LOG_FILE);
         let mut file = match OpenOptions::new().read(true).append(true).open(&path) {
@@ -124,7 +137,8 @@ impl Session {
             poisoned: false,
             baseline: None,
             _hold: hold,
-            index,
+            index: shared.index,
+            append_times: shared.append_times,
         };
         for record in found.records {
             session.note(record);
@@ -195,6 +209,7 @@ impl Session {
         let seq = self.records.len() as u64 + 1;
         let (text, digest) = line::encode(&record, seq, &self.last_digest)
             .map_err(|e| self.bad(&record, e.to_string()))?;
+        let started = Instant::now();
         if let Err(e) = self
             .file
             .write_all(text.as_bytes())
@@ -203,6 +218,7 @@ impl Session {
             self.undo_partial_write();
             return Err(StoreError::io(&self.path, e));
         }
+        self.append_times.observe(started.elapsed());
         self.len_bytes += text.len() as u64;
         self.last_digest = digest;
         self.note(record);
@@ -341,7 +357,12 @@ impl Session {
     /// there, so the child is held like any session.
     pub fn store(&self) -> super::Store {
         let sessions_dir = self.dir.parent().unwrap_or(&self.dir).to_path_buf();
-        super::Store::from_parts(sessions_dir, self._hold.holds().clone(), self.index.clone())
+        super::Store::from_parts(
+            sessions_dir,
+            self._hold.holds().clone(),
+            self.index.clone(),
+            self.append_times.clone(),
+        )
     }
 
     /// Every record, header first.

@@ -26,13 +26,15 @@ mod log;
 mod scan;
 #[cfg(test)]
 mod tests;
+mod timing;
 
 pub use baseline::{BASELINE_FORMAT_VERSION, Baseline};
 pub use error::StoreError;
-pub(crate) use fsync::replace_file;
+pub(crate) use fsync::{is_temp_name, replace_file};
 pub use hold::{Hold, Holds};
 pub use index::{Index, Summary};
 pub use log::{LOG_FILE, STOPPED_WHILE_WAITING, Session};
+pub use timing::AppendTimes;
 
 /// The directory, inside a session's directory, that holds its stored outputs.
 pub const OUTPUTS_DIR: &str = "outputs";
@@ -46,6 +48,7 @@ pub struct Store {
     sessions_dir: PathBuf,
     holds: Holds,
     index: Index,
+    append_times: AppendTimes,
 }
 
 impl Store {
@@ -57,15 +60,38 @@ impl Store {
             sessions_dir,
             holds: Holds::default(),
             index: Index::default(),
+            append_times: AppendTimes::default(),
         })
     }
 
-    /// The store a session in `sessions_dir` came from, sharing its holds and its index.
-    pub(crate) fn from_parts(sessions_dir: PathBuf, holds: Holds, index: Index) -> Store {
+    /// This store, its sessions' appends timed into `append_times` (loopd's metrics).
+    #[must_use]
+    pub fn with_append_times(mut self, append_times: AppendTimes) -> Store {
+        self.append_times = append_times;
+        self
+    }
+
+    /// The store a session in `sessions_dir` came from, sharing its holds, its index and
+    /// where its appends are timed.
+    pub(crate) fn from_parts(
+        sessions_dir: PathBuf,
+        holds: Holds,
+        index: Index,
+        append_times: AppendTimes,
+    ) -> Store {
         Store {
             sessions_dir,
             holds,
             index,
+            append_times,
+        }
+    }
+
+    /// What an opened session shares with its store.
+    fn shared(&self) -> log::Shared {
+        log::Shared {
+            index: self.index.clone(),
+            append_times: self.append_times.clone(),
         }
     }
 
@@ -81,7 +107,7 @@ impl Store {
         let hold = self.hold(id)?;
         let dir = self.dir(id);
         create::make(&self.sessions_dir, id, &dir)?;
-        Session::open(id.clone(), dir, hold, self.index.clone())
+        Session::open(id.clone(), dir, hold, self.shared())
     }
 
     /// Removes what crashes left (half-made sessions, temporary files of durable writes,
@@ -95,7 +121,7 @@ impl Store {
     /// it until the [`Session`] is dropped. A held session is [`StoreError::Busy`].
     pub fn open(&self, id: &SessionId) -> Result<Session, StoreError> {
         let hold = self.hold(id)?;
-        Session::open(id.clone(), self.dir(id), hold, self.index.clone())
+        Session::open(id.clone(), self.dir(id), hold, self.shared())
     }
 
     /// Opens session `id`, creating it first if it does not exist.

@@ -6,6 +6,7 @@
 use crate::api::{ApiFailure, Backend};
 use crate::engine::{Engine, EngineParts, ToolSource};
 use crate::llama::ServerInfo;
+use crate::meter::{Meter, system_clock};
 use crate::session::Store;
 use crate::tests::bed::{Bed, COMPACT_PHRASE, ROOMY_N_CTX, kinds};
 use crate::tools::{FakeTools, Registry};
@@ -48,6 +49,7 @@ fn engine(bed: &Bed) -> Engine {
             build_info: String::new(),
         },
         blocking: bed.fake.blocking(),
+        meter: Arc::new(Meter::load(&bed.cfg, system_clock()).unwrap()),
     })
 }
 

@@ -9,6 +9,7 @@ use crate::engine::{Engine, EngineParts, ToolSource};
 use crate::heartbeat::list;
 use crate::llama::ServerInfo;
 use crate::llama::tests::support::Fake;
+use crate::meter::{Meter, system_clock};
 use crate::schedule::{Paths, RunCounts, Scheduler, Spec, SystemClock, specs};
 use crate::session::Store;
 use crate::tools::{FakeTools, Registry, ToolPort};
@@ -73,6 +74,7 @@ impl Bed {
                 build_info: String::new(),
             },
             blocking: fake.blocking(),
+            meter: Arc::new(Meter::load(&cfg, system_clock()).unwrap()),
         });
         Bed {
             fake,
@@ -92,6 +94,7 @@ impl Bed {
                 self.specs.clone(),
                 Paths::of(&self.cfg),
                 Arc::new(SystemClock),
+                crate::meter::ScheduleRuns::default(),
             )
             .unwrap();
             let mut counts = heartbeat.counts();

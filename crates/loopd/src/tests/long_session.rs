@@ -10,6 +10,7 @@ use crate::baseline::context_labels;
 use crate::config::HEARTBEAT_PROMPT_FILE;
 use crate::engine::{Engine, EngineParts, ToolSource};
 use crate::llama::ServerInfo;
+use crate::meter::{Meter, system_clock};
 use crate::schedule::{Paths, Scheduler, SystemClock, specs};
 use crate::session::Store;
 use crate::tests::bed::{Bed, COMPACT_PHRASE, DUE_AFTER_TURN, ROOMY_N_CTX, SUMMARY_PHRASE, kinds};
@@ -264,6 +265,7 @@ fn heartbeat_stays_clean(bed: &Bed) {
             build_info: String::new(),
         },
         blocking: bed.fake.blocking(),
+        meter: Arc::new(Meter::load(&cfg, system_clock()).unwrap()),
     });
     let counts = bed.fake.rt.block_on(async {
         let heartbeat = Scheduler::start(
@@ -271,6 +273,7 @@ fn heartbeat_stays_clean(bed: &Bed) {
             specs,
             Paths::of(&cfg),
             Arc::new(SystemClock),
+            crate::meter::ScheduleRuns::default(),
         )
         .unwrap();
         let mut counts = heartbeat.counts();

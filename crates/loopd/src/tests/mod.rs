@@ -28,3 +28,4 @@ mod summary_outcomes;
 mod turn;
 mod turn_recovery;
 mod untrusted_marks;
+mod usage_accounts;

@@ -17,9 +17,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
+mod approvals;
 mod budgets;
 mod records;
 mod schedules;
+pub mod usage;
+pub use approvals::{own_uid, stub_pending_approval};
 pub use budgets::SPENT;
 pub use records::s1_records;
 pub use schedules::{StubSchedules, stub_hourly, stub_schedule};
@@ -247,12 +250,7 @@ impl Backend for Stub {
                     subagent: 2,
                 },
             },
-            usage: proto::api::UsageToday {
-                day: "2026-12-01".into(),
-                timezone: "UTC".into(),
-                totals: proto::api::UsageTotals::default(),
-                max_generated_tokens_per_day: None,
-            },
+            usage: usage::usage_today(),
         }
     }
     fn approvals(&self) -> Result<proto::api::ApprovalList, ApiFailure> {
@@ -299,6 +297,14 @@ impl Backend for Stub {
         paused: bool,
     ) -> Result<proto::api::ScheduleInfo, ApiFailure> {
         self.schedules.pause(name, paused)
+    }
+
+    fn usage(&self, query: &loopd::api::UsageQuery) -> Result<proto::api::UsageReport, ApiFailure> {
+        usage::report(query)
+    }
+
+    fn metrics(&self) -> Arc<dyn loopd::api::MetricsSource> {
+        Arc::new(usage::StubMetrics)
     }
 }
 
@@ -438,28 +444,4 @@ pub async fn boxctl(served: &Served, args: &[&str]) -> (Option<i32>, String, Str
         .unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code(), text(&out.stdout), text(&out.stderr))
-}
-
-/// The one call the stub says waits for approval: `ap-1`, a `write_file` of session `s1`.
-pub fn stub_pending_approval() -> proto::api::PendingApproval {
-    proto::api::PendingApproval {
-        id: bxcore::ApprovalId::new("ap-1").unwrap(),
-        session: SessionId::new("s1").unwrap(),
-        turn: 3,
-        call: bxcore::CallId(4),
-        tool: "write_file".into(),
-        arguments: r#"{"path":"/srv/notes/a.txt","content":"hello"}"#.into(),
-        reason: "write_file asks the owner first (approve = always)".into(),
-        class: DataClass::Public,
-        untrusted: false,
-        asked: Timestamp::parse("2026-01-02T03:04:05Z").unwrap(),
-        timeout_ms: 600_000,
-    }
-}
-
-/// This test process's uid: what loopd's API reads from a peer that is this process or a
-/// child of it (`SO_PEERCRED`).
-pub fn own_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").unwrap().uid()
 }

@@ -227,7 +227,12 @@ fn a_task_that_waited_while_the_day_was_spent_is_refused_when_its_turn_comes() {
         "the second task's place on the lane",
     ));
     // Meanwhile other sessions spend the day.
-    bed.engine.inner.day.add(1_000_000);
+    let others = proto::api::UsageTotals {
+        generated_tokens: 1_000_000,
+        ..proto::api::UsageTotals::default()
+    };
+    let elsewhere = bxcore::SessionId::new("elsewhere").unwrap();
+    bed.engine.inner.parts.meter.add(&elsewhere, &others);
     release.send(()).unwrap();
     // The running turn ends at the day budget at its next model call...
     match bed.end_of(first) {

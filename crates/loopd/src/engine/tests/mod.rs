@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::engine::{Engine, EngineParts, ToolSource};
 use crate::llama::ServerInfo;
 use crate::llama::tests::support::Fake;
+use crate::meter::{Meter, system_clock};
 use crate::session::Store;
 use crate::tools::{Registry, ToolPort};
 use std::sync::Arc;
@@ -34,5 +35,6 @@ fn engine_over(fake: &Fake, cfg: &Config, port: Arc<dyn ToolPort>) -> Engine {
             build_info: String::new(),
         },
         blocking: fake.blocking(),
+        meter: Arc::new(Meter::load(cfg, system_clock()).unwrap()),
     })
 }

@@ -2,6 +2,7 @@
 //! clock and waits (bounded) on the scheduler's counts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod counted;
 mod runs;
 mod stub;
 
@@ -64,6 +65,7 @@ impl Bed {
             specs,
             self.paths(),
             Arc::clone(&self.clock) as Arc<dyn super::Clock>,
+            crate::meter::ScheduleRuns::default(),
         )
         .unwrap()
     }

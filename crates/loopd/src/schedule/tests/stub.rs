@@ -143,4 +143,10 @@ impl Backend for Stub {
     fn pause_schedule(&self, _: &str, _: bool) -> Result<ScheduleInfo, ApiFailure> {
         unimplemented!("not used by the scheduler")
     }
+    fn usage(&self, _: &crate::api::UsageQuery) -> Result<proto::api::UsageReport, ApiFailure> {
+        unimplemented!("not used by the scheduler")
+    }
+    fn metrics(&self) -> std::sync::Arc<dyn bxmetrics::Source> {
+        unimplemented!("not used by the scheduler")
+    }
 }

@@ -49,6 +49,7 @@ fn a_scheduled_run_refused_by_the_day_budget_reads_failed_with_the_budgets_words
             build_info: String::new(),
         },
         blocking: fake.blocking(),
+        meter: Arc::new(crate::meter::Meter::load(&cfg, crate::meter::system_clock()).unwrap()),
     });
     fake.rt.block_on(async {
         // A task spends the day's one token.
@@ -70,6 +71,7 @@ fn a_scheduled_run_refused_by_the_day_budget_reads_failed_with_the_budgets_words
             specs(&cfg).unwrap(),
             Paths::of(&cfg),
             Arc::new(SystemClock),
+            crate::meter::ScheduleRuns::default(),
         )
         .unwrap();
         let mut counts = scheduler.counts();

@@ -1,0 +1,157 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::meter::promtool;
+use bxcore::DenyReason;
+use std::collections::BTreeSet;
+
+/// The loopd metric names docs/metrics.md lists (first column of its loopd table).
+fn documented() -> BTreeSet<String> {
+    let doc = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/metrics.md"
+    ));
+    let table = doc
+        .split("## loopd")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap();
+    table
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `loopd_"))
+        .filter_map(|rest| rest.split('`').next())
+        .map(|name| format!("loopd_{name}"))
+        .collect()
+}
+
+/// The metric names a classic exposition declares (`# TYPE NAME ...`).
+fn declared(classic: &str) -> BTreeSet<String> {
+    classic
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split(' ').next())
+        .map(str::to_string)
+        .collect()
+}
+
+fn classic(metrics: &Metrics) -> String {
+    bxmetrics::exposition::classic(
+        &bxmetrics::exposition::open_metrics(metrics.registry()).unwrap(),
+    )
+}
+
+#[test]
+fn the_registry_declares_exactly_the_names_docs_metrics_lists() {
+    let documented = documented();
+    assert!(documented.len() >= 22, "{documented:?}");
+    let metrics = Metrics::new();
+    // A family without a series is not written: these get theirs from what happens.
+    metrics.tool_call(Cow::Borrowed("clock"), &ToolOutcome::Ok);
+    metrics.schedule_run("daily", "done");
+    assert_eq!(declared(&classic(&metrics)), documented);
+}
+
+#[test]
+fn every_turn_outcome_and_budget_starts_at_zero() {
+    let text = classic(&Metrics::new());
+    for outcome in END_WORDS {
+        let line = format!("loopd_turns_total{{outcome=\"{outcome}\"}} 0");
+        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
+    for budget in BUDGET_KEYS {
+        let line = format!("loopd_budget_stops_total{{budget=\"{budget}\"}} 0");
+        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
+    promtool::check(&text);
+}
+
+#[test]
+fn every_kind_of_sample_passes_promtool() {
+    let metrics = Metrics::new();
+    let counts = CallCounts {
+        evaluated: 10,
+        cached: 30,
+        generated: 5,
+        tokens_per_second: Some(50.0),
+        model_us: 120_000,
+    };
+    metrics.model_call(Role::Main, &counts);
+    metrics.model_call(Role::Subagent, &CallCounts::default());
+    metrics.turn(&TurnEnd::Done, Duration::from_millis(1500));
+    metrics.turn(
+        &TurnEnd::Budget {
+            budget: "max_turn_ms".into(),
+            message: "the turn ran 2 s; max_turn_ms is 1000".into(),
+        },
+        Duration::from_secs(2),
+    );
+    metrics.tool_call(Cow::Borrowed("clock"), &ToolOutcome::Ok);
+    metrics.tool_call(
+        Cow::Borrowed(UNKNOWN_TOOL),
+        &ToolOutcome::Denied {
+            reason: DenyReason::NoGrant,
+        },
+    );
+    metrics.background(
+        true,
+        crate::runtime::BackgroundOutcome::Mechanical,
+        Duration::from_secs(3),
+    );
+    metrics.background(
+        false,
+        crate::runtime::BackgroundOutcome::Ok,
+        Duration::from_secs(1),
+    );
+    metrics.schedule_run("daily", "done");
+    metrics.refused(Refusal::Busy);
+    metrics.append_histogram().observe(0.0002);
+    metrics.sample(Sampled {
+        queued: 2,
+        running: 1,
+        waiting: 3,
+        approvals: 1,
+    });
+    let text = classic(&metrics);
+    for line in [
+        "loopd_model_calls_total{role=\"main\"} 1",
+        "loopd_prompt_evaluated_tokens_total{role=\"main\"} 10",
+        "loopd_prompt_cached_tokens_total{role=\"main\"} 30",
+        "loopd_prompt_cached_ratio 0.75",
+        "loopd_generated_tokens_total{role=\"main\"} 5",
+        "loopd_generation_tokens_per_second{role=\"main\"} 50.0",
+        "loopd_turns_total{outcome=\"done\"} 1",
+        "loopd_turns_total{outcome=\"budget\"} 1",
+        "loopd_budget_stops_total{budget=\"max_turn_ms\"} 1",
+        "loopd_tool_calls_total{tool=\"clock\",outcome=\"ok\"} 1",
+        "loopd_tool_calls_total{tool=\"unknown\",outcome=\"denied\"} 1",
+        "loopd_compactions_total{outcome=\"mechanical\"} 1",
+        "loopd_summaries_total{outcome=\"ok\"} 1",
+        "loopd_schedule_runs_total{schedule=\"daily\",outcome=\"done\"} 1",
+        "loopd_tasks_refused_total{reason=\"busy\"} 1",
+        "loopd_tasks_refused_total{reason=\"day_budget\"} 0",
+        "loopd_log_append_duration_seconds_count 1",
+        "loopd_turn_duration_seconds_count 2",
+        "loopd_queued_tasks 2",
+        "loopd_running_turns 1",
+        "loopd_waiting_tasks 3",
+        "loopd_approvals_pending 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
+    promtool::check(&text);
+}
+
+#[test]
+fn a_budget_the_metrics_do_not_know_is_counted_as_unknown() {
+    let metrics = Metrics::new();
+    let end = TurnEnd::Budget {
+        budget: "made up by a\nclient".into(),
+        message: String::new(),
+    };
+    metrics.turn(&end, Duration::ZERO);
+    let text = classic(&metrics);
+    assert!(
+        text.contains("loopd_budget_stops_total{budget=\"unknown\"} 1"),
+        "{text}"
+    );
+}
