@@ -11,7 +11,7 @@
 # the grants put under `approve = "always"` (docs/approvals.md): each runs in the background
 # and waits for the owner; the demo approves the first with `boxctl approve` and shows the file,
 # and denies the second with `boxctl deny --reason "not now"` and shows the model's answer;
-# shows the sessions' logs; then stops boxd with SIGTERM (it stops its children in reverse order)
+# shows the sessions' logs and what they cost (`boxctl usage`); then stops boxd with SIGTERM (it stops its children in reverse order)
 # and checks every child is gone.
 # The first run takes minutes (it builds llama-server and downloads the model, with progress);
 # later runs take seconds. Everything goes under .dev/demo; nothing leaves loopback (the model
@@ -316,6 +316,10 @@ for shown in "$session" "$session-wc" "$session-note1" "$session-note2"; do
     echo "\$ boxctl show $shown"
     "$bin/boxctl" show "$shown" || status=$?
 done
+# What the demo cost, from loopd's usage accounts (docs/budgets.md): today, every session.
+echo
+echo "\$ boxctl usage"
+"$bin/boxctl" usage || status=$?
 echo
 echo "==> stopping boxd (SIGTERM): it stops loopd, brokerd and the model server, in that order"
 # The children boxd started, from its log ("started child=NAME pid=PID").

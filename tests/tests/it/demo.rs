@@ -94,6 +94,8 @@ fn demo(model: &str, model_child: &str) -> String {
         "approved ap-",
         "denied ap-",
         "not now",
+        "$ boxctl usage\n",
+        "(all) ",
     ] {
         assert!(stdout.contains(line), "{line:?} missing\n{context}");
     }
