@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServer {
-    /// The server's name, for logs and the audit log; unique.
+    /// The server's name, for logs, the audit log and the `server` label of brokerd's
+    /// metrics: `[a-z0-9_]`, unique.
     pub name: String,
     /// The program to run.
     pub command: String,
@@ -44,24 +45,27 @@ impl McpServer {
     /// Checks this server, the `i`th.
     pub(super) fn check(&self, i: usize, p: &mut Problems) {
         let key = |name: &str| format!("mcp[{i}].{name}");
-        p.non_empty(&key("name"), &self.name);
+        // The name is also the `server` label of brokerd's metrics, which prometheus-client
+        // writes unescaped: the prefix's rule keeps a quote or a newline out of the exposition.
+        check_word(&key("name"), &self.name, p);
         p.non_empty(&key("command"), &self.command);
-        if self.prefix.is_empty() {
-            p.push(key("prefix"), "must not be empty");
-        } else if !self
-            .prefix
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        {
-            p.push(
-                key("prefix"),
-                format!("only a-z, 0-9 and _ are allowed: {:?}", self.prefix),
-            );
-        }
+        check_word(&key("prefix"), &self.prefix, p);
         for name in self.env.keys() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
                 p.push(key("env"), format!("not a valid variable name: {name:?}"));
             }
         }
+    }
+}
+
+/// Checks that `value`, at `key`, is a non-empty word of `[a-z0-9_]`.
+fn check_word(key: &str, value: &str, p: &mut Problems) {
+    if value.is_empty() {
+        p.push(key, "must not be empty");
+    } else if !value
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        p.push(key, format!("only a-z, 0-9 and _ are allowed: {value:?}"));
     }
 }

@@ -208,6 +208,33 @@ fn config_mcp_checks() {
 }
 
 #[test]
+fn config_mcp_name_is_a_safe_label_value() {
+    // The name is the `server` label of brokerd's metrics: a quote, a backslash or a newline
+    // would break the exposition (prometheus-client does not escape), and a newline could
+    // inject lines such as a fake `# EOF`.
+    for name in [
+        "a\"b",
+        "a\\b",
+        "a\nb",
+        "x\n# EOF",
+        "Mock",
+        "my-server",
+        "a b",
+    ] {
+        let found = invalid(&format!(
+            "[[mcp]]\nname = {}\ncommand = \"x\"\nprefix = \"p\"\n",
+            serde_json::to_string(name).unwrap()
+        ));
+        assert_eq!(keys(&found), ["mcp[0].name"], "{name:?}");
+        assert!(
+            found[0].message.contains("only a-z, 0-9 and _"),
+            "{found:?}"
+        );
+    }
+    valid("[[mcp]]\nname = \"mock_2\"\ncommand = \"x\"\nprefix = \"p\"\n");
+}
+
+#[test]
 fn config_mcp_descriptions_are_untrusted_unless_the_owner_says() {
     let cfg = valid(
         "[[mcp]]\nname = \"a\"\ncommand = \"x\"\nprefix = \"a\"\n\
