@@ -5,7 +5,7 @@
 //! with an approval to decide (`ToolResponse::Ask`) and does not run.
 
 use crate::audit::{ApprovalScope, AuditEvent, AuditLog, AuditRecord};
-use crate::config::{Config, EXEC_TOOL, Grant, Limits};
+use crate::config::{BUILTIN_TOOLS, Config, EXEC_TOOL, Grant, Limits};
 use crate::metrics::{self, Metrics};
 use crate::policy::{
     Admission, ApprovalTable, CallCounters, Decision, GlobError, Grants, admit, decide,
@@ -16,6 +16,7 @@ use crate::toolset::ToolSet;
 use bxcore::{ApprovalId, DenyReason, SessionId};
 use proto::{Catalogue, ToolRequest, ToolResponse};
 use serde_json::Value;
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio_util::task::AbortOnDropHandle;
@@ -37,6 +38,9 @@ pub struct Broker {
     approvals: Mutex<ApprovalTable>,
     audit: Arc<AuditLog>,
     metrics: Arc<Metrics>,
+    /// The tools the config names (the built-ins and every grant's tool): the only names the
+    /// metrics label a call with, since the tool set also holds what MCP servers listed.
+    named_tools: HashSet<String>,
 }
 
 /// Whether a request's tool ran: an allowed call's duration is observed, from the request to
@@ -55,6 +59,11 @@ impl Broker {
                 tracing::warn!(tool = %grant.tool, "a grant names a tool brokerd does not offer now; its calls are denied as unknown");
             }
         }
+        let named_tools = BUILTIN_TOOLS
+            .iter()
+            .map(|tool| (*tool).to_owned())
+            .chain(config.grants.iter().map(|grant| grant.tool.clone()))
+            .collect();
         Ok(Broker {
             tools,
             grants,
@@ -63,6 +72,7 @@ impl Broker {
             approvals: Mutex::new(ApprovalTable::new(&config.approvals)),
             audit,
             metrics: Arc::new(Metrics::new()),
+            named_tools,
         })
     }
 
@@ -98,11 +108,12 @@ impl Broker {
     /// Decides `request`, audits the decision, runs the tool when allowed, audits the outcome,
     /// and answers. A decision that cannot be audited stops the call before it runs; an outcome
     /// that cannot be audited is withheld ([`AUDIT_FAILED_MESSAGE`]). Counts the request in
-    /// [`Broker::metrics`], under its tool's name only when the tool is one brokerd has.
+    /// [`Broker::metrics`], under its tool's name only when the config names the tool.
     pub async fn call(&self, request: &ToolRequest) -> ToolResponse {
         let started = Instant::now();
         let tool = self.tools.get(&request.tool);
-        let label = metrics::tool_label(&request.tool, tool.is_some());
+        let named = self.named_tools.contains(&request.tool);
+        let label = self.metrics.tool_label(&request.tool, named);
         let (response, ran) = self.decide_and_run(request, tool, started).await;
         match ran {
             Ran::Yes => {

@@ -1,12 +1,16 @@
 //! brokerd's metrics (`docs/metrics.md`): its registry, what the broker counts as it decides
 //! and runs calls, and the MCP servers' state, read from the servers at scrape time.
 //!
-//! No label takes unbounded values: a tool is named only when brokerd knows it (it is in the
-//! tool set when the call comes); any other name, however many a model invents, is counted as
-//! [`UNKNOWN_TOOL`]. Decisions and reasons are fixed words; servers come from `[[mcp]]`.
+//! No label takes unbounded values: a tool is named only when the config names it (a built-in
+//! or a tool some grant names), so neither a model that invents names nor an MCP server that
+//! lists new tools after each restart can grow the series; any other name is counted as
+//! [`UNKNOWN_TOOL`]. Over brokerd's life at most [`MAX_TOOL_LABEL_VALUES`] names are labelled,
+//! any later one is [`bxmetrics::labels::OTHER_LABEL`]. Decisions and reasons are fixed words;
+//! servers come from `[[mcp]]` (whose names are `[a-z0-9_]`).
 
 use crate::mcp::{McpServers, ServerState};
 use bxcore::DenyReason;
+use bxmetrics::labels::{BoundedLabels, MAX_TOOL_LABEL_VALUES};
 use bxmetrics::prometheus_client::metrics::counter::Counter;
 use bxmetrics::prometheus_client::metrics::family::Family;
 use bxmetrics::prometheus_client::metrics::gauge::Gauge;
@@ -94,12 +98,6 @@ pub fn reason_word(reason: DenyReason) -> &'static str {
     }
 }
 
-/// The `tool` label of a call of `name`: the name when brokerd knows the tool, else
-/// [`UNKNOWN_TOOL`].
-pub fn tool_label(name: &str, known: bool) -> &str {
-    if known { name } else { UNKNOWN_TOOL }
-}
-
 /// brokerd's registry and its metrics.
 pub struct Metrics {
     registry: Registry,
@@ -107,6 +105,8 @@ pub struct Metrics {
     call_duration: Family<NameLabel, Histogram, fn() -> Histogram>,
     mcp_up: Family<NameLabel, Gauge>,
     mcp_restarts: Family<NameLabel, Counter>,
+    /// The tool names labelled so far.
+    tools: BoundedLabels,
     /// The MCP servers to read at scrape time; weak, so that brokerd can still take them back
     /// to stop them at exit. The lock also keeps two scrapes from raising a counter twice.
     mcp: Mutex<Weak<McpServers>>,
@@ -169,11 +169,23 @@ impl Metrics {
             call_duration,
             mcp_up,
             mcp_restarts,
+            tools: BoundedLabels::new(MAX_TOOL_LABEL_VALUES),
             mcp: Mutex::new(Weak::new()),
         }
     }
 
-    /// Counts a request for the tool labelled `tool` ([`tool_label`]) decided as `decision`;
+    /// The `tool` label of a call of `name`: the name when the config names the tool
+    /// (`named`: a built-in, or named by a grant) and fewer than [`MAX_TOOL_LABEL_VALUES`]
+    /// other names were labelled before, `other` past that, else [`UNKNOWN_TOOL`].
+    pub fn tool_label<'a>(&self, name: &'a str, named: bool) -> &'a str {
+        if named {
+            self.tools.label(name)
+        } else {
+            UNKNOWN_TOOL
+        }
+    }
+
+    /// Counts a request for the tool labelled `tool` ([`Metrics::tool_label`]) decided as `decision`;
     /// `ran` is how long an allowed call took from its request to its result.
     pub fn decided(&self, tool: &str, decision: Decision, ran: Option<Duration>) {
         let labels = [

@@ -6,6 +6,8 @@
 //!   classic text format 0.0.4, derived from it by [`exposition::classic`].
 //! - [`config`]: the `[metrics]` section every daemon shares (`listen`, `allow_remote`) and
 //!   its rule: a TCP listener is loopback-only unless the owner says otherwise.
+//! - [`labels`]: label values bounded over a daemon's life ([`labels::BoundedLabels`]): the
+//!   first names as themselves, any later one as `other`.
 //! - [`listen`]: the optional TCP listener, which answers `GET /metrics` and nothing else.
 //! - [`testing`]: for the daemons' tests, the real `promtool check metrics` on an exposition
 //!   (skipped without promtool unless `BOXMAKER_REQUIRE_PROMETHEUS=1`).
@@ -16,13 +18,16 @@
 //! Rules for the metrics themselves (docs/metrics.md): names follow Prometheus' conventions
 //! (`_total` for counters, the unit as a suffix: `_seconds`, `_bytes`), and no label takes
 //! unbounded values: no session ids, no arguments, and a tool name only when the daemon knows
-//! the tool (anything else is counted as `unknown`).
+//! the tool (anything else is counted as `unknown`), and no more than
+//! [`labels::MAX_TOOL_LABEL_VALUES`] of them over the daemon's life (later ones are `other`).
 
 pub mod config;
 pub mod exposition;
+pub mod labels;
 pub mod listen;
 pub mod testing;
 
 pub use config::{MetricsConfig, MetricsConfigError};
 pub use exposition::{Scrape, Source, scrape};
+pub use labels::BoundedLabels;
 pub use prometheus_client;

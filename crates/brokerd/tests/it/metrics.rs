@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod daemon;
+mod labels;
 mod mcp;
 
 use crate::common;
