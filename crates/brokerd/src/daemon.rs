@@ -63,8 +63,8 @@ async fn serve_until_signal(cfg: Config) -> anyhow::Result<()> {
     served
 }
 
-/// Builds the broker over the built-ins and `mcp`, binds the socket (and the metrics
-/// listener when `[metrics] listen` is set), and serves until a signal.
+/// Builds the broker over the built-ins and `mcp`, binds the metrics listener when
+/// `[metrics] listen` is set, then the socket, and serves until a signal.
 async fn serve_with(
     cfg: &Config,
     audit: &Arc<AuditLog>,
@@ -74,8 +74,8 @@ async fn serve_with(
     let broker = Arc::new(Broker::new(cfg, tools, Arc::clone(audit))?);
     broker.metrics().watch_mcp(mcp);
     let options = ServerOptions::from_config(cfg)?;
-    let listener = bind_socket(&cfg.socket, options.allowed_gid)
-        .with_context(|| format!("cannot serve on {}", cfg.socket.display()))?;
+    // The TCP port before the socket: a port in use then stops brokerd before it has made
+    // a socket file it would leave behind.
     let metrics_listener = match cfg.metrics.listen {
         Some(addr) => Some(
             bxmetrics::listen::bind(addr)
@@ -84,6 +84,8 @@ async fn serve_with(
         ),
         None => None,
     };
+    let listener = bind_socket(&cfg.socket, options.allowed_gid)
+        .with_context(|| format!("cannot serve on {}", cfg.socket.display()))?;
     // The address bound, which `listen` on port 0 leaves to the kernel: the log says it.
     let metrics_addr = metrics_listener
         .as_ref()

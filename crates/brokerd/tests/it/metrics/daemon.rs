@@ -181,3 +181,53 @@ async fn metrics_of_a_running_brokerd_pass_promtool_on_its_socket_and_listener()
     }
     daemon.stop();
 }
+
+#[test]
+fn metrics_a_port_in_use_stops_brokerd_before_it_binds_its_socket() {
+    // Held by the test: brokerd's `[metrics] listen` cannot bind it.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("brokerd.toml");
+    std::fs::write(&cfg, format!("[metrics]\nlisten = \"{addr}\"\n")).unwrap();
+    let socket = dir.path().join("b.sock");
+    let mut brokerd = Command::new(env!("CARGO_BIN_EXE_brokerd"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .args(["--config", &cfg.display().to_string()])
+        .args(["--socket", &socket.display().to_string()])
+        .args([
+            "--state-dir",
+            &dir.path().join("state").display().to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
+    let status = loop {
+        if let Some(status) = brokerd.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = brokerd.kill();
+            panic!("brokerd did not exit with its metrics port in use");
+        }
+        std::thread::sleep(Duration::from_millis(POLL_MS));
+    };
+    let mut log = String::new();
+    brokerd
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(!status.success(), "{log}");
+    assert!(log.contains("metrics.listen"), "{log}");
+    // A socket file left behind would make the next start's bind fail or mislead a client.
+    assert!(
+        !socket.exists(),
+        "the socket file was left behind; log:\n{log}"
+    );
+    drop(taken);
+}
