@@ -114,9 +114,14 @@ impl Metrics {
         }
     }
 
-    /// Child `index` is ready.
+    /// Child `index` is ready: up, unless its process already exited (the supervisor may
+    /// learn of readiness after the reaper saw the exit), or none was started.
     pub fn ready(&self, index: usize) {
-        if let Some(label) = self.label(index) {
+        // Under the lock `exited` takes: an exit cannot come between the look and the set.
+        let started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
+        if started.get(index).is_some_and(Option::is_some)
+            && let Some(label) = self.label(index)
+        {
             self.up.get_or_create(&label).set(1);
         }
     }
@@ -130,17 +135,18 @@ impl Metrics {
 
     /// Child `index`'s process exited with `status` (`None`: it could not be known).
     pub fn exited(&self, index: usize, status: Option<i64>) {
+        // Held while `up` is set: `ready` looks at the start under it (see there).
         let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = started.get_mut(index) {
             *slot = None;
         }
-        drop(started);
         if let Some(label) = self.label(index) {
             self.up.get_or_create(&label).set(0);
             if let Some(status) = status {
                 self.last_exit.get_or_create(&label).set(status);
             }
         }
+        drop(started);
     }
 
     /// Sets each child's uptime from its start to now.
@@ -173,6 +179,22 @@ mod tests {
     fn an_exit_by_signal_is_128_plus_the_signal() {
         assert_eq!(exit_status(&ExitStatus::from_raw(3 << 8)), Some(3));
         assert_eq!(exit_status(&ExitStatus::from_raw(9)), Some(137));
+    }
+
+    #[test]
+    fn a_child_that_exited_before_it_was_seen_ready_is_not_up() {
+        // The supervisor may see readiness after the reaper saw the exit (both were ready
+        // in one select!): the exit wins.
+        let metrics = Metrics::new(vec!["a".into()]);
+        metrics.started(0);
+        metrics.exited(0, Some(1));
+        metrics.ready(0);
+        let text = metrics.open_metrics().unwrap();
+        assert!(text.contains("boxd_child_up{child=\"a\"} 0\n"), "{text}");
+        // A child never started is not up either.
+        metrics.ready(0);
+        let text = metrics.open_metrics().unwrap();
+        assert!(text.contains("boxd_child_up{child=\"a\"} 0\n"), "{text}");
     }
 
     #[test]
