@@ -17,6 +17,7 @@ let
   runDir = "/run/boxmaker";
   loopdSocket = "${runDir}/loopd.sock";
   brokerdSocket = "${runDir}/brokerd.sock";
+  boxdSocket = "${runDir}/boxd.sock";
   llamaUrl = "http://127.0.0.1:${toString cfg.llama.port}";
 
   # Open files each process may need beyond the daemons' connection caps: llama-server's model
@@ -109,6 +110,10 @@ let
   # boxd's config; @LOOPD_SHA256@ and @BROKERD_SHA256@ are filled in by `configs` below.
   boxdSettings = {
     notify = true;
+    # Where boxd answers GET /metrics (its children's state); the boxmaker group may read it,
+    # as it may use loopd's socket (docs/operations.md, "Metrics").
+    socket = boxdSocket;
+    socket_group = "boxmaker";
     restart = {
       initial_backoff_ms = 1000;
       max_backoff_ms = 60000;

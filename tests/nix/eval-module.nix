@@ -79,6 +79,9 @@ let
   # The loopd.toml the config build checks, as the module rendered it.
   renderedLoopd = c: builtins.readFile (builtins.head
     (builtins.match ".*/bin/loopd --check-config ([^ \n]*).*" c.services.boxmaker.configDir.script));
+  # The boxd.toml template the config build fills in, as the module rendered it.
+  renderedBoxd = c: builtins.readFile (builtins.head
+    (builtins.match ".* ([^ \n]*boxd.toml.in) > .*" c.services.boxmaker.configDir.script));
 
   checks = [
     (has "Type" "notify")
@@ -158,6 +161,10 @@ let
     (check "metrics off: loopd's settings have no [metrics]" (!(metricsOff.services.boxmaker.loopd.settings ? metrics)))
     (check "metrics do not open the firewall"
       (metricsOn.networking.firewall.allowedTCPPorts == [ ] && metricsPort.networking.firewall.allowedTCPPorts == [ ]))
+    (check "boxd serves /metrics on its socket in the run dir, for the boxmaker group"
+      (let text = renderedBoxd config; in
+        lib.hasInfix "\nsocket = \"/run/boxmaker/boxd.sock\"\n" text
+        && lib.hasInfix "\nsocket_group = \"boxmaker\"\n" text))
     (check "disabled: no unit, user or package"
       (disabled.systemd.services == { } && disabled.users.users == { } && disabled.environment.systemPackages == [ ]))
   ];
