@@ -9,8 +9,9 @@
 //! - [`labels`]: label values bounded over a daemon's life ([`labels::BoundedLabels`]): the
 //!   first names as themselves, any later one as `other`.
 //! - [`listen`]: the optional TCP listener, which answers `GET /metrics` and nothing else.
-//! - [`testing`]: for the daemons' tests, the real `promtool check metrics` on an exposition
-//!   (skipped without promtool unless `BOXMAKER_REQUIRE_PROMETHEUS=1`).
+//! - `testing` (cargo feature `testing`, which only the daemons' `[dev-dependencies]` turn
+//!   on): for their tests, the real `promtool check metrics` on an exposition (skipped
+//!   without promtool unless `BOXMAKER_REQUIRE_PROMETHEUS=1`).
 //!
 //! Each daemon also answers `GET /metrics` on its own Unix socket, through its own routes and
 //! peer check, with [`exposition::scrape`].
@@ -25,6 +26,7 @@ pub mod config;
 pub mod exposition;
 pub mod labels;
 pub mod listen;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use config::{MetricsConfig, MetricsConfigError};
