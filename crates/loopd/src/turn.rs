@@ -9,6 +9,7 @@ use crate::baseline::{self, BaselineError};
 use crate::budget::ModelSpend;
 use crate::compact;
 use crate::llama::{ChatEvent, ChatRequest, Completion, InferError};
+use crate::runtime::TurnWork;
 use crate::session::{Session, StoreError};
 use bxcore::{LogRecord, TaskId, Timestamp, TurnEnd, TurnEvent};
 use std::time::Instant;
@@ -110,8 +111,17 @@ pub fn run_foreground(
     };
     let mut result = steps(rt, session, stop, on_event);
     // Context full: summaries, compaction, and the turn runs once more in the new epoch
-    // (its request re-stated after the carry, see `compact`).
-    if matches!(result, Err(TurnError::SessionFull(_))) && compact::make_room(rt, session) {
+    // (its request re-stated after the carry, see `compact`). What they spend is the turn's.
+    let work = TurnWork::new(rt.meter, stop);
+    if matches!(result, Err(TurnError::SessionFull(_)))
+        && compact::make_room(
+            &Runtime {
+                meter: &work,
+                ..*rt
+            },
+            session,
+        )
+    {
         result = steps(rt, session, stop, on_event);
     }
     let end = match &result {
@@ -149,11 +159,19 @@ fn steps(
 ) -> Result<TurnEnd, TurnError> {
     baseline::ensure(session, rt.cfg, rt.system, rt.registry)?;
     let mut repeats = Repeats::new(rt.cfg.r#loop.max_repeated_calls);
+    // Room made inside the turn is spent by the turn.
+    let work = TurnWork::new(rt.meter, stop);
     for _ in 0..rt.cfg.r#loop.max_steps {
         if stop.is_set() {
             return Ok(stop.end());
         }
-        compact::before_call(rt, session)?;
+        compact::before_call(
+            &Runtime {
+                meter: &work,
+                ..*rt
+            },
+            session,
+        )?;
         let (completion, model_us) = match model_call(rt, session, stop, on_event)? {
             Ok(done) => done,
             Err(end) => return Ok(end),
@@ -327,7 +345,16 @@ pub fn finish_turn(rt: &Runtime<'_>, session: &mut Session, result: &Result<Turn
     match result {
         Ok(end) => {
             tracing::debug!(session = %session.id(), ?end, "turn finished");
-            if let Err(e) = crate::summarise::missing(rt, session) {
+            let summarised = match end {
+                // What the turn fetched must not buy model calls past the budget that ended it.
+                TurnEnd::Budget { budget, .. } => crate::summarise::skip(
+                    rt.cfg,
+                    session,
+                    &format!("not tried: the turn ended at its budget {budget}"),
+                ),
+                _ => crate::summarise::missing(rt, session),
+            };
+            if let Err(e) = summarised {
                 tracing::warn!(session = %session.id(), error = %e, "loopd: tool summary");
             }
             if let Some(usage) = session.last_usage()
