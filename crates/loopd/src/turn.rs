@@ -284,10 +284,17 @@ fn model_call(
     // What has streamed, kept should the call be stopped: the client retries only tries
     // that streamed nothing, so this is all one try's.
     let (mut content, mut reasoning) = (String::new(), String::new());
+    let mut chunks: u64 = 0;
     let mut forward = |event: &ChatEvent| {
         match event {
-            ChatEvent::Content(text) => content.push_str(text),
-            ChatEvent::Reasoning(text) => reasoning.push_str(text),
+            ChatEvent::Content(text) => {
+                content.push_str(text);
+                chunks += 1;
+            }
+            ChatEvent::Reasoning(text) => {
+                reasoning.push_str(text);
+                chunks += 1;
+            }
             ChatEvent::Attempt { .. } => {}
         }
         on_event(&turn_event(event));
@@ -297,6 +304,9 @@ fn model_call(
         .blocking
         .wait(client.chat_with_retry(&request, &mut forward, stop.token()));
     let model_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    if answer.is_err() && chunks > 0 {
+        streamed_only(rt, stop, chunks, model_us, on_event);
+    }
     match answer {
         Ok(completion) => {
             // Counted against the top-level turn's budgets; one reached stops the turn.
@@ -319,6 +329,34 @@ fn model_call(
             reason: e.to_string(),
         })),
     }
+}
+
+/// Counts a model call that streamed `chunks` chunks of its answer and then was stopped or
+/// failed: no usage came back, but the tokens were generated all the same, so they count in
+/// the turn's spend and reach the meter (a `ModelDone` without timings), or a cut call would
+/// escape the day's budget and the accounts. llama-server streams about one token a content or
+/// reasoning chunk: `chunks` is an estimate of the tokens generated; the prompt's tokens are
+/// not known and count as none.
+fn streamed_only(
+    rt: &Runtime<'_>,
+    stop: &Stop,
+    chunks: u64,
+    model_us: u64,
+    on_event: &mut dyn FnMut(&TurnEvent),
+) {
+    let usage = bxcore::Usage {
+        prompt_tokens: 0,
+        completion_tokens: chunks,
+        cached_tokens: 0,
+    };
+    // First the meter (through the event), then the spend: the day's figure then holds it.
+    on_event(&TurnEvent::ModelDone {
+        usage,
+        model_us,
+        timings: None,
+    });
+    stop.spend()
+        .model_call(ModelSpend::counted(&usage, None), rt.meter.generated_today());
 }
 
 /// A llama client event as a turn event.
