@@ -355,8 +355,10 @@ fn streamed_only(
         model_us,
         timings: None,
     });
-    stop.spend()
-        .model_call(ModelSpend::counted(&usage, None), rt.meter.generated_today());
+    stop.spend().model_call(
+        ModelSpend::counted(&usage, None),
+        rt.meter.generated_today(),
+    );
 }
 
 /// A llama client event as a turn event.

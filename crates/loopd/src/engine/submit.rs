@@ -54,11 +54,12 @@ impl Engine {
             },
         };
         // The day's budget spent: refused now (a repeat of a task still waiting or running
-        // follows it above), not after waiting for a slot.
-        if let Some(why) = self.inner.day_refusal() {
-            if let Some(ticket) = &named {
-                ticket.refused(&why);
-            }
+        // follows it above), not after waiting for a slot. A named task is not refused here:
+        // it may have run already, and only its session's log says so (the worker reads it,
+        // answers a repeat with its turn, and refuses a new one for the day then).
+        if named.is_none()
+            && let Some(why) = self.inner.day_refusal()
+        {
             return Err(why);
         }
         let max_waiting = self.inner.parts.cfg.api.max_waiting_tasks;
