@@ -50,7 +50,11 @@ impl ModelSpend {
         ModelSpend::counted(&completion.usage, timings.as_ref())
     }
 
-    /// What a call whose answer reported `usage` and `timings` spent.
+    /// What a call whose answer reported `usage` and `timings` spent: generated, the larger of
+    /// `timings.predicted_n` and `usage.completion_tokens` (they may disagree, and a budget
+    /// must not be escaped by the smaller); evaluated, `timings.prompt_n`, or without timings
+    /// the prompt less its cached tokens. The one definition: the usage accounts and the
+    /// metrics count a call with it too (`meter::counts`).
     pub fn counted(usage: &Usage, timings: Option<&ModelTimings>) -> ModelSpend {
         match timings {
             Some(t) => ModelSpend {
