@@ -303,4 +303,17 @@ fn a_named_task_that_already_ran_is_answered_with_its_turn_though_the_day_is_spe
     assert_eq!(again.accepted.end, Some(TurnEnd::Done));
     // A task named anew is a new task: refused for the day.
     over_budget(submit(named("t-2")));
+    // And on a session that does not exist, refused at once, writing nothing.
+    let elsewhere = TaskRequest {
+        session: Some(SessionId::new("z").unwrap()),
+        ..named("t-3")
+    };
+    over_budget(submit(elsewhere));
+    assert!(
+        !bed.engine
+            .inner
+            .parts
+            .store
+            .exists(&SessionId::new("z").unwrap())
+    );
 }
