@@ -212,19 +212,6 @@ impl Engine {
         }
     }
 
-    /// The last write of the usage accounts, once the turns ended: what they spent since their
-    /// last write (an interrupted turn's end, a write after a turn that failed) is not lost
-    /// with a clean stop. Off the async threads (a write and its fsyncs).
-    async fn save_accounts(&self) {
-        let meter = Arc::clone(&self.inner.parts.meter);
-        if tokio::task::spawn_blocking(move || meter.save_or_warn())
-            .await
-            .is_err()
-        {
-            tracing::warn!("the last write of the usage accounts failed");
-        }
-    }
-
     /// Answers the schedule routes from `scheduler` from now on.
     pub(crate) fn set_scheduler(&self, scheduler: Arc<Scheduler<Engine>>) {
         *self.inner.lock_scheduler() = Some(scheduler);
