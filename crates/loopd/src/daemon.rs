@@ -94,6 +94,12 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         meter: Arc::clone(&meter),
     });
     runtime.block_on(async {
+        // First: a port in use stops loopd before it serves anything or starts a schedule's
+        // (catch-up) run, not with work in flight.
+        let metrics_tcp = match metrics_config.listen {
+            Some(addr) => Some(bind_metrics(addr).await?),
+            None => None,
+        };
         let listener = bind_socket(&socket, api_options.allowed_gid)
             .with_context(|| format!("cannot serve on {}", socket.display()))?;
         tracing::info!(socket = %socket.display(), "loopd is serving");
@@ -109,10 +115,8 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         .context("cannot start the schedules")?;
         engine.set_scheduler(Arc::new(scheduler));
         let (metrics_stop, metrics_stopped) = tokio::sync::watch::channel(false);
-        let metrics_listener = match metrics_config.listen {
-            Some(addr) => Some(serve_metrics(addr, &engine, metrics_stopped).await?),
-            None => None,
-        };
+        let metrics_listener =
+            metrics_tcp.map(|listener| serve_metrics(listener, &engine, metrics_stopped));
         // The server stops when this resolves: only once the turns have ended, so that their
         // submitters get the `ended` event and the tasks still waiting get a 503, not a closed
         // connection.
@@ -136,26 +140,31 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     })
 }
 
-/// Binds `[metrics] listen` (checked as loopback, or allowed remote, by the config) and serves
-/// `GET /metrics` there from the engine until `stop` turns true.
-async fn serve_metrics(
-    addr: std::net::SocketAddr,
+/// Binds `[metrics] listen` (checked as loopback, or allowed remote, by the config).
+async fn bind_metrics(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    bxmetrics::listen::bind(addr)
+        .await
+        .with_context(|| format!("metrics.listen = \"{addr}\": cannot listen there"))
+}
+
+/// Serves `GET /metrics` on `listener` from the engine until `stop` turns true.
+fn serve_metrics(
+    listener: tokio::net::TcpListener,
     engine: &Engine,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let listener = bxmetrics::listen::bind(addr)
-        .await
-        .with_context(|| format!("metrics.listen = \"{addr}\": cannot listen there"))?;
-    tracing::info!(%addr, "serving /metrics over TCP");
+) -> tokio::task::JoinHandle<()> {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "serving /metrics over TCP");
+    }
     let source: Arc<dyn bxmetrics::Source> = Arc::new(engine.clone());
-    Ok(tokio::spawn(bxmetrics::listen::serve_tcp(
+    tokio::spawn(bxmetrics::listen::serve_tcp(
         "loopd",
         listener,
         source,
         async move {
             let _ = stop.wait_for(|stop| *stop).await;
         },
-    )))
+    ))
 }
 
 /// The tool port and where registries come from: brokerd when `[broker] socket` is set,

@@ -153,6 +153,44 @@ pub trait Meter: Sync {
     fn background_done(&self, _work: Background, _outcome: BackgroundOutcome, _elapsed: Duration) {}
 }
 
+/// A turn's meter that also counts the background work it runs inside the turn (a compaction
+/// or summaries to make room, `compact::before_call`, `compact::make_room`) in the turn's
+/// [`Spend`]: that work is not cut by the turn's budgets (a compaction cut short is no
+/// compaction), but what it generated and evaluated counts, so a budget it reaches ends the
+/// turn at its next step.
+pub struct TurnWork<'a> {
+    meter: &'a dyn Meter,
+    spend: &'a Spend,
+}
+
+impl<'a> TurnWork<'a> {
+    /// `meter`, with background calls counted in `stop`'s spend too.
+    pub fn new(meter: &'a dyn Meter, stop: &'a Stop) -> TurnWork<'a> {
+        TurnWork {
+            meter,
+            spend: &stop.spend,
+        }
+    }
+}
+
+impl Meter for TurnWork<'_> {
+    fn generated_today(&self) -> u64 {
+        self.meter.generated_today()
+    }
+
+    fn background_call(&self, usage: &Usage, timings: Option<&ModelTimings>, model_us: u64) {
+        self.meter.background_call(usage, timings, model_us);
+        self.spend.model_call(
+            crate::budget::ModelSpend::counted(usage, timings),
+            self.meter.generated_today(),
+        );
+    }
+
+    fn background_done(&self, work: Background, outcome: BackgroundOutcome, elapsed: Duration) {
+        self.meter.background_done(work, outcome, elapsed);
+    }
+}
+
 /// Microseconds since `started`, as a model call's time is reported (`model_us`).
 pub fn micros_since(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)

@@ -18,6 +18,7 @@ use crate::text::cap_chars;
 use crate::tools::target_tool;
 use bxcore::sanitize::neutralise;
 use bxcore::{CallId, DataClass, Labels, LogRecord, Timestamp, ToolCall, ToolOutcome};
+use chrono::Utc;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -35,8 +36,10 @@ type Pending = (CallId, String, String, String, DataClass, bool);
 /// (`ToolOutcome::Ok`) and was not tried yet. Inference uses the background slot and no tools;
 /// an untrusted result is shown after its mark, as in the turn's own messages.
 /// A failed model call is a `Note` ([`FAILED_NOTE`]) and that result is not tried again; when
-/// the epoch no longer fits the slot, the results after it are noted the same way without a
-/// call (each would fail alike). A missing prompt file (when something is to be summarised) or
+/// the epoch no longer fits the slot, or the day's budget (`[budgets]
+/// max_generated_tokens_per_day`) is spent, the results after it are noted the same way
+/// without a call. A summary counts in no turn's budget, so its answer is capped at what the
+/// day leaves. A missing prompt file (when something is to be summarised) or
 /// a refused append is the error.
 pub fn missing(rt: &Runtime<'_>, session: &mut Session) -> Result<(), String> {
     let cfg = rt.cfg;
@@ -47,9 +50,17 @@ pub fn missing(rt: &Runtime<'_>, session: &mut Session) -> Result<(), String> {
     let path = cfg.baseline.system.with_file_name(SUMMARISE_PROMPT_FILE);
     let prompt = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let cap_bytes = cfg.r#loop.result_cap_bytes(rt.n_ctx);
-    let mut full: Option<String> = None;
+    // Why the results left are not tried: the epoch is full, or the day's budget is spent.
+    let mut skip_rest: Option<String> = None;
     for (call, tool_call_id, tool, content, class, untrusted) in pending {
-        if let Some(why) = &full {
+        let generated_today = rt.meter.generated_today();
+        let day_left = crate::budget::day::left(&cfg.budgets, generated_today);
+        if skip_rest.is_none() && day_left == Some(0) {
+            let why = crate::budget::day::spent(&cfg.budgets, generated_today, Utc::now())
+                .unwrap_or_default();
+            skip_rest = Some(format!("not tried: the day's budget is spent ({why})"));
+        }
+        if let Some(why) = &skip_rest {
             note_failure(session, call, why)?;
             continue;
         }
@@ -71,9 +82,20 @@ pub fn missing(rt: &Runtime<'_>, session: &mut Session) -> Result<(), String> {
             tools: Vec::new(),
             thinking: true,
         };
+        // A summary counts in no turn's budget: it may generate no more than the day leaves.
+        let capped;
+        let client = match day_left {
+            Some(left) if left < u64::from(rt.client.options().max_tokens.unwrap_or(u32::MAX)) => {
+                capped = rt
+                    .client
+                    .with_max_tokens(u32::try_from(left).unwrap_or(u32::MAX));
+                &capped
+            }
+            _ => rt.client,
+        };
         let never = CancellationToken::new();
         let mut ignore = |_: &ChatEvent| {};
-        let chat = rt.client.chat_with_retry(&request, &mut ignore, &never);
+        let chat = client.chat_with_retry(&request, &mut ignore, &never);
         let started = Instant::now();
         let answered = rt.blocking.wait(chat);
         let outcome = match &answered {
@@ -95,7 +117,7 @@ pub fn missing(rt: &Runtime<'_>, session: &mut Session) -> Result<(), String> {
             Err(e) => {
                 tracing::warn!(session = %session.id(), %call, error = %e, "loopd: tool summary");
                 if matches!(e, InferError::SessionFull { .. }) {
-                    full = Some(format!(
+                    skip_rest = Some(format!(
                         "not tried: the epoch no longer fits the slot ({e})"
                     ));
                 }
@@ -119,6 +141,16 @@ pub fn missing(rt: &Runtime<'_>, session: &mut Session) -> Result<(), String> {
                 untrusted: labels.untrusted,
             })
             .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Notes every opted-in result of this epoch not tried yet as not summarised, `why`, without a
+/// model call: the results stay whole and are not tried again. For a turn that ended at a
+/// budget: the text it fetched must not buy model calls past the budget that ended it.
+pub fn skip(cfg: &Config, session: &mut Session, why: &str) -> Result<(), String> {
+    for (call, ..) in queue(cfg, session) {
+        note_failure(session, call, why)?;
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ use crate::baseline::{self, BaselineError};
 use crate::budget::ModelSpend;
 use crate::compact;
 use crate::llama::{ChatEvent, ChatRequest, Completion, InferError};
+use crate::runtime::TurnWork;
 use crate::session::{Session, StoreError};
 use bxcore::{LogRecord, TaskId, Timestamp, TurnEnd, TurnEvent};
 use std::time::Instant;
@@ -110,8 +111,17 @@ pub fn run_foreground(
     };
     let mut result = steps(rt, session, stop, on_event);
     // Context full: summaries, compaction, and the turn runs once more in the new epoch
-    // (its request re-stated after the carry, see `compact`).
-    if matches!(result, Err(TurnError::SessionFull(_))) && compact::make_room(rt, session) {
+    // (its request re-stated after the carry, see `compact`). What they spend is the turn's.
+    let work = TurnWork::new(rt.meter, stop);
+    if matches!(result, Err(TurnError::SessionFull(_)))
+        && compact::make_room(
+            &Runtime {
+                meter: &work,
+                ..*rt
+            },
+            session,
+        )
+    {
         result = steps(rt, session, stop, on_event);
     }
     let end = match &result {
@@ -149,11 +159,19 @@ fn steps(
 ) -> Result<TurnEnd, TurnError> {
     baseline::ensure(session, rt.cfg, rt.system, rt.registry)?;
     let mut repeats = Repeats::new(rt.cfg.r#loop.max_repeated_calls);
+    // Room made inside the turn is spent by the turn.
+    let work = TurnWork::new(rt.meter, stop);
     for _ in 0..rt.cfg.r#loop.max_steps {
         if stop.is_set() {
             return Ok(stop.end());
         }
-        compact::before_call(rt, session)?;
+        compact::before_call(
+            &Runtime {
+                meter: &work,
+                ..*rt
+            },
+            session,
+        )?;
         let (completion, model_us) = match model_call(rt, session, stop, on_event)? {
             Ok(done) => done,
             Err(end) => return Ok(end),
@@ -266,10 +284,17 @@ fn model_call(
     // What has streamed, kept should the call be stopped: the client retries only tries
     // that streamed nothing, so this is all one try's.
     let (mut content, mut reasoning) = (String::new(), String::new());
+    let mut chunks: u64 = 0;
     let mut forward = |event: &ChatEvent| {
         match event {
-            ChatEvent::Content(text) => content.push_str(text),
-            ChatEvent::Reasoning(text) => reasoning.push_str(text),
+            ChatEvent::Content(text) => {
+                content.push_str(text);
+                chunks += 1;
+            }
+            ChatEvent::Reasoning(text) => {
+                reasoning.push_str(text);
+                chunks += 1;
+            }
             ChatEvent::Attempt { .. } => {}
         }
         on_event(&turn_event(event));
@@ -279,6 +304,9 @@ fn model_call(
         .blocking
         .wait(client.chat_with_retry(&request, &mut forward, stop.token()));
     let model_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    if answer.is_err() && chunks > 0 {
+        streamed_only(rt, stop, chunks, model_us, on_event);
+    }
     match answer {
         Ok(completion) => {
             // Counted against the top-level turn's budgets; one reached stops the turn.
@@ -301,6 +329,36 @@ fn model_call(
             reason: e.to_string(),
         })),
     }
+}
+
+/// Counts a model call that streamed `chunks` chunks of its answer and then was stopped or
+/// failed: no usage came back, but the tokens were generated all the same, so they count in
+/// the turn's spend and reach the meter (a `ModelDone` without timings), or a cut call would
+/// escape the day's budget and the accounts. llama-server streams about one token a content or
+/// reasoning chunk: `chunks` is an estimate of the tokens generated; the prompt's tokens are
+/// not known and count as none.
+fn streamed_only(
+    rt: &Runtime<'_>,
+    stop: &Stop,
+    chunks: u64,
+    model_us: u64,
+    on_event: &mut dyn FnMut(&TurnEvent),
+) {
+    let usage = bxcore::Usage {
+        prompt_tokens: 0,
+        completion_tokens: chunks,
+        cached_tokens: 0,
+    };
+    // First the meter (through the event), then the spend: the day's figure then holds it.
+    on_event(&TurnEvent::ModelDone {
+        usage,
+        model_us,
+        timings: None,
+    });
+    stop.spend().model_call(
+        ModelSpend::counted(&usage, None),
+        rt.meter.generated_today(),
+    );
 }
 
 /// A llama client event as a turn event.
@@ -327,7 +385,16 @@ pub fn finish_turn(rt: &Runtime<'_>, session: &mut Session, result: &Result<Turn
     match result {
         Ok(end) => {
             tracing::debug!(session = %session.id(), ?end, "turn finished");
-            if let Err(e) = crate::summarise::missing(rt, session) {
+            let summarised = match end {
+                // What the turn fetched must not buy model calls past the budget that ended it.
+                TurnEnd::Budget { budget, .. } => crate::summarise::skip(
+                    rt.cfg,
+                    session,
+                    &format!("not tried: the turn ended at its budget {budget}"),
+                ),
+                _ => crate::summarise::missing(rt, session),
+            };
+            if let Err(e) = summarised {
                 tracing::warn!(session = %session.id(), error = %e, "loopd: tool summary");
             }
             if let Some(usage) = session.last_usage()

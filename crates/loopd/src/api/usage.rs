@@ -14,12 +14,23 @@ pub struct UsageQuery {
 }
 
 impl UsageQuery {
-    /// The query of `?session=ID&day=YYYY-MM-DD` (both optional); anything else in it is an
-    /// error that says what.
+    /// The query of `?session=ID&day=YYYY-MM-DD` (both optional, each at most once); anything
+    /// else in it is an error that says what.
     pub fn parse(query: Option<&str>) -> Result<UsageQuery, String> {
         let mut parsed = UsageQuery::default();
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let given = match key {
+                "session" => parsed.session.is_some(),
+                "day" => parsed.day.is_some(),
+                _ => false,
+            };
+            // Which one was meant is not for loopd to guess.
+            if given {
+                return Err(format!(
+                    "query parameter {key:?} is given more than once; give it once"
+                ));
+            }
             match key {
                 "session" => {
                     let id = SessionId::new(value).map_err(|e| {
@@ -75,6 +86,20 @@ mod tests {
         ] {
             let err = UsageQuery::parse(Some(query)).unwrap_err();
             assert!(err.contains(named), "{query}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_by_name() {
+        for (query, key) in [
+            ("session=a&session=b", "session"),
+            ("day=2026-12-01&session=a&day=2026-12-02", "day"),
+        ] {
+            let err = UsageQuery::parse(Some(query)).unwrap_err();
+            assert!(
+                err.contains(&format!("{key:?}")) && err.contains("more than once"),
+                "{query}: {err}"
+            );
         }
     }
 }

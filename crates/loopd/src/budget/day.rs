@@ -45,6 +45,15 @@ pub fn spent(budgets: &Budgets, generated_today: u64, now: DateTime<Utc>) -> Opt
     (generated_today >= max).then(|| spent_message(budgets.zone(), max, generated_today, now))
 }
 
+/// The tokens the day budget still leaves when `generated_today` tokens were generated today:
+/// `None` when there is no day budget. Work outside a turn's budgets (a tool result's summary,
+/// a compaction) may generate no more than this, and none at 0.
+pub fn left(budgets: &Budgets, generated_today: u64) -> Option<u64> {
+    budgets
+        .max_generated_tokens_per_day
+        .map(|max| max.saturating_sub(generated_today))
+}
+
 /// The words of a spent day budget `max` after `generated` tokens today in `zone`.
 pub fn spent_message(zone: Tz, max: u64, generated: u64, now: DateTime<Utc>) -> String {
     format!(

@@ -14,6 +14,7 @@ mod tests;
 
 use crate::config::{Budgets, TurnBudgets};
 use crate::llama::Completion;
+use bxcore::{ModelTimings, Usage};
 use chrono::{NaiveDate, Utc};
 use chrono_tz::Tz;
 use std::sync::{Arc, Mutex};
@@ -45,8 +46,17 @@ pub struct ModelSpend {
 impl ModelSpend {
     /// What `completion` spent.
     pub fn of(completion: &Completion) -> ModelSpend {
-        let usage = &completion.usage;
-        match &completion.timings {
+        let timings: Option<ModelTimings> = completion.timings.map(Into::into);
+        ModelSpend::counted(&completion.usage, timings.as_ref())
+    }
+
+    /// What a call whose answer reported `usage` and `timings` spent: generated, the larger of
+    /// `timings.predicted_n` and `usage.completion_tokens` (they may disagree, and a budget
+    /// must not be escaped by the smaller); evaluated, `timings.prompt_n`, or without timings
+    /// the prompt less its cached tokens. The one definition: the usage accounts and the
+    /// metrics count a call with it too (`meter::counts`).
+    pub fn counted(usage: &Usage, timings: Option<&ModelTimings>) -> ModelSpend {
+        match timings {
             Some(t) => ModelSpend {
                 generated: usage.completion_tokens.max(t.predicted_n),
                 evaluated: t.prompt_n,

@@ -7,6 +7,10 @@
 //! always yields a new epoch: a session never stays past its slot with every turn failing,
 //! and a failed try is not tried again after every later turn.
 //!
+//! A compaction counts in no turn's budget (one inside a turn counts in that turn's spend,
+//! uncut), but never generates past the day's: its answer is capped at what the day leaves,
+//! and once the day is spent the carry is made mechanically, so a session stays usable.
+//!
 //! Labels are never lost on the way: the carry's labels are `Labels::derived` of what it was
 //! made from and the session's context, stored in the `EpochStart` record.
 //!
@@ -63,6 +67,10 @@ pub enum CompactError {
         /// The most it could have.
         budget: u32,
     },
+    /// The day's budget (`[budgets] max_generated_tokens_per_day`) is spent: the model is not
+    /// asked, and the carry is made without it.
+    #[error("the model was not asked: the day's budget is spent ({0})")]
+    DaySpent(String),
     /// The model call failed.
     #[error("the model call failed: {0}")]
     Infer(#[from] InferError),

@@ -53,6 +53,15 @@ pub fn ask(
     rt: &Runtime<'_>,
     carry_room: Option<u32>,
 ) -> Result<Answer, CompactError> {
+    // A compaction counts in no turn's budget: it may generate no more than the day leaves,
+    // and with the day spent the carry is made without the model (`compact_epoch`).
+    let generated_today = rt.meter.generated_today();
+    let day_left = crate::budget::day::left(&rt.cfg.budgets, generated_today);
+    if day_left == Some(0) {
+        let why = crate::budget::day::spent(&rt.cfg.budgets, generated_today, chrono::Utc::now())
+            .unwrap_or_default();
+        return Err(CompactError::DaySpent(why));
+    }
     let path = rt.cfg.baseline.system.with_file_name(COMPACT_PROMPT_FILE);
     let prompt = std::fs::read_to_string(&path).map_err(|source| CompactError::Prompt {
         path: path.clone(),
@@ -75,7 +84,9 @@ pub fn ask(
             content: prompt.trim_end().to_string(),
         },
     };
-    let answer_tokens = answer_tokens(rt, carry_room);
+    let answer_tokens = day_left.map_or(answer_tokens(rt, carry_room), |left| {
+        answer_tokens(rt, carry_room).min(u32::try_from(left).unwrap_or(u32::MAX))
+    });
     let budget = rt
         .n_ctx
         .saturating_sub(answer_tokens + MEASURE_MARGIN_TOKENS);

@@ -1,10 +1,26 @@
 //! What the engine answers about spending: `GET /metrics` (the meter's metrics, with the
-//! gauges of the engine's state sampled at the scrape) and `GET /v1/usage`.
+//! gauges of the engine's state sampled at the scrape) and `GET /v1/usage`; and the accounts'
+//! last write at shutdown.
 
 use super::{Engine, Inner};
 use crate::api::{ApiFailure, UsageQuery};
 use crate::meter::Sampled;
 use proto::api::UsageReport;
+
+impl Engine {
+    /// The last write of the usage accounts, once the turns ended: what they spent since their
+    /// last write (an interrupted turn's end, a write after a turn that failed) is not lost
+    /// with a clean stop. Off the async threads (a write and its fsyncs).
+    pub(super) async fn save_accounts(&self) {
+        let meter = std::sync::Arc::clone(&self.inner.parts.meter);
+        if tokio::task::spawn_blocking(move || meter.save_or_warn())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the last write of the usage accounts failed");
+        }
+    }
+}
 
 impl bxmetrics::Source for Engine {
     fn open_metrics(&self) -> Result<String, std::fmt::Error> {

@@ -171,8 +171,8 @@ impl Engine {
 
     /// Stops taking tasks (a new one is [`ApiFailure::Unavailable`], and no user record is
     /// begun from now on), refuses the queued ones alike, tells running turns to stop (they
-    /// end as `interrupted` and send their `ended` event) and waits up to `grace_ms` for them
-    /// to record their end.
+    /// end as `interrupted` and send their `ended` event), waits up to `grace_ms` for them
+    /// to record their end, then writes the usage accounts a last time.
     pub async fn shutdown(&self, grace_ms: u64) {
         let inner = Arc::clone(&self.inner);
         // Off the async threads: a worker may be writing its user record (one fsync).
@@ -196,6 +196,7 @@ impl Engine {
             if self.inner.running() == 0 {
                 // Every session is closed: its log's lock and this process's hold let go.
                 self.inner.idle.close_all();
+                self.save_accounts().await;
                 return;
             }
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
@@ -204,6 +205,7 @@ impl Engine {
                     "turns still running at the end of the grace period"
                 );
                 self.inner.idle.close_all();
+                self.save_accounts().await;
                 return;
             };
             let _ = tokio::time::timeout(left, notified).await;

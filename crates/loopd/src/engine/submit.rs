@@ -54,8 +54,12 @@ impl Engine {
             },
         };
         // The day's budget spent: refused now (a repeat of a task still waiting or running
-        // follows it above), not after waiting for a slot.
-        if let Some(why) = self.inner.day_refusal() {
+        // follows it above), not after waiting for a slot. A named task of a session that
+        // exists is not refused here: it may have run already, and only its session's log
+        // says so (the worker reads it, answers a repeat with its turn, and refuses a new one
+        // for the day then). Without the session it never ran, and nothing is written for it.
+        let may_have_run = named.is_some() && self.inner.parts.store.exists(&id);
+        if !may_have_run && let Some(why) = self.inner.day_refusal() {
             if let Some(ticket) = &named {
                 ticket.refused(&why);
             }

@@ -7,6 +7,7 @@
 use super::Meter;
 use super::metrics::{CallCounts, Role, UNKNOWN_TOOL};
 use super::usage::add_totals;
+use crate::budget::ModelSpend;
 use crate::runtime::{Background, BackgroundOutcome};
 use crate::tools::{Registry, target_tool};
 use bxcore::{CallId, ModelTimings, SessionId, ToolCall, TurnEvent, Usage};
@@ -93,22 +94,25 @@ impl crate::runtime::Meter for TaskMeter<'_> {
 }
 
 /// What a model call counted: llama-server's own timings (`prompt_n`, `cache_n`,
-/// `predicted_n`), or the usage's counts when the server sent no timings.
+/// `predicted_n`), or the usage's counts when the server sent no timings. The evaluated and
+/// generated tokens are the budgets' ([`ModelSpend::counted`], the one place they are
+/// defined), so the accounts, the metrics and the budgets never disagree about a call.
 pub fn counts(usage: &Usage, timings: Option<&ModelTimings>, model_us: u64) -> CallCounts {
+    let spent = ModelSpend::counted(usage, timings);
     match timings {
         Some(t) => CallCounts {
-            evaluated: t.prompt_n,
+            evaluated: spent.evaluated,
             cached: t.cache_n,
-            generated: t.predicted_n,
+            generated: spent.generated,
             tokens_per_second: (t.predicted_ms > 0.0)
                 // Token counts are far below 2^53: the conversion is exact.
                 .then(|| t.predicted_n as f64 * 1000.0 / t.predicted_ms),
             model_us,
         },
         None => CallCounts {
-            evaluated: usage.prompt_tokens.saturating_sub(usage.cached_tokens),
+            evaluated: spent.evaluated,
             cached: usage.cached_tokens,
-            generated: usage.completion_tokens,
+            generated: spent.generated,
             tokens_per_second: None,
             model_us,
         },

@@ -370,3 +370,26 @@ fn the_schedule_runs_go_to_the_meter_when_it_has_one() {
     assert!(text.contains("loopd_schedule_runs_total{schedule=\"daily\",outcome=\"done\"} 1"));
     assert!(text.contains("loopd_schedule_runs_total{schedule=\"daily\",outcome=\"skipped\"} 1"));
 }
+
+#[test]
+fn the_accounts_and_the_budgets_count_a_calls_tokens_alike() {
+    let usage = Usage {
+        prompt_tokens: 100,
+        completion_tokens: 12,
+        cached_tokens: 30,
+    };
+    let timings = |predicted_n| ModelTimings {
+        cache_n: 30,
+        prompt_n: 70,
+        prompt_ms: 1.0,
+        predicted_n,
+        predicted_ms: 100.0,
+    };
+    // The server's figures disagree either way (a stop word's tokens, a draft model's).
+    for t in [Some(timings(10)), Some(timings(15)), None] {
+        let counted = counts(&usage, t.as_ref(), 1);
+        let spent = crate::budget::ModelSpend::counted(&usage, t.as_ref());
+        assert_eq!(counted.generated, spent.generated, "{t:?}");
+        assert_eq!(counted.evaluated, spent.evaluated, "{t:?}");
+    }
+}

@@ -336,7 +336,9 @@ pub(super) fn outcome_word(outcome: &RunOutcome) -> &'static str {
         RunOutcome::Ended { end, .. } => crate::meter::metrics::end_word(end),
         RunOutcome::Skipped { .. } => SKIPPED,
         RunOutcome::Failed { .. } => "not_started",
-        RunOutcome::Running => "running",
+        // Not an end: a run counted while it reads running had its end go unseen, as one a
+        // stopped loopd left running (docs/metrics.md lists no `running`).
+        RunOutcome::Running => "interrupted",
     }
 }
 

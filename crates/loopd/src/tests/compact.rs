@@ -243,3 +243,26 @@ fn an_epoch_too_big_for_the_slot_is_compacted_from_cut_messages() {
             .any(|r| matches!(r, LogRecord::User { content, .. } if *content == huge))
     );
 }
+
+#[test]
+fn a_compaction_inside_a_turn_counts_against_the_turns_budget() {
+    let carry = format!("CARRY: {}", "otters ".repeat(200));
+    let mut bed = Bed::new(&full_script(&format!("reply = \"{carry}\"")));
+    bed.cfg.budgets.turn.max_generated_tokens_per_turn = Some(50);
+    let mut session = bed.session("s");
+    bed.task(&mut session, "question one", ROOMY_N_CTX).unwrap();
+    let end = bed.task(&mut session, "question two", ROOMY_N_CTX).unwrap();
+    assert_eq!(session.epoch(), 1, "the compaction is made whole, not cut");
+    match end {
+        TurnEnd::Budget { budget, message } => {
+            assert_eq!(budget, crate::budget::MAX_GENERATED_TOKENS_PER_TURN);
+            let generated: u64 = message
+                .strip_prefix("the turn generated ")
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap();
+            assert!(generated > 200, "the carry's tokens are in {message}");
+        }
+        other => panic!("the compaction's tokens were not counted: the turn ended {other:?}"),
+    }
+}

@@ -320,3 +320,37 @@ fn status_shows_today_and_the_day_budget_and_usage_knows_its_sessions() {
         Err(ApiFailure::NotFound(_))
     ));
 }
+
+#[test]
+fn a_clean_stop_writes_the_spending_a_failed_write_after_a_turn_left() {
+    let bed = Bed::new(&script());
+    let meter = Arc::new(Meter::load(&bed.cfg, fixed_clock()).unwrap());
+    let engine = engine(&bed, &meter);
+    // The writes after the turn fail: the accounts' directory is a file meanwhile.
+    let usage = bed.cfg.state_dir.join(crate::meter::store::USAGE_DIR);
+    std::fs::remove_dir_all(&usage).unwrap();
+    std::fs::write(&usage, "not a directory").unwrap();
+    bed.fake.rt.block_on(async {
+        run_task(&engine, "a", "hello").await;
+        until("the turn and the work after it ended", || {
+            !engine
+                .sessions()
+                .unwrap()
+                .sessions
+                .iter()
+                .any(|s| s.id.as_str() == "a" && s.busy)
+        })
+        .await;
+    });
+    std::fs::remove_file(&usage).unwrap();
+    std::fs::create_dir(&usage).unwrap();
+    bed.fake.rt.block_on(engine.shutdown(20_000));
+    let spent = meter.report(None, None);
+    assert!(spent.totals.generated_tokens > 0, "{spent:?}");
+    let again = Meter::load(&bed.cfg, fixed_clock()).unwrap();
+    assert_eq!(
+        again.report(None, None),
+        spent,
+        "what was spent is not in the file after a clean stop"
+    );
+}

@@ -268,4 +268,8 @@ fn a_metrics_port_in_use_stops_loopd_naming_the_key() {
         stderr.contains(&format!("metrics.listen = \"127.0.0.1:{port}\"")),
         "{stderr}"
     );
+    // Refused before anything began: no socket served, so no task and no schedule's run
+    // (the scheduler starts after the socket) was in flight when loopd exited.
+    assert!(!stderr.contains("loopd is serving"), "{stderr}");
+    assert!(!setup.socket.exists(), "loopd made its socket first");
 }

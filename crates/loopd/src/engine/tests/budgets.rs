@@ -273,3 +273,47 @@ fn a_turn_that_ends_at_a_budget_leaves_its_session_to_the_next_task() {
     assert_eq!(next.accepted.turn, 2);
     assert_eq!(bed.end_of(next), TurnEnd::Done);
 }
+
+#[test]
+fn a_named_task_that_already_ran_is_answered_with_its_turn_though_the_day_is_spent() {
+    let bed = Bed::new(
+        |cfg| cfg.budgets.max_generated_tokens_per_day = Some(40),
+        Arc::new(crate::tools::FakeTools::new()),
+    );
+    let named = |task_id: &str| TaskRequest {
+        session: Some(SessionId::new("a").unwrap()),
+        text: "hello".into(),
+        task_id: Some(bxcore::TaskId::new(task_id).unwrap()),
+    };
+    let submit = |request| {
+        bed.fake
+            .rt
+            .block_on(bounded(bed.engine.submit(request), "the answer to a task"))
+    };
+    let first = submit(named("t-1")).unwrap();
+    let turn = first.accepted.turn;
+    assert_eq!(bed.end_of(first), TurnEnd::Done);
+    let long = bed.submit("a", "LONG").unwrap();
+    assert!(matches!(bed.end_of(long), TurnEnd::Budget { .. }));
+    assert_eq!(bed.engine.inner.generated_today(), 40);
+    // The same task again: its client asks what became of it, and runs nothing new.
+    let again = submit(named("t-1"))
+        .unwrap_or_else(|e| panic!("a resubmission of a task that ran was refused: {e:?}"));
+    assert_eq!(again.accepted.turn, turn);
+    assert_eq!(again.accepted.end, Some(TurnEnd::Done));
+    // A task named anew is a new task: refused for the day.
+    over_budget(submit(named("t-2")));
+    // And on a session that does not exist, refused at once, writing nothing.
+    let elsewhere = TaskRequest {
+        session: Some(SessionId::new("z").unwrap()),
+        ..named("t-3")
+    };
+    over_budget(submit(elsewhere));
+    assert!(
+        !bed.engine
+            .inner
+            .parts
+            .store
+            .exists(&SessionId::new("z").unwrap())
+    );
+}

@@ -85,3 +85,13 @@ fn a_run_left_running_by_a_stopped_loopd_is_counted_interrupted_at_the_next_star
     });
     assert!(counted(&meter, "interrupted"));
 }
+
+#[test]
+fn a_run_counted_while_still_running_reads_as_a_word_the_metrics_list() {
+    // docs/metrics.md lists the turn's ends, `skipped` and `not_started`: a run whose end was
+    // not seen reads `interrupted`, as one a stopped loopd left running.
+    assert_eq!(
+        crate::schedule::runner::outcome_word(&RunOutcome::Running),
+        "interrupted"
+    );
+}

@@ -6,6 +6,7 @@
 mod day;
 mod schedule;
 mod subagents;
+mod summaries;
 mod turn_budgets;
 
 use crate::config::Config;

@@ -220,3 +220,39 @@ tool_calls = [{a}]
         vec![("given up".to_string(), ToolOutcome::Failed)]
     );
 }
+
+#[test]
+fn the_tokens_a_stopped_call_streamed_are_counted_in_the_turn_and_reported() {
+    let long = "word ".repeat(2000);
+    let mut bed = Bed::with(fakellama::Options {
+        script: fakellama::Script::parse(&format!("default_reply = \"{long}\"")).unwrap(),
+        delay_ms: 20,
+        ..Default::default()
+    });
+    bed.cfg.budgets.turn.max_turn_ms = Some(300);
+    bed.cfg.budgets.turn.max_generated_tokens_per_turn = Some(1_000_000);
+    let stop = crate::turn::Stop::new();
+    let ran = bed.run_with("s", "talk", &Port::default(), &TestMeter::default(), &stop);
+    assert_eq!(ran.budget().0, MAX_TURN_MS);
+    let chunks = ran
+        .events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                bxcore::TurnEvent::Content { .. } | bxcore::TurnEvent::Reasoning { .. }
+            )
+        })
+        .count() as u64;
+    assert!(chunks > 0, "nothing streamed before the cut");
+    // Reported as a model call without timings, one token a chunk (an estimate).
+    let usages = ran.usages();
+    assert_eq!(usages.len(), 1, "the stopped call is not reported");
+    assert_eq!(usages[0].completion_tokens, chunks);
+    // And counted in the turn's spend.
+    assert_eq!(
+        stop.spend().tokens_left(0),
+        Some(1_000_000 - chunks),
+        "the streamed tokens are not in the turn's spend"
+    );
+}
