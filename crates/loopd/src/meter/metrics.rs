@@ -6,6 +6,7 @@
 
 pub use super::labels::{BUDGET_KEYS, END_WORDS, Refusal, Role, UNKNOWN_TOOL, end_word};
 use bxcore::{ToolOutcome, TurnEnd};
+use bxmetrics::labels::{BoundedLabels, MAX_TOOL_LABEL_VALUES, OTHER_LABEL};
 use bxmetrics::prometheus_client::metrics::counter::Counter;
 use bxmetrics::prometheus_client::metrics::family::Family;
 use bxmetrics::prometheus_client::metrics::gauge::Gauge;
@@ -80,6 +81,9 @@ pub struct Metrics {
     cached_all: AtomicU64,
     cached_ratio: Gauge<f64, AtomicU64>,
     tools: Family<Labels2, Counter>,
+    /// The tool names counted so far: at most `MAX_TOOL_LABEL_VALUES` over loopd's life (an
+    /// MCP server may list new names after each restart), later ones count as `other`.
+    tool_names: BoundedLabels,
     queued: Gauge,
     running: Gauge,
     waiting: Gauge,
@@ -277,6 +281,7 @@ impl Metrics {
             schedule_runs,
             budget_stops,
             refused,
+            tool_names: BoundedLabels::new(MAX_TOOL_LABEL_VALUES),
         }
     }
 
@@ -325,8 +330,13 @@ impl Metrics {
     }
 
     /// A tool call ended `outcome`; `tool` is a name the turn's registry knows, or
-    /// [`UNKNOWN_TOOL`].
+    /// [`UNKNOWN_TOOL`]. Past `MAX_TOOL_LABEL_VALUES` names, a new one counts as `other`.
     pub fn tool_call(&self, tool: Cow<'static, str>, outcome: &ToolOutcome) {
+        let tool = if tool == UNKNOWN_TOOL || self.tool_names.label(&tool) == tool.as_ref() {
+            tool
+        } else {
+            Cow::Borrowed(OTHER_LABEL)
+        };
         let outcome = match outcome {
             ToolOutcome::Ok => "ok",
             ToolOutcome::Failed => "failed",

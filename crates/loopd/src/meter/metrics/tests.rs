@@ -155,3 +155,24 @@ fn a_budget_the_metrics_do_not_know_is_counted_as_unknown() {
         "{text}"
     );
 }
+
+#[test]
+fn tool_labels_stay_bounded_over_loopds_life() {
+    let metrics = Metrics::new();
+    // An MCP server that lists new names after every restart, each one called once.
+    for n in 0..(MAX_TOOL_LABEL_VALUES + 50) {
+        metrics.tool_call(Cow::Owned(format!("renamed_{n}")), &ToolOutcome::Ok);
+    }
+    metrics.tool_call(Cow::Borrowed(UNKNOWN_TOOL), &ToolOutcome::Ok);
+    let text = classic(&metrics);
+    let series: BTreeSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("loopd_tool_calls_total{"))
+        .filter_map(|l| l.split("tool=\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(series.len(), MAX_TOOL_LABEL_VALUES + 2, "{series:?}");
+    assert!(series.contains(OTHER_LABEL) && series.contains(UNKNOWN_TOOL));
+    // A name seen before the cap keeps its own series.
+    metrics.tool_call(Cow::Borrowed("renamed_0"), &ToolOutcome::Ok);
+    assert!(classic(&metrics).contains("tool=\"renamed_0\""));
+}
