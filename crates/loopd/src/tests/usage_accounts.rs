@@ -210,13 +210,16 @@ fn the_queue_and_refused_tasks_show_in_the_metrics() {
             let engine = engine.clone();
             async move { engine.submit(task("a", "after")).await.map(|_| ()) }
         });
-        until("the second task is queued", || {
-            engine
+        // Queued, and the first task's turn begun (it no longer holds a waiting place): else
+        // the next submission could meet the cap on waiting tasks before the full queue.
+        until("the second task is queued and the first one runs", || {
+            let queued = engine
                 .sessions()
                 .unwrap()
                 .sessions
                 .iter()
-                .any(|s| s.id.as_str() == "a" && s.queued == 1)
+                .any(|s| s.id.as_str() == "a" && s.queued == 1);
+            queued && scrape(&engine).contains("loopd_waiting_tasks 1\n")
         })
         .await;
         let busy = engine.submit(task("a", "one more")).await;
