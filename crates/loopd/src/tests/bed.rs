@@ -198,3 +198,28 @@ tool_calls = [{{ name = "call_tool", arguments = "{{\"name\":\"echo\",\"argument
 "#
     )
 }
+
+impl Bed {
+    /// An engine over this bed (its config, fakellama, the fake tools, a roomy slot) whose
+    /// spending goes to `meter`.
+    pub fn engine(&self, meter: &std::sync::Arc<crate::meter::Meter>) -> crate::engine::Engine {
+        use std::sync::Arc;
+        crate::engine::Engine::new(crate::engine::EngineParts {
+            cfg: self.cfg.clone(),
+            store: Store::new(&self.cfg.state_dir).unwrap(),
+            client: Arc::new(self.fake.client()),
+            port: Arc::new(crate::tools::FakeTools::new()),
+            tools: crate::engine::ToolSource::Fake(Registry::m2b()),
+            system: SYSTEM.into(),
+            server: crate::llama::ServerInfo {
+                n_ctx: ROOMY_N_CTX,
+                total_slots: 3,
+                model: "fakellama".into(),
+                model_path: String::new(),
+                build_info: String::new(),
+            },
+            blocking: self.fake.blocking(),
+            meter: Arc::clone(meter),
+        })
+    }
+}

@@ -4,12 +4,9 @@
 //! all, is a clear error.
 
 use crate::api::{ApiFailure, Backend};
-use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::llama::ServerInfo;
+use crate::engine::Engine;
 use crate::meter::{Meter, system_clock};
-use crate::session::Store;
-use crate::tests::bed::{Bed, COMPACT_PHRASE, ROOMY_N_CTX, kinds};
-use crate::tools::{FakeTools, Registry};
+use crate::tests::bed::{Bed, COMPACT_PHRASE, kinds};
 use bxcore::{LogRecord, SessionId, TurnEvent};
 use proto::api::TaskRequest;
 use std::sync::Arc;
@@ -31,26 +28,6 @@ delay_ms = 300
 reply = "slowly done"
 "#
     )
-}
-
-fn engine(bed: &Bed) -> Engine {
-    Engine::new(EngineParts {
-        cfg: bed.cfg.clone(),
-        store: Store::new(&bed.cfg.state_dir).unwrap(),
-        client: Arc::new(bed.fake.client()),
-        port: Arc::new(FakeTools::new()),
-        tools: ToolSource::Fake(Registry::m2b()),
-        system: crate::tests::bed::SYSTEM.into(),
-        server: ServerInfo {
-            n_ctx: ROOMY_N_CTX,
-            total_slots: 3,
-            model: "fakellama".into(),
-            model_path: String::new(),
-            build_info: String::new(),
-        },
-        blocking: bed.fake.blocking(),
-        meter: Arc::new(Meter::load(&bed.cfg, system_clock()).unwrap()),
-    })
 }
 
 /// Submits `text` on session `id` and waits for its turn to end.
@@ -77,7 +54,7 @@ async fn run_task(engine: &Engine, id: &SessionId, text: &str) {
 #[test]
 fn a_compaction_asked_for_waits_for_the_running_turn_and_begins_an_epoch() {
     let bed = Bed::new(&engine_script());
-    let engine = engine(&bed);
+    let engine = bed.engine(&Arc::new(Meter::load(&bed.cfg, system_clock()).unwrap()));
     let id = SessionId::new("s").unwrap();
     let answer = bed.fake.rt.block_on(async {
         run_task(&engine, &id, "quick").await;
@@ -112,7 +89,7 @@ fn a_compaction_asked_for_waits_for_the_running_turn_and_begins_an_epoch() {
 #[test]
 fn a_compaction_of_nothing_or_of_no_session_says_so() {
     let bed = Bed::new(&engine_script());
-    let engine = engine(&bed);
+    let engine = bed.engine(&Arc::new(Meter::load(&bed.cfg, system_clock()).unwrap()));
     drop(bed.session("empty"));
     let (empty, unknown) = bed.fake.rt.block_on(async {
         let empty = engine.compact(&SessionId::new("empty").unwrap()).await;

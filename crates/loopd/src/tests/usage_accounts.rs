@@ -4,12 +4,9 @@
 //! refusals, compactions and today's status show; the exposition passes promtool.
 
 use crate::api::{ApiFailure, Backend, UsageQuery};
-use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::llama::ServerInfo;
+use crate::engine::Engine;
 use crate::meter::{Clock, Meter, promtool};
-use crate::session::Store;
-use crate::tests::bed::{Bed, COMPACT_PHRASE, ROOMY_N_CTX};
-use crate::tools::{FakeTools, Registry};
+use crate::tests::bed::{Bed, COMPACT_PHRASE};
 use bxcore::{LogRecord, SessionId, TurnEvent};
 use chrono::{DateTime, Utc};
 use proto::api::{TaskRequest, UsageTotals};
@@ -50,26 +47,6 @@ tool_calls = [
 fn fixed_clock() -> Clock {
     let now: DateTime<Utc> = NOW.parse().unwrap();
     Arc::new(move || now)
-}
-
-fn engine(bed: &Bed, meter: &Arc<Meter>) -> Engine {
-    Engine::new(EngineParts {
-        cfg: bed.cfg.clone(),
-        store: Store::new(&bed.cfg.state_dir).unwrap(),
-        client: Arc::new(bed.fake.client()),
-        port: Arc::new(FakeTools::new()),
-        tools: ToolSource::Fake(Registry::m2b()),
-        system: crate::tests::bed::SYSTEM.into(),
-        server: ServerInfo {
-            n_ctx: ROOMY_N_CTX,
-            total_slots: 3,
-            model: "fakellama".into(),
-            model_path: String::new(),
-            build_info: String::new(),
-        },
-        blocking: bed.fake.blocking(),
-        meter: Arc::clone(meter),
-    })
 }
 
 fn id(s: &str) -> SessionId {
@@ -146,7 +123,7 @@ fn two_tasks_count_what_their_turns_used_and_the_counts_survive_a_restart() {
     // No summaries: what is counted is exactly the turns'.
     bed.cfg.compact.summarise.clear();
     let meter = Arc::new(Meter::load(&bed.cfg, fixed_clock()).unwrap());
-    let engine = engine(&bed, &meter);
+    let engine = bed.engine(&meter);
     bed.fake.rt.block_on(async {
         run_task(&engine, "a", "use the gadgets").await;
         run_task(&engine, "b", "use the gadgets").await;
@@ -202,7 +179,7 @@ fn the_queue_and_refused_tasks_show_in_the_metrics() {
     bed.cfg.api.session_queue_len = 1;
     bed.cfg.api.max_waiting_tasks = 2;
     let meter = Arc::new(Meter::load(&bed.cfg, fixed_clock()).unwrap());
-    let engine = engine(&bed, &meter);
+    let engine = bed.engine(&meter);
     let text = bed.fake.rt.block_on(async {
         let _running = engine.submit(task("a", "slow")).await.unwrap();
         // Queued behind it, holding a waiting place until it starts.
@@ -263,7 +240,7 @@ fn the_queue_and_refused_tasks_show_in_the_metrics() {
 fn a_summary_and_a_compaction_and_their_model_calls_are_counted_and_written() {
     let bed = Bed::new(&script());
     let meter = Arc::new(Meter::load(&bed.cfg, fixed_clock()).unwrap());
-    let engine = engine(&bed, &meter);
+    let engine = bed.engine(&meter);
     bed.fake.rt.block_on(async {
         // `echo`'s result is summarised after the turn (the bed's `[compact] summarise`); the
         // compaction waits on the lane behind that.
@@ -291,7 +268,7 @@ fn status_shows_today_and_the_day_budget_and_usage_knows_its_sessions() {
     bed.cfg.budgets.max_generated_tokens_per_day = Some(5_000);
     bed.cfg.budgets.timezone = "Asia/Tokyo".into();
     let meter = Arc::new(Meter::load(&bed.cfg, fixed_clock()).unwrap());
-    let engine = engine(&bed, &meter);
+    let engine = bed.engine(&meter);
     drop(bed.session("idle"));
     let status = bed.fake.rt.block_on(async {
         run_task(&engine, "a", "hello").await;
@@ -328,7 +305,7 @@ fn status_shows_today_and_the_day_budget_and_usage_knows_its_sessions() {
 fn a_clean_stop_writes_the_spending_a_failed_write_after_a_turn_left() {
     let bed = Bed::new(&script());
     let meter = Arc::new(Meter::load(&bed.cfg, fixed_clock()).unwrap());
-    let engine = engine(&bed, &meter);
+    let engine = bed.engine(&meter);
     // The writes after the turn fail: the accounts' directory is a file meanwhile.
     let usage = bed.cfg.state_dir.join(crate::meter::store::USAGE_DIR);
     std::fs::remove_dir_all(&usage).unwrap();

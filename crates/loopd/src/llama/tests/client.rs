@@ -1,5 +1,6 @@
 //! The llama client against fakellama: streamed answers, the request body, tool calls,
 //! reasoning, usage, the API key, and a Unix socket.
+#![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::llama::tests::support::{Fake, chat_once, chat_retry, client_for, content_of, user};

@@ -1,4 +1,5 @@
 //! The llama client's errors, retries, timeouts and cancelling, against fakellama.
+#![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::mpsc;

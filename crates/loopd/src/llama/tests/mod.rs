@@ -1,5 +1,6 @@
 //! The llama client's tests, against fakellama in-process (`support`, which every loopd test
 //! that needs a model shares).
+#![cfg(test)]
 
 mod client;
 mod errors;

@@ -1,5 +1,6 @@
 //! Start-up against fakellama: waiting while the model loads, `/props`, and the checks of
 //! `[expect]` and `[slots]`.
+#![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::blocking::Blocking;

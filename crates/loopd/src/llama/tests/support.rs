@@ -1,5 +1,6 @@
 //! Shared by the llama client's tests and every test that needs a model: fakellama on its own
 //! runtime, and a client for it.
+#![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use crate::blocking::Blocking;

@@ -4,6 +4,7 @@
 //! the session, tool and arguments it was minted for; an approval used `for_turn` lets later
 //! calls of the same tool in the same turn of the same session run without asking, as
 //! brokerd's policy does. Any other tool just runs.
+#![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use crate::tools::ToolPort;

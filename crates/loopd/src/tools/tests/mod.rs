@@ -1,7 +1,7 @@
 //! The tools seam (seed M2b-03): registry, dispatch table and the fake tools (the result cap is
 //! tested beside it, in `text`). `asking`: a stand-in for brokerd's approvals, shared by the
 //! tests of turns that wait for the owner.
-
+#![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub(crate) mod asking;
