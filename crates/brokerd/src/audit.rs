@@ -134,6 +134,13 @@ pub struct AuditRecord {
     /// For a call that ran under an approval: how.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_scope: Option<ApprovalScope>,
+    /// For a call denied `leak`: the name of the secret it would have carried out (never
+    /// the value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leak: Option<String>,
+    /// The secrets replaced by `{secret:NAME}` in what the call gave back (names only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
 }
 
 /// What a tool adds to its audit lines besides the argument digest (see `Tool::audit_facts`
@@ -152,6 +159,22 @@ impl AuditRecord {
         AuditRecord {
             approval: Some(id),
             approval_scope: scope,
+            ..self
+        }
+    }
+
+    /// This line naming `secret`, the secret a call denied `leak` would have carried out.
+    pub fn with_leak(self, secret: &str) -> AuditRecord {
+        AuditRecord {
+            leak: Some(secret.to_string()),
+            ..self
+        }
+    }
+
+    /// This line naming the secrets redacted from the call's result.
+    pub fn with_redacted(self, names: Vec<String>) -> AuditRecord {
+        AuditRecord {
+            redacted: names,
             ..self
         }
     }
@@ -246,6 +269,8 @@ impl AuditRecord {
             exit: None,
             approval: None,
             approval_scope: None,
+            leak: None,
+            redacted: Vec::new(),
         }
     }
 }

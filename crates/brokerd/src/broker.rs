@@ -11,6 +11,7 @@ use crate::policy::{
     Admission, ApprovalTable, CallCounters, Decision, GlobError, Grants, admit, decide,
 };
 use crate::result::{from_error, grant_labels, labelled, refused};
+use crate::secrets::{SecretStore, Secrets};
 use crate::tool::{CallContext, Tool};
 use crate::toolset::ToolSet;
 use bxcore::{ApprovalId, DenyReason, SessionId};
@@ -41,6 +42,8 @@ pub struct Broker {
     /// The tools the config names (the built-ins and every grant's tool): the only names the
     /// metrics label a call with, since the tool set also holds what MCP servers listed.
     named_tools: HashSet<String>,
+    /// The secrets grants attach, and the guard over them (replaced whole on SIGHUP).
+    secrets: SecretStore,
 }
 
 /// Whether a request's tool ran: an allowed call's duration is observed, from the request to
@@ -73,7 +76,18 @@ impl Broker {
             audit,
             metrics: Arc::new(Metrics::new()),
             named_tools,
+            secrets: SecretStore::default(),
         })
+    }
+
+    /// This broker holding `secrets` (`[[secrets]]`, loaded by the daemon).
+    pub fn with_secrets(self, secrets: SecretStore) -> Broker {
+        Broker { secrets, ..self }
+    }
+
+    /// The secrets this broker holds.
+    pub fn secrets(&self) -> &SecretStore {
+        &self.secrets
     }
 
     /// The metrics this broker counts its calls in (`GET /metrics`).
@@ -160,10 +174,12 @@ impl Broker {
                 );
             }
         };
+        let secrets = self.secrets.current();
         let ctx = CallContext {
             grant: &grant,
             result_cap_bytes: self.limits.result_cap_bytes,
             timeout_ms: self.limits.call_timeout_ms,
+            secrets: &secrets,
         };
         if let Err(error) = tool.check(&arguments, ctx) {
             // Refused on its arguments and grant alone: the tool never ran.
@@ -226,7 +242,9 @@ impl Broker {
             tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}; the call does not run");
             return (ToolResponse::failed(AUDIT_FAILED_MESSAGE), Ran::No);
         }
-        let (response, own_detail) = self.run(Arc::clone(&tool), grant, arguments.clone()).await;
+        let (response, own_detail) = self
+            .run(Arc::clone(&tool), grant, arguments.clone(), secrets)
+            .await;
         let content = match &response {
             ToolResponse::Result { content, .. } => Some(content.as_str()),
             _ => None,
@@ -312,6 +330,7 @@ impl Broker {
         tool: Arc<dyn Tool>,
         grant: Arc<Grant>,
         arguments: Value,
+        secrets: Arc<Secrets>,
     ) -> (ToolResponse, Option<String>) {
         let cap_bytes = self.limits.result_cap_bytes;
         let timeout_ms = self.limits.call_timeout_ms;
@@ -322,6 +341,7 @@ impl Broker {
                 grant: &task_grant,
                 result_cap_bytes: cap_bytes,
                 timeout_ms,
+                secrets: &secrets,
             };
             tool.call(&arguments, ctx).await
         }));

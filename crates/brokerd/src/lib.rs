@@ -10,6 +10,8 @@
 //! - [`policy`]: [`policy::decide`], whether a call may run, and why not.
 //! - [`Broker`]: decides, runs under the time limit, caps and labels, audits ([`audit`]),
 //!   and counts ([`metrics`]: Prometheus metrics, `GET /metrics`).
+//! - [`secrets`]: the credentials brokerd holds, attaches to the calls a grant names, looks
+//!   for in every outgoing request (the leak guard) and redacts from every result.
 //! - [`server`]: HTTP over brokerd's Unix socket, which brokerd's own descendants (its MCP
 //!   servers) may not use; [`reaper`]: brokerd as their subreaper; [`daemon`]: the whole daemon.
 
@@ -23,6 +25,7 @@ pub mod metrics;
 pub mod policy;
 pub mod reaper;
 pub mod result;
+pub mod secrets;
 pub mod server;
 pub mod tool;
 pub mod toolset;

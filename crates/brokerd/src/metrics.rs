@@ -95,6 +95,7 @@ pub fn reason_word(reason: DenyReason) -> &'static str {
         DenyReason::UnknownTool => "unknown_tool",
         DenyReason::NotApproved => "not_approved",
         DenyReason::ApprovalRefused => "approval_refused",
+        DenyReason::Leak => "leak",
     }
 }
 

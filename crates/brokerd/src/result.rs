@@ -59,6 +59,7 @@ pub fn refused(error: ToolError) -> ToolResponse {
             ToolResponse::denied(DenyReason::HostNotAllowed, Some(detail))
         }
         ToolError::Failed(message) => ToolResponse::failed(message),
+        ToolError::Leak { detail, .. } => ToolResponse::denied(DenyReason::Leak, Some(detail)),
     }
 }
 
@@ -78,5 +79,6 @@ pub fn from_error(error: ToolError, grant: &Grant) -> ToolResponse {
         ToolError::PathNotAllowed(detail) => denied(DenyReason::PathNotAllowed, detail),
         ToolError::HostNotAllowed(detail) => denied(DenyReason::HostNotAllowed, detail),
         ToolError::Failed(message) => ToolResponse::Failed { message, labels },
+        ToolError::Leak { detail, .. } => denied(DenyReason::Leak, detail),
     }
 }

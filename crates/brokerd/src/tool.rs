@@ -3,6 +3,7 @@
 
 use crate::audit::AuditFacts;
 use crate::config::Grant;
+use crate::secrets::Secrets;
 use bxcore::Labels;
 use proto::ToolSchema;
 use std::future::Future;
@@ -32,6 +33,26 @@ pub enum ToolError {
     /// The tool ran and failed, or ran past its time.
     #[error("{0}")]
     Failed(String),
+    /// The request (or a later hop of it: a redirect) would carry a secret where no grant
+    /// attaches it; nothing was sent.
+    #[error("{detail}")]
+    Leak {
+        /// The secret's name (never its value), for the audit line.
+        secret: String,
+        /// brokerd's words on where it was found, naming the secret but quoting nothing.
+        detail: String,
+    },
+}
+
+impl ToolError {
+    /// A [`ToolError::Leak`] of `secret` found in `place` ("the URL", "redirect 1's URL",
+    /// "header \"X-Api\"", "the body", "argv", "stdin", "the arguments").
+    pub fn leak(secret: &str, place: &str) -> ToolError {
+        ToolError::Leak {
+            secret: secret.to_string(),
+            detail: format!("{place} would carry the secret {secret:?}; nothing was sent"),
+        }
+    }
 }
 
 /// What a call may use besides its arguments.
@@ -43,6 +64,9 @@ pub struct CallContext<'a> {
     pub result_cap_bytes: usize,
     /// The longest the call may take, in milliseconds.
     pub timeout_ms: u64,
+    /// The secrets brokerd holds now: what the grant's placeholders are filled from, and what
+    /// a hop the tool makes on its own (a redirect) is checked against.
+    pub secrets: &'a Secrets,
 }
 
 /// The future a tool call returns.

@@ -29,6 +29,10 @@ pub enum DenyReason {
     /// before a restart), one used already, one for another session, tool or arguments, or
     /// one that expired.
     ApprovalRefused,
+    /// The request would carry one of brokerd's secrets (in any encoding it looks for) where
+    /// no grant attaches it: in a URL, a header the grant did not set, a body, an `exec` argv
+    /// or stdin with network, or an MCP tool's arguments.
+    Leak,
 }
 
 impl DenyReason {
@@ -50,6 +54,9 @@ impl DenyReason {
             DenyReason::NotApproved => "Denied: the owner did not approve this call",
             DenyReason::ApprovalRefused => {
                 "Denied: the approval does not hold for this call (unknown, used, for another call, or expired)"
+            }
+            DenyReason::Leak => {
+                "Denied: the request would send a secret out; secrets go only where the owner's grants attach them"
             }
         }
     }

@@ -3,6 +3,7 @@
 
 use super::approvals::{self, Approve};
 use super::exec::{EXEC_TOOL, ExecGrant};
+use super::http_fetch::{DEFAULT_METHODS, HttpGrant};
 use super::reach::DEFAULT_PORTS;
 use bxconfig::Problems;
 use bxcore::DataClass;
@@ -138,6 +139,10 @@ pub struct Grant {
     /// grant: `programs`, `shell`, `rw_paths`, ...).
     #[serde(flatten)]
     pub exec: ExecGrant,
+    /// For `http_fetch`: the methods the model may use and the headers brokerd attaches
+    /// (flat keys in the grant: `methods`, `headers`, `allow_http_secrets`).
+    #[serde(flatten)]
+    pub http: HttpGrant,
 }
 
 /// A grant as written, before the per-tool defaults fill the keys it leaves out.
@@ -177,6 +182,11 @@ struct RawGrant {
     max_output_bytes: Option<usize>,
     memory_mb: Option<u64>,
     max_processes: Option<u64>,
+    methods: Option<Vec<String>>,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    allow_http_secrets: bool,
 }
 
 fn every_session() -> Vec<String> {
@@ -197,6 +207,13 @@ impl From<RawGrant> for Grant {
         let ports = raw.ports.unwrap_or_else(|| {
             if HOST_TOOLS.contains(&raw.tool.as_str()) {
                 DEFAULT_PORTS.to_vec()
+            } else {
+                Vec::new()
+            }
+        });
+        let methods = raw.methods.unwrap_or_else(|| {
+            if raw.tool == "http_fetch" {
+                DEFAULT_METHODS.iter().map(|m| (*m).to_string()).collect()
             } else {
                 Vec::new()
             }
@@ -230,11 +247,27 @@ impl From<RawGrant> for Grant {
                 memory_mb: raw.memory_mb,
                 max_processes: raw.max_processes,
             },
+            http: HttpGrant {
+                methods,
+                headers: raw.headers,
+                allow_http_secrets: raw.allow_http_secrets,
+            },
         }
     }
 }
 
 impl Grant {
+    /// Whether this grant attaches a secret to its calls (`headers` of `http_fetch`, `env` of
+    /// `exec`): the catalogue then says the tool is "authenticated as configured".
+    pub fn injects_secret(&self) -> bool {
+        self.http.injects_secret()
+            || self
+                .exec
+                .env
+                .values()
+                .any(|value| crate::secrets::template::mentions_secret(value))
+    }
+
     /// Checks this grant, the `i`th; `prefixes` are the `[[mcp]]` prefixes.
     pub(super) fn check(&self, i: usize, prefixes: &[&str], p: &mut Problems) {
         let key = |name: &str| format!("grants[{i}].{name}");
@@ -302,6 +335,7 @@ impl Grant {
             p.at_least(&key("max_calls_per_turn"), n, 1);
         }
         self.exec.check(i, tool, p);
+        self.http.check(i, tool, p);
         p.check(
             !(tool == EXEC_TOOL && self.exec.network && !self.result_untrusted),
             key("result_untrusted"),

@@ -59,7 +59,7 @@ impl McpServer {
 }
 
 /// Checks that `value`, at `key`, is a non-empty word of `[a-z0-9_]`.
-fn check_word(key: &str, value: &str, p: &mut Problems) {
+pub(super) fn check_word(key: &str, value: &str, p: &mut Problems) {
     if value.is_empty() {
         p.push(key, "must not be empty");
     } else if !value

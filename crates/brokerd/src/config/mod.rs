@@ -10,14 +10,18 @@ mod grant;
 mod http_fetch;
 mod mcp;
 mod reach;
+mod secrets;
 
 #[cfg(test)]
 mod tests;
 
+pub use crate::secrets::SecretConfig;
 pub use approvals::{ApprovalSettings, Approve};
 pub use exec::{EXEC_TOOL, ExecGrant, RUNNERS, is_runner, program_glob};
 pub use grant::{BUILTIN_TOOLS, Grant, GrantDefaults, HOST_TOOLS, PATH_TOOLS, WhenUntrusted};
-pub use http_fetch::HttpFetchSettings;
+pub use http_fetch::{
+    DEFAULT_METHODS, HTTP_METHODS, HttpFetchSettings, HttpGrant, RESERVED_HEADERS,
+};
 pub use mcp::McpServer;
 pub use reach::{DEFAULT_PORTS, HostEntry, parse_network};
 
@@ -54,6 +58,9 @@ pub struct Config {
     pub approvals: ApprovalSettings,
     /// `[metrics]`: the optional TCP listener of `/metrics` (`docs/metrics.md`).
     pub metrics: bxmetrics::MetricsConfig,
+    /// `[[secrets]]`: the credentials brokerd holds and grants attach (`docs/secrets.md`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<SecretConfig>,
 }
 
 impl Default for Config {
@@ -69,6 +76,7 @@ impl Default for Config {
             http_fetch: HttpFetchSettings::default(),
             approvals: ApprovalSettings::default(),
             metrics: bxmetrics::MetricsConfig::default(),
+            secrets: Vec::new(),
         }
     }
 }
@@ -145,6 +153,8 @@ impl Validate for Config {
                 );
             }
         }
+        secrets::check(&self.secrets, &mut p);
+        self.check_placeholders(&mut p);
         self.http_fetch.check(&mut p);
         self.approvals.check(&mut p);
         if let Err(e) = self.metrics.check() {
@@ -168,6 +178,27 @@ impl Validate for Config {
                      catalogue and deny its calls"
                 ),
             )],
+        }
+    }
+}
+
+impl Config {
+    /// Every value that may hold `{secret:NAME}` (a grant's `headers` and `env`, an
+    /// `[[mcp]]` server's `env`) parses and names a `[[secrets]]` entry.
+    fn check_placeholders(&self, p: &mut Problems) {
+        let known: Vec<&str> = self.secrets.iter().map(|s| s.name.as_str()).collect();
+        for (i, grant) in self.grants.iter().enumerate() {
+            for (name, value) in &grant.http.headers {
+                secrets::check_template(&format!("grants[{i}].headers.{name}"), value, &known, p);
+            }
+            for (name, value) in &grant.exec.env {
+                secrets::check_template(&format!("grants[{i}].env.{name}"), value, &known, p);
+            }
+        }
+        for (i, server) in self.mcp.iter().enumerate() {
+            for (name, value) in &server.env {
+                secrets::check_template(&format!("mcp[{i}].env.{name}"), value, &known, p);
+            }
         }
     }
 }

@@ -61,6 +61,7 @@ async fn call_capped(
         grant,
         result_cap_bytes: cap,
         timeout_ms: TIMEOUT_MS,
+        secrets: &brokerd::secrets::Secrets::default(),
     };
     tool.call(&args, ctx).await
 }

@@ -200,6 +200,7 @@ async fn fetch_with(
         grant: &grant,
         result_cap_bytes: cap,
         timeout_ms,
+        secrets: &brokerd::secrets::Secrets::default(),
     };
     tool.call(&args, ctx).await
 }

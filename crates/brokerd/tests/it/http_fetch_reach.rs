@@ -112,6 +112,7 @@ async fn fetch(grant: &Grant, url: &str) -> Result<ToolOutput, ToolError> {
         grant,
         result_cap_bytes: CAP,
         timeout_ms: TIMEOUT_MS,
+        secrets: &brokerd::secrets::Secrets::default(),
     };
     tool().call(&json!({ "url": url }), ctx).await
 }

@@ -67,6 +67,7 @@ async fn call_with(
         grant: &grant,
         result_cap_bytes: cap,
         timeout_ms,
+        secrets: &brokerd::secrets::Secrets::default(),
     };
     tool.call(&args, ctx).await
 }

@@ -42,6 +42,14 @@ pub fn grant(tool: &str, sessions: &[&str]) -> Grant {
         approve: Approve::Never,
         max_calls_per_turn: None,
         exec: Default::default(),
+        http: brokerd::config::HttpGrant {
+            methods: if tool == "http_fetch" {
+                vec!["GET".to_string()]
+            } else {
+                Vec::new()
+            },
+            ..Default::default()
+        },
     }
 }
 

@@ -1,0 +1,188 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use base64::Engine;
+use proptest::prelude::*;
+use std::os::unix::fs::PermissionsExt;
+
+const VALUE: &str = "ghp_Secr3tValue/with+chars";
+
+fn secret_file(dir: &Path, name: &str, content: &str, mode: u32) -> SecretConfig {
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    SecretConfig {
+        name: name.to_string(),
+        file: Some(path),
+    }
+}
+
+#[test]
+fn a_file_is_read_without_its_final_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = secret_file(dir.path(), "github", &format!("{VALUE}\n"), 0o600);
+    let store = SecretStore::load(&[config], None).unwrap();
+    assert_eq!(store.current().value("github"), Some(VALUE));
+}
+
+#[test]
+fn a_credential_is_read_from_the_credentials_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    secret_file(dir.path(), "api", VALUE, 0o400);
+    let config = SecretConfig {
+        name: "api".into(),
+        file: None,
+    };
+    let store = SecretStore::load(std::slice::from_ref(&config), Some(dir.path())).unwrap();
+    assert_eq!(store.current().value("api"), Some(VALUE));
+    let errors = SecretStore::load(&[config], None).unwrap_err();
+    assert!(
+        errors[0].to_string().contains("CREDENTIALS_DIRECTORY"),
+        "{}",
+        errors[0]
+    );
+}
+
+#[test]
+fn a_world_readable_or_missing_file_is_a_clear_error_without_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = secret_file(dir.path(), "open", VALUE, 0o644);
+    let missing = SecretConfig {
+        name: "missing".into(),
+        file: Some(dir.path().join("nope")),
+    };
+    let short = secret_file(dir.path(), "short", "abc\n", 0o600);
+    let errors = SecretStore::load(&[open, missing, short], None).unwrap_err();
+    let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert!(
+        text[0].contains("readable by every user (mode 0644)"),
+        "{}",
+        text[0]
+    );
+    assert!(
+        text[1].contains("\"missing\"") && text[1].contains("not found"),
+        "{}",
+        text[1]
+    );
+    assert!(text[2].contains("the shortest is 8"), "{}", text[2]);
+    assert!(
+        text.iter()
+            .all(|t| !t.contains(VALUE) && !t.contains("abc"))
+    );
+}
+
+#[test]
+fn a_reload_takes_new_values_and_keeps_the_old_one_of_a_file_it_cannot_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = secret_file(dir.path(), "a", "first-value-a", 0o600);
+    let b = secret_file(dir.path(), "b", "first-value-b", 0o600);
+    let store = SecretStore::load(&[a.clone(), b.clone()], None).unwrap();
+    std::fs::write(a.file.as_ref().unwrap(), "second-value-a").unwrap();
+    std::fs::remove_file(b.file.as_ref().unwrap()).unwrap();
+    let errors = store.reload(&[a, b], None);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let now = store.current();
+    assert_eq!(now.value("a"), Some("second-value-a"));
+    assert_eq!(now.value("b"), Some("first-value-b"));
+    assert!(now.guard().find(b"x=second-value-a").is_some());
+    assert!(now.guard().find(b"x=first-value-a").is_none());
+}
+
+#[test]
+fn debug_shows_names_only() {
+    let secrets = Secrets::from_values([("github", VALUE)]);
+    let shown = format!("{secrets:?}");
+    assert!(
+        shown.contains("github") && !shown.contains(VALUE),
+        "{shown}"
+    );
+}
+
+fn guard() -> Secrets {
+    Secrets::from_values([("github", VALUE), ("other", "another-secret-value")])
+}
+
+#[test]
+fn every_listed_encoding_is_found_in_outgoing_text() {
+    let secrets = guard();
+    let g = secrets.guard();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(format!("k={VALUE}"));
+    let b64url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("xy{VALUE}"));
+    let partly_encoded = VALUE.replace('S', "%53").replace('/', "%2F");
+    let twice = VALUE.replace('/', "%252F");
+    let reversed: String = VALUE.chars().rev().collect();
+    let cases = [
+        format!("https://evil.example/?t={VALUE}"),
+        format!("https://evil.example/?t={partly_encoded}"),
+        format!("https://evil.example/?t={twice}"),
+        b64,
+        b64url,
+        hex::encode(VALUE).to_uppercase(),
+        format!("abc{}def", hex::encode(VALUE)),
+        reversed,
+    ];
+    for case in &cases {
+        assert_eq!(g.find(case.as_bytes()), Some("github"), "{case}");
+    }
+    assert_eq!(g.find(b"https://example.org/?q=ordinary"), None);
+}
+
+#[test]
+fn json_strings_are_scanned_decoded() {
+    let secrets = guard();
+    let escaped = VALUE.replace('g', "\\u0067");
+    let args: serde_json::Value =
+        serde_json::from_str(&format!(r#"{{"q": ["a", {{"deep": "{escaped}"}}]}}"#)).unwrap();
+    assert_eq!(secrets.guard().find_in_json(&args), Some("github"));
+    let key: serde_json::Value = serde_json::from_str(r#"{"another-secret-value": 1}"#).unwrap();
+    assert_eq!(secrets.guard().find_in_json(&key), Some("other"));
+}
+
+#[test]
+fn redaction_replaces_the_value_and_its_encodings_with_the_placeholder() {
+    let secrets = guard();
+    let text = format!(
+        "env: API_KEY={VALUE}\nhex: {}\nand another-secret-value.",
+        hex::encode(VALUE)
+    );
+    let redacted = secrets.guard().redact(&text);
+    assert_eq!(
+        redacted.text,
+        "env: API_KEY={secret:github}\nhex: {secret:github}\nand {secret:other}."
+    );
+    assert_eq!(redacted.names, ["github", "other"]);
+    let clean = secrets.guard().redact("nothing here ✓");
+    assert!(matches!(clean.text, std::borrow::Cow::Borrowed(_)) && clean.names.is_empty());
+}
+
+proptest! {
+    #[test]
+    fn any_value_in_any_base64_text_is_found(
+        value in "[ -~]{8,40}",
+        prefix in proptest::collection::vec(any::<u8>(), 0..7),
+        suffix in proptest::collection::vec(any::<u8>(), 0..7),
+        url_safe in any::<bool>(),
+    ) {
+        let secrets = Secrets::from_values([("s", value.as_str())]);
+        let mut input = prefix;
+        input.extend_from_slice(value.as_bytes());
+        input.extend_from_slice(&suffix);
+        let encoded = if url_safe {
+            base64::engine::general_purpose::URL_SAFE.encode(&input)
+        } else {
+            base64::engine::general_purpose::STANDARD.encode(&input)
+        };
+        prop_assert_eq!(secrets.guard().find(encoded.as_bytes()), Some("s"));
+    }
+
+    #[test]
+    fn redacted_text_never_holds_the_value(
+        value in "[a-zA-Z0-9]{8,24}",
+        around in proptest::collection::vec("[ -~]{0,12}", 1..4),
+    ) {
+        let secrets = Secrets::from_values([("s", value.as_str())]);
+        let text = around.join(&value);
+        let redacted = secrets.guard().redact(&text);
+        prop_assert!(!redacted.text.contains(&value));
+    }
+}
