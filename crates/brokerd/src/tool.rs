@@ -82,6 +82,12 @@ pub trait Tool: Send + Sync {
     fn description_labels(&self) -> Labels {
         Labels::PUBLIC
     }
+    /// Whether the tool itself carries a credential brokerd attached (an MCP server started
+    /// with a `{secret:NAME}` in its `env`): its catalogue entry then says "authenticated as
+    /// configured". A grant that attaches one is known from the grant. Default: no.
+    fn authenticated(&self) -> bool {
+        false
+    }
     /// Checks a call from its arguments and grant alone, before it runs: nothing outside them
     /// is read or reached. A refusal here is made of nothing the tool read, so the broker
     /// answers it unlabelled, like its own policy's (a mistyped host must not taint a session
