@@ -14,6 +14,7 @@ mod ask_before_write;
 pub(crate) mod common;
 mod internal_address;
 mod reserved_sessions;
+mod secrets_out;
 mod subagent_inheritance;
 mod tool_descriptions;
 mod tool_failures;
