@@ -89,6 +89,12 @@ schedule-bad-name|fail|is not of type `string matching the pattern [A-Za-z0-9._-
 schedule-with-config-file|fail|services.boxmaker.schedules cannot go into services.boxmaker.loopd.configFile
 metrics-port-out-of-range|fail|services.boxmaker.metrics.port' is not of type `16 bit unsigned integer
 metrics-with-config-file|fail|services.boxmaker.metrics cannot go into services.boxmaker.loopd.configFile: write `[metrics] listen = "127.0.0.1:9464"` into that file
+secret-nix-path|fail|services.boxmaker.brokerd.secrets.github.file is a Nix path (/
+secret-nix-path|fail|Nix copies a path into the Nix store, which every user of the machine can read
+secret-in-store|fail|services.boxmaker.brokerd.secrets.github.file is in the Nix store (/nix/store/0000000000000000000000000000000a-github), which every user of the machine can read
+secret-relative|fail|services.boxmaker.brokerd.secrets.github.file must be an absolute path, got "secrets/github".
+secret-bad-name|fail|services.boxmaker.brokerd.secrets.GitHub: a secret's name is a-z, 0-9 and _ only
+secret-file-with-config-file|fail|services.boxmaker.brokerd.secrets.wiki.loadCredential = false cannot go into services.boxmaker.brokerd.configFile
 CASES
 
 echo "nix-checks: the nix blocks of docs/operations.md parse"
