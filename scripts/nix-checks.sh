@@ -97,7 +97,7 @@ secret-bad-name|fail|services.boxmaker.brokerd.secrets.GitHub: a secret's name i
 secret-file-with-config-file|fail|services.boxmaker.brokerd.secrets.wiki.loadCredential = false cannot go into services.boxmaker.brokerd.configFile
 CASES
 
-echo "nix-checks: the nix blocks of docs/operations.md parse"
+echo "nix-checks: the nix blocks of docs/operations.md and docs/secrets.md parse"
 # Each block is an expression (the flake) or a module's attribute definitions (a snippet to put
 # into the system's configuration): it must parse as one or, wrapped into a module (which gives
 # it `config`, `lib` and `pkgs`), as the other.
@@ -105,15 +105,16 @@ python3 - "$work/docs" <<'PY'
 import os, re, sys
 out = sys.argv[1]
 os.makedirs(out)
-text = open("docs/operations.md").read()
-for n, block in enumerate(re.findall(r"^```nix\n(.*?)^```", text, re.S | re.M)):
-    open(os.path.join(out, "block-%02d.nix" % n), "w").write(block)
+for doc in ("operations", "secrets"):
+    text = open("docs/%s.md" % doc).read()
+    for n, block in enumerate(re.findall(r"^```nix\n(.*?)^```", text, re.S | re.M)):
+        open(os.path.join(out, "block-%s-%02d.nix" % (doc, n)), "w").write(block)
 PY
 for block in "$work"/docs/block-*.nix; do
     nix-instantiate --parse "$block" >/dev/null 2>"$work/parse.err" && continue
     { printf '{ config, lib, pkgs, ... }: {\n'; cat "$block"; printf '}\n'; } >"$block.module"
     nix-instantiate --parse "$block.module" >/dev/null 2>>"$work/parse.err" && continue
-    echo "nix-checks: a nix block of docs/operations.md does not parse:" >&2
+    echo "nix-checks: a nix block of docs/$(basename "$block" | cut -d- -f2).md does not parse:" >&2
     cat "$block" "$work/parse.err" >&2
     exit 1
 done
