@@ -134,6 +134,12 @@
               out = box.succeed("su alice -c 'boxctl task \"Say the word hello.\"'")
               assert "hello" in out.lower(), out
               box.succeed("systemctl show boxmaker -p NoNewPrivileges | grep -q yes")
+              # The reload (ExecReload: SIGHUP to boxd's child brokerd, under the unit's
+              # hardening) reaches brokerd, which re-reads its secrets and stays up.
+              brokerd = box.succeed("pgrep -x brokerd").strip()
+              box.succeed("systemctl reload boxmaker")
+              box.succeed("systemctl is-active boxmaker")
+              assert box.succeed("pgrep -x brokerd").strip() == brokerd, "brokerd restarted on reload"
               box.succeed("systemctl stop boxmaker")
               box.fail("pgrep -x llama-server")
             '';

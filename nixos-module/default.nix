@@ -190,8 +190,9 @@ let
 in
 {
   # services.boxmaker.schedules, rendered into loopd.settings.schedules; services.boxmaker.metrics,
-  # rendered into loopd.settings.metrics.
-  imports = [ ./schedules.nix ./metrics.nix ];
+  # rendered into loopd.settings.metrics; services.boxmaker.brokerd.secrets, rendered into
+  # brokerd.settings.secrets and the unit's LoadCredential=, and the unit's ExecReload.
+  imports = [ ./schedules.nix ./metrics.nix ./secrets.nix ];
 
   options.services.boxmaker = {
     enable = mkEnableOption "boxmaker, a private AI-agent appliance";
@@ -332,7 +333,7 @@ in
           };
         };
         default = { };
-        description = "brokerd's config (docs/config.md) without its grants, rendered as TOML.";
+        description = "brokerd's config (docs/config.md) without its grants and secrets (brokerd.secrets), rendered as TOML.";
       };
       configFile = mkOption {
         type = types.nullOr types.path;

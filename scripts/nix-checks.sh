@@ -89,9 +89,15 @@ schedule-bad-name|fail|is not of type `string matching the pattern [A-Za-z0-9._-
 schedule-with-config-file|fail|services.boxmaker.schedules cannot go into services.boxmaker.loopd.configFile
 metrics-port-out-of-range|fail|services.boxmaker.metrics.port' is not of type `16 bit unsigned integer
 metrics-with-config-file|fail|services.boxmaker.metrics cannot go into services.boxmaker.loopd.configFile: write `[metrics] listen = "127.0.0.1:9464"` into that file
+secret-nix-path|fail|services.boxmaker.brokerd.secrets.github.file is a Nix path (/
+secret-nix-path|fail|Nix copies a path into the Nix store, which every user of the machine can read
+secret-in-store|fail|services.boxmaker.brokerd.secrets.github.file is in the Nix store (/nix/store/0000000000000000000000000000000a-github), which every user of the machine can read
+secret-relative|fail|services.boxmaker.brokerd.secrets.github.file must be an absolute path, got "secrets/github".
+secret-bad-name|fail|services.boxmaker.brokerd.secrets.GitHub: a secret's name is a-z, 0-9 and _ only
+secret-file-with-config-file|fail|services.boxmaker.brokerd.secrets.wiki.loadCredential = false cannot go into services.boxmaker.brokerd.configFile
 CASES
 
-echo "nix-checks: the nix blocks of docs/operations.md parse"
+echo "nix-checks: the nix blocks of docs/operations.md and docs/secrets.md parse"
 # Each block is an expression (the flake) or a module's attribute definitions (a snippet to put
 # into the system's configuration): it must parse as one or, wrapped into a module (which gives
 # it `config`, `lib` and `pkgs`), as the other.
@@ -99,15 +105,16 @@ python3 - "$work/docs" <<'PY'
 import os, re, sys
 out = sys.argv[1]
 os.makedirs(out)
-text = open("docs/operations.md").read()
-for n, block in enumerate(re.findall(r"^```nix\n(.*?)^```", text, re.S | re.M)):
-    open(os.path.join(out, "block-%02d.nix" % n), "w").write(block)
+for doc in ("operations", "secrets"):
+    text = open("docs/%s.md" % doc).read()
+    for n, block in enumerate(re.findall(r"^```nix\n(.*?)^```", text, re.S | re.M)):
+        open(os.path.join(out, "block-%s-%02d.nix" % (doc, n)), "w").write(block)
 PY
 for block in "$work"/docs/block-*.nix; do
     nix-instantiate --parse "$block" >/dev/null 2>"$work/parse.err" && continue
     { printf '{ config, lib, pkgs, ... }: {\n'; cat "$block"; printf '}\n'; } >"$block.module"
     nix-instantiate --parse "$block.module" >/dev/null 2>>"$work/parse.err" && continue
-    echo "nix-checks: a nix block of docs/operations.md does not parse:" >&2
+    echo "nix-checks: a nix block of docs/$(basename "$block" | cut -d- -f2).md does not parse:" >&2
     cat "$block" "$work/parse.err" >&2
     exit 1
 done

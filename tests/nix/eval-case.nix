@@ -35,6 +35,13 @@ let
     # Metrics: a port is a port, and the module cannot write into a loopd config file.
     metrics-port-out-of-range = { user = base // { metrics = { enable = true; port = 70000; }; }; };
     metrics-with-config-file = { user = base // { metrics.enable = true; loopd.configFile = "/etc/loopd.toml"; }; };
+    # Secrets: a Nix path would be copied into the world-readable store (the file does not exist:
+    # were the module to copy it, the evaluation would fail on that instead of the assertion).
+    secret-nix-path = { user = base // { brokerd.secrets.github.file = ./no-such-secret; }; };
+    secret-in-store = { user = base // { brokerd.secrets.github.file = "${builtins.storeDir}/0000000000000000000000000000000a-github"; }; };
+    secret-relative = { user = base // { brokerd.secrets.github.file = "secrets/github"; }; };
+    secret-bad-name = { user = base // { brokerd.secrets.GitHub.file = "/run/agenix/github"; }; };
+    secret-file-with-config-file = { user = base // { brokerd.configFile = "/etc/brokerd.toml"; brokerd.secrets.wiki = { file = "/run/agenix/wiki"; loadCredential = false; }; }; };
   };
 
   picked = cases.${case} or (throw "eval-case: no case ${case}");

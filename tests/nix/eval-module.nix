@@ -24,7 +24,15 @@ let
     grants = [
       { tool = "clock"; sessions = [ "*" ]; }
       { tool = "read_file"; sessions = [ "main" ]; paths = [ "/var/lib/boxmaker/files" ]; result_class = "private"; }
+      # brokerd --check-config (the config build) checks that {secret:github} names a [[secrets]].
+      { tool = "http_fetch"; sessions = [ "main" ]; hosts = [ "api.github.com" ]; headers.Authorization = "Bearer {secret:github}"; }
     ];
+    # Two systemd credentials and one file brokerd reads itself.
+    brokerd.secrets = {
+      github.file = "/run/agenix/github";
+      mail_token.file = "/run/secrets/mail";
+      wiki = { file = "/run/agenix/wiki"; loadCredential = false; };
+    };
   };
 
   inherit (evalBox { inherit user; }) config;
@@ -79,6 +87,12 @@ let
   # The loopd.toml the config build checks, as the module rendered it.
   renderedLoopd = c: builtins.readFile (builtins.head
     (builtins.match ".*/bin/loopd --check-config ([^ \n]*).*" c.services.boxmaker.configDir.script));
+  # The brokerd.toml the config build checks, as the module rendered it.
+  renderedBrokerd = c: builtins.readFile (builtins.head
+    (builtins.match ".*/bin/brokerd --check-config ([^ \n]*).*" c.services.boxmaker.configDir.script));
+  # Secrets: none, and brokerd.configFile (the module cannot write into it).
+  noSecrets = (evalBox { user = user // { brokerd.secrets = { }; }; }).config;
+  secretsConfigFile = unitOf { brokerd.configFile = "/etc/brokerd.toml"; brokerd.secrets = { inherit (user.brokerd.secrets) github; }; };
   # The boxd.toml template the config build fills in, as the module rendered it.
   renderedBoxd = c: builtins.readFile (builtins.head
     (builtins.match ".* ([^ \n]*boxd.toml.in) > .*" c.services.boxmaker.configDir.script));
@@ -165,6 +179,27 @@ let
       (let text = renderedBoxd config; in
         lib.hasInfix "\nsocket = \"/run/boxmaker/boxd.sock\"\n" text
         && lib.hasInfix "\nsocket_group = \"boxmaker\"\n" text))
+    (check "secrets: a LoadCredential= per credential, named as brokerd reads it, and none for a file brokerd reads"
+      (sc.LoadCredential == [ "github:/run/agenix/github" "mail_token:/run/secrets/mail" ]))
+    (check "secrets rendered as [[secrets]] in brokerd.toml: credentials without a file, the other with its own"
+      (let text = renderedBrokerd config; in
+        lib.hasInfix "\n[[secrets]]\nname = \"github\"\n" text
+        && lib.hasInfix "\n[[secrets]]\nname = \"mail_token\"\n" text
+        && lib.hasInfix "\n[[secrets]]\nfile = \"/run/agenix/wiki\"\nname = \"wiki\"\n" text
+        && builtins.length (lib.splitString "[[secrets]]" text) == 4))
+    (check "secrets: the grants and the other settings are rendered beside them"
+      (let text = renderedBrokerd config; in
+        lib.hasInfix "headers = { Authorization = \"Bearer {secret:github}\" }" text
+        && lib.hasInfix "\n[log]\nlevel = \"debug\"\n" text))
+    (check "no secrets: no LoadCredential=, no [[secrets]]"
+      (!(noSecrets.systemd.services.boxmaker.serviceConfig ? LoadCredential)
+        && !(noSecrets.services.boxmaker.brokerd.settings ? secrets)
+        && !(lib.hasInfix "[[secrets]]" (renderedBrokerd noSecrets))))
+    (check "brokerd.configFile: the credentials are still loaded, for the file's own [[secrets]]"
+      (secretsConfigFile.LoadCredential == [ "github:/run/agenix/github" ]))
+    (check "reload: SIGHUP to boxd's child brokerd, never to boxd (which has no handler)"
+      (sc.ExecReload == "/nix/store/00000000000000000000000000000000-procps/bin/pkill --signal HUP --parent $MAINPID --exact brokerd"
+        && noSecrets.systemd.services.boxmaker.serviceConfig.ExecReload == sc.ExecReload))
     (check "disabled: no unit, user or package"
       (disabled.systemd.services == { } && disabled.users.users == { } && disabled.environment.systemPackages == [ ]))
   ];

@@ -106,6 +106,7 @@ let
   pkgs = {
     llama-cpp = fake "llama-cpp";
     bubblewrap = fake "bubblewrap";
+    procps = fake "procps";
     formats.toml = _: {
       # nixpkgs' pkgs.formats.toml type (pkgs/pkgs-lib/formats.nix): no null, unlike JSON's.
       type =
