@@ -3,7 +3,9 @@
 //! log, and the `initialize` handshake and `tools/list`. The child is registered with
 //! [`crate::reaper`], so the orphan reaper leaves it to tokio.
 
-use super::{McpError, McpOptions, STDERR_LINE_MAX_BYTES, STDERR_TAIL_LINES};
+use super::{
+    McpError, McpOptions, STDERR_LINE_MAX_BYTES, STDERR_LINE_SCAN_BYTES, STDERR_TAIL_LINES,
+};
 use crate::config::McpServer;
 use crate::reaper;
 use crate::secrets::{SecretStore, Secrets, Template};
@@ -18,8 +20,7 @@ use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::ChildStderr;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -235,9 +236,14 @@ fn describe_init_error(error: &ClientInitializeError) -> String {
     }
 }
 
-/// Logs each line of `pipe` (cut at [`STDERR_LINE_MAX_BYTES`], redacted) with the server's
-/// name, until the pipe closes.
-async fn log_stderr(server: String, pipe: ChildStderr, tail: StderrTail, redactor: Redactor) {
+/// Logs each line of `pipe` (its first [`STDERR_LINE_SCAN_BYTES`] redacted, then cut at
+/// [`STDERR_LINE_MAX_BYTES`]) with the server's name, until the pipe closes.
+async fn log_stderr(
+    server: String,
+    pipe: impl AsyncRead + Unpin,
+    tail: StderrTail,
+    redactor: Redactor,
+) {
     let mut reader = BufReader::new(pipe);
     let mut line: Vec<u8> = Vec::new();
     loop {
@@ -246,7 +252,7 @@ async fn log_stderr(server: String, pipe: ChildStderr, tail: StderrTail, redacto
             Ok(buf) => {
                 let end = buf.iter().position(|&b| b == b'\n');
                 let part = &buf[..end.unwrap_or(buf.len())];
-                let room = STDERR_LINE_MAX_BYTES.saturating_sub(line.len());
+                let room = STDERR_LINE_SCAN_BYTES.saturating_sub(line.len());
                 line.extend_from_slice(&part[..part.len().min(room)]);
                 (end.map_or(buf.len(), |e| e + 1), end.is_some())
             }
@@ -274,7 +280,15 @@ fn emit(server: &str, line: &[u8], tail: &StderrTail, redactor: &Redactor) {
     if text.is_empty() {
         return;
     }
-    let text = redactor.redact(text);
+    let mut text = redactor.redact(text);
+    // Cut after redacting, so a secret across the cut is not left half there.
+    if text.len() > STDERR_LINE_MAX_BYTES {
+        let mut end = STDERR_LINE_MAX_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
     tracing::info!(target: "brokerd::mcp::stderr", %server, "{text}");
     tail.push(text);
 }
@@ -327,5 +341,21 @@ mod tests {
             tail.quote(),
             " (stderr: starting with key {secret:x} (hex {secret:x}))"
         );
+    }
+
+    #[tokio::test]
+    async fn a_secret_across_the_cut_of_a_long_line_is_not_left_half_there() {
+        let value = "sk-live-0123456789abcdef";
+        let store = SecretStore::new(Secrets::from_values([("x", value)]));
+        let redactor = Redactor::new(store.current(), store.clone());
+        let tail = StderrTail::default();
+        // The value starts 6 bytes before the cut.
+        let padding = "é".repeat((STDERR_LINE_MAX_BYTES - 6) / 2);
+        let stderr = format!("{padding}{value} and more\nnext line\n");
+        log_stderr("srv".into(), stderr.as_bytes(), tail.clone(), redactor).await;
+        let kept = tail.0.lock().unwrap().front().cloned().unwrap();
+        assert!(kept.len() <= STDERR_LINE_MAX_BYTES, "{}", kept.len());
+        assert!(kept.starts_with(&padding));
+        assert!(!kept.contains("sk-liv"), "{}", &kept[padding.len()..]);
     }
 }

@@ -58,6 +58,10 @@ pub const MAX_TOOL_NAME_BYTES: usize = 64;
 pub const MAX_DESCRIPTION_BYTES: usize = 2_048;
 /// The longest line of a server's stderr that is logged, in bytes; the rest of it is dropped.
 pub const STDERR_LINE_MAX_BYTES: usize = 4_096;
+/// How much of a line of a server's stderr is read and redacted before it is cut to
+/// [`STDERR_LINE_MAX_BYTES`], in bytes: a secret that straddles the cut is redacted whole
+/// rather than left half there (for secrets whose forms are shorter than the difference).
+pub const STDERR_LINE_SCAN_BYTES: usize = 2 * STDERR_LINE_MAX_BYTES;
 /// How many of a server's last stderr lines an error message quotes.
 pub const STDERR_TAIL_LINES: usize = 5;
 
