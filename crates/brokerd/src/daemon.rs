@@ -49,8 +49,19 @@ async fn serve_until_signal(cfg: Config) -> anyhow::Result<()> {
     )?;
     let _reaper = Reaper::start().context("cannot listen for SIGCHLD to reap orphans")?;
     let audit = Arc::new(AuditLog::open(&cfg.state_dir)?);
+    // s19-mcpexec: the MCP servers' env is filled from the secrets; the lead keeps one store
+    // (this one or the broker's) when merging.
+    let credentials = std::env::var_os(crate::secrets::CREDENTIALS_DIRECTORY);
+    let secrets = crate::secrets::SecretStore::load(
+        &cfg.secrets,
+        credentials.as_deref().map(std::path::Path::new),
+    )
+    .map_err(|errors| {
+        let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!("cannot read the secrets: {}", errors.join("; "))
+    })?;
     let mcp = Arc::new(
-        McpServers::start(&cfg.mcp)
+        McpServers::start(&cfg.mcp, &secrets)
             .await
             .context("cannot start the MCP servers")?,
     );

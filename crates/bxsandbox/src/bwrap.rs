@@ -1,5 +1,9 @@
-//! bubblewrap's command line for a resolved spec: the namespaces, the binds, the environment
-//! and the shim that runs the program.
+//! bubblewrap's command line for a resolved spec (the namespaces, the binds and the shim that
+//! runs the program), and the environment bubblewrap is started with, which it passes on.
+//!
+//! The environment is never on the command line: `/proc/PID/cmdline` is readable by every
+//! user, and a spec's `env` may carry a credential (`exec`'s grants fill it from brokerd's
+//! secrets). `/proc/PID/environ` is readable only by the process's own user.
 
 use crate::shim;
 use crate::spec::{Resolved, Spec};
@@ -46,19 +50,8 @@ pub(crate) fn command_line(spec: &Spec, resolved: &Resolved, walls: &Walls) -> V
     }
     push(&["--die-with-parent", "--new-session", "--cap-drop", "ALL"]);
 
-    let home = resolved
-        .rw_paths
-        .first()
-        .map(|p| path_str(p))
-        .unwrap_or(PRIVATE_HOME);
-    push(&["--clearenv"]);
-    push(&["--setenv", "PATH", SANDBOX_PATH]);
-    push(&["--setenv", "HOME", home]);
-    push(&["--setenv", "LANG", "C.UTF-8"]);
-    push(&["--setenv", "TERM", "dumb"]);
-    for (name, value) in &spec.env {
-        push(&["--setenv", name, value]);
-    }
+    // No --clearenv and no --setenv: bubblewrap passes on its own environment, which `run`
+    // sets to exactly `environment(..)` (see the module's doc).
 
     let mut read_paths = vec![PathBuf::from("/proc")];
     for system in SYSTEM_RO_PATHS {
@@ -110,7 +103,78 @@ pub(crate) fn command_line(spec: &Spec, resolved: &Resolved, walls: &Walls) -> V
     args
 }
 
+/// The whole environment of the program: the fixed `PATH`, `HOME`, `LANG` and `TERM`, then
+/// the spec's `env` (a name given there replaces the fixed value). bubblewrap is started with
+/// exactly this environment and passes it on (bubblewrap adds `PWD` from `--chdir`).
+pub(crate) fn environment(spec: &Spec, resolved: &Resolved) -> Vec<(String, String)> {
+    let home = resolved
+        .rw_paths
+        .first()
+        .map(|p| path_str(p))
+        .unwrap_or(PRIVATE_HOME);
+    let mut env: Vec<(String, String)> = [
+        ("PATH", SANDBOX_PATH),
+        ("HOME", home),
+        ("LANG", "C.UTF-8"),
+        ("TERM", "dumb"),
+    ]
+    .into_iter()
+    .filter(|(name, _)| !spec.env.iter().any(|(given, _)| given == name))
+    .map(|(name, value)| (name.to_owned(), value.to_owned()))
+    .collect();
+    env.extend(spec.env.iter().cloned());
+    env
+}
+
 /// Resolved paths were checked to be UTF-8 (`spec::resolve`); the shim's by `probe`.
 fn path_str(path: &Path) -> &str {
     path.to_str().unwrap_or("/nonexistent")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::spawn::Spawner;
+    use crate::spec::resolve;
+
+    fn walls() -> Walls {
+        Walls {
+            bwrap: PathBuf::from("/usr/bin/bwrap"),
+            shim: PathBuf::from("/usr/libexec/bxsandbox-shim"),
+            landlock: None,
+            run_as: None,
+            spawner: Spawner::plain(),
+        }
+    }
+
+    #[test]
+    fn an_env_value_is_never_on_the_command_line() {
+        let value = "s3cr3t-token-value";
+        let mut spec = Spec::new(["true"]);
+        spec.env.push(("API_KEY".into(), value.into()));
+        let resolved = resolve(&spec).unwrap();
+        let args = command_line(&spec, &resolved, &walls());
+        assert!(
+            !args.iter().any(|a| a.contains(value) || a == "API_KEY"),
+            "{args:?}"
+        );
+        assert!(!args.iter().any(|a| a == "--setenv"), "{args:?}");
+        let env = environment(&spec, &resolved);
+        assert!(env.contains(&("API_KEY".into(), value.into())), "{env:?}");
+    }
+
+    #[test]
+    fn the_environment_is_the_fixed_list_and_a_spec_name_replaces_a_fixed_one() {
+        let mut spec = Spec::new(["true"]);
+        spec.env.push(("TERM".into(), "xterm".into()));
+        let env = environment(&spec, &resolve(&spec).unwrap());
+        let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["PATH", "HOME", "LANG", "TERM"]);
+        assert!(env.contains(&("TERM".into(), "xterm".into())), "{env:?}");
+        assert!(
+            env.contains(&("HOME".into(), PRIVATE_HOME.into())),
+            "{env:?}"
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! One run of a spec inside the walls: bubblewrap started, stdin fed, stdout and stderr read
 //! past their cap (kept up to it, counted beyond), and the whole tree killed at the timeout.
 
-use crate::bwrap::command_line;
+use crate::bwrap::{command_line, environment};
 use crate::spec::{Spec, SpecError, resolve};
 use crate::walls::Walls;
 use std::fmt;
@@ -101,8 +101,10 @@ pub(crate) async fn run_unchecked(spec: &Spec, walls: &Walls) -> Result<Outcome,
     let mut command = tokio::process::Command::new(walls.bwrap());
     command
         .args(&args)
-        // bubblewrap clears the sandbox's environment itself; it needs none of ours either.
+        // None of ours: bubblewrap passes on exactly the sandbox's environment, which stays
+        // off its command line (`bwrap` module).
         .env_clear()
+        .envs(environment(spec, &resolved))
         .stdin(if spec.stdin.is_empty() {
             Stdio::null()
         } else {

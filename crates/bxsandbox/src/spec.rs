@@ -29,7 +29,9 @@ pub struct Spec {
     /// Bytes fed to the program's stdin, which is then closed. Empty: stdin is `/dev/null`.
     pub stdin: Vec<u8>,
     /// Variables set on top of the fixed environment (`PATH`, `HOME`, `LANG`, `TERM`); a name
-    /// given here replaces the fixed value.
+    /// given here replaces the fixed value. They reach the program through bubblewrap's own
+    /// environment, never its command line (which every user can read), so a value may be a
+    /// credential.
     pub env: Vec<(String, String)>,
     /// Host paths bound read-only at the same path (resolved first; each must exist).
     pub ro_paths: Vec<PathBuf>,

@@ -15,7 +15,14 @@
 //! `tools/list` lists each with its description and an input schema that takes any object, and
 //! every `tools/call` of a tool answers its `text`, as an error result when `is_error`. The
 //! end-to-end tests use it to play a hostile server: a description that carries instructions,
-//! an error that carries data.
+//! an error that carries data. A tool may also say (each optional):
+//! - `"env": NAME`: the answer is the value of the server's environment variable NAME (empty
+//!   when unset) instead of `text`: a server that echoes the key brokerd started it with;
+//! - `"stderr": true`: the answer is also written to stderr as one line;
+//! - `"exit": true`: after that the server exits (status 1) without answering, so brokerd
+//!   quotes its stderr in the error that says it died;
+//! - `"count_calls": true`: the answer is the number of `tools/call` requests the server got
+//!   before this one, so a test can tell a call never reached it.
 
 use anyhow::{Context, bail};
 use bxcore::{CallId, Labels, SessionId};
@@ -157,9 +164,31 @@ fn initialized(message: &Value, capabilities: Value) -> Value {
 struct ScriptedTool {
     name: String,
     description: String,
+    #[serde(default)]
     text: String,
     #[serde(default)]
     is_error: bool,
+    #[serde(default)]
+    env: Option<String>,
+    #[serde(default)]
+    stderr: bool,
+    #[serde(default)]
+    exit: bool,
+    #[serde(default)]
+    count_calls: bool,
+}
+
+impl ScriptedTool {
+    /// The answer to the call that had `before` calls before it.
+    fn answer(&self, before: usize) -> String {
+        if self.count_calls {
+            return before.to_string();
+        }
+        match &self.env {
+            Some(name) => std::env::var(name).unwrap_or_default(),
+            None => self.text.clone(),
+        }
+    }
 }
 
 /// The SPEC file of `tools`.
@@ -174,6 +203,7 @@ fn serve_tools(spec: &str) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(spec).with_context(|| format!("cannot read {spec}"))?;
     let spec: Spec =
         serde_json::from_str(&text).with_context(|| format!("{spec} is not a spec"))?;
+    let calls = std::sync::atomic::AtomicUsize::new(0);
     answer_requests(
         |message| match message["method"].as_str().unwrap_or_default() {
             "initialize" => Ok(initialized(message, json!({"tools": {}}))),
@@ -186,14 +216,22 @@ fn serve_tools(spec: &str) -> anyhow::Result<()> {
                 })).collect::<Vec<_>>()
             })),
             "tools/call" => {
+                let before = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let name = message["params"]["name"].as_str().unwrap_or_default();
                 let tool = spec
                     .tools
                     .iter()
                     .find(|t| t.name == name)
                     .ok_or_else(|| format!("no tool {name:?}"))?;
+                let text = tool.answer(before);
+                if tool.stderr {
+                    eprintln!("{text}");
+                }
+                if tool.exit {
+                    std::process::exit(1);
+                }
                 Ok(json!({
-                    "content": [{"type": "text", "text": tool.text}],
+                    "content": [{"type": "text", "text": text}],
                     "isError": tool.is_error,
                 }))
             }

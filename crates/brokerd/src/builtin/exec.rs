@@ -15,6 +15,14 @@
 //!   `memory_mb`, `max_processes`, `max_output_bytes`, and `timeout_ms` (the most a call may
 //!   ask for; the run also stops [`TIMEOUT_SLACK_MS`] before `limits.call_timeout_ms`, so the
 //!   outcome is reported rather than cut off).
+//! - **Secrets**: the grant's `env` values are templates, `{secret:NAME}` filled from the
+//!   secrets brokerd holds when the call runs (a secret it does not hold fails the call, naming
+//!   it). They reach the program through bubblewrap's environment, never a command line.
+//! - **The leak guard**: under a grant with `network = true` the program could send what the
+//!   model gives it anywhere, so every `argv` entry and `stdin` is scanned for every secret
+//!   (and its encodings) in `check`, before anything runs: a match is denied `leak`. Without
+//!   `network` they are not scanned: the sandbox reaches nothing outside, and what the program
+//!   prints comes back through the broker, which redacts every secret from it.
 //! - **The result** ([`report`]): the exit status (or signal, or timed out), the wall time,
 //!   stdout and stderr each capped at `max_output_bytes` with their totals; `truncated` when
 //!   either was capped. A run that cannot start (a missing `rw_paths` entry) is `Failed`.
@@ -25,6 +33,7 @@ mod report;
 use super::files::args::{self, Kind, Param};
 use crate::audit::{AuditFacts, args_sha256};
 use crate::config::{EXEC_TOOL, ExecGrant};
+use crate::secrets::{Secrets, Template};
 use crate::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
 use bxsandbox::{ProbeOptions, Spec, Walls};
 use proto::ToolSchema;
@@ -169,7 +178,7 @@ impl Tool for Exec {
     fn call<'a>(&'a self, arguments: &'a Value, ctx: CallContext<'a>) -> CallFuture<'a> {
         Box::pin(async move {
             let call = checked(arguments, ctx)?;
-            let spec = spec(call, &ctx.grant.exec);
+            let spec = spec(call, &ctx.grant.exec, ctx.secrets)?;
             let outcome = bxsandbox::run(&spec, &self.walls)
                 .await
                 .map_err(|e| ToolError::Failed(format!("exec could not run the program: {e}")))?;
@@ -187,6 +196,12 @@ fn checked(arguments: &Value, ctx: CallContext<'_>) -> Result<Call, ToolError> {
     let args = args::check(arguments, &PARAMS)?;
     let given = args.strings("argv").unwrap_or_default();
     let grant = &ctx.grant.exec;
+    let stdin = args.str("stdin").unwrap_or_default();
+    // Before the program is looked up: an attempt is denied as a leak whether or not the
+    // program it names exists here.
+    if grant.network {
+        no_leak(&given, stdin, ctx.secrets)?;
+    }
     let program = program::allowed(&given, grant)?;
     let mut argv: Vec<String> = given.iter().map(|a| (*a).to_owned()).collect();
     argv[0] = program.path;
@@ -200,7 +215,6 @@ fn checked(arguments: &Value, ctx: CallContext<'_>) -> Result<Call, ToolError> {
         }
         cwd => cwd.map(PathBuf::from),
     };
-    let stdin = args.str("stdin").unwrap_or_default();
     if stdin.len() > MAX_STDIN_BYTES {
         return Err(ToolError::InvalidArguments(format!(
             "key \"stdin\" is {} bytes; the most is {MAX_STDIN_BYTES}",
@@ -228,16 +242,43 @@ fn checked(arguments: &Value, ctx: CallContext<'_>) -> Result<Call, ToolError> {
     })
 }
 
-/// The sandbox spec of `call` under `grant`.
-fn spec(call: Call, grant: &ExecGrant) -> Spec {
+/// Denies a call whose `argv` or `stdin` carries a secret (under a grant with network).
+fn no_leak(argv: &[&str], stdin: &str, secrets: &Secrets) -> Result<(), ToolError> {
+    let guard = secrets.guard();
+    for (i, arg) in argv.iter().enumerate() {
+        if let Some(name) = guard.find(arg.as_bytes()) {
+            return Err(ToolError::leak(name, &format!("argv[{i}]")));
+        }
+    }
+    match guard.find(stdin.as_bytes()) {
+        Some(name) => Err(ToolError::leak(name, "stdin")),
+        None => Ok(()),
+    }
+}
+
+/// The grant's `env` with its `{secret:NAME}` placeholders filled from `secrets`.
+fn env(grant: &ExecGrant, secrets: &Secrets) -> Result<Vec<(String, String)>, ToolError> {
+    grant
+        .env
+        .iter()
+        .map(|(name, value)| {
+            let filled = Template::parse(value)
+                .map_err(|e| e.to_string())
+                .and_then(|t| t.render(secrets).map_err(|e| e.to_string()))
+                .map_err(|why| {
+                    ToolError::Failed(format!("exec cannot set env {name} of its grant: {why}"))
+                })?;
+            Ok((name.clone(), filled))
+        })
+        .collect()
+}
+
+/// The sandbox spec of `call` under `grant`, its `env` filled from `secrets`.
+fn spec(call: Call, grant: &ExecGrant, secrets: &Secrets) -> Result<Spec, ToolError> {
     let mut spec = Spec::new(call.argv);
     spec.cwd = call.cwd;
     spec.stdin = call.stdin;
-    spec.env = grant
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    spec.env = env(grant, secrets)?;
     spec.ro_paths = grant.ro_paths.clone();
     spec.rw_paths = grant.rw_paths.clone();
     spec.network = grant.network;
@@ -251,5 +292,5 @@ fn spec(call: Call, grant: &ExecGrant) -> Spec {
     if let Some(n) = grant.max_processes {
         spec.max_processes = n;
     }
-    spec
+    Ok(spec)
 }

@@ -1,10 +1,14 @@
-//! Starting one MCP server's child process: the command in its own process group, stdio piped,
-//! stderr read line by line into the log, and the `initialize` handshake and `tools/list`. The
-//! child is registered with [`crate::reaper`], so the orphan reaper leaves it to tokio.
+//! Starting one MCP server's child process: the command in its own process group, its `env`
+//! filled from brokerd's secrets, stdio piped, stderr read line by line (redacted) into the
+//! log, and the `initialize` handshake and `tools/list`. The child is registered with
+//! [`crate::reaper`], so the orphan reaper leaves it to tokio.
 
-use super::{McpError, McpOptions, STDERR_LINE_MAX_BYTES, STDERR_TAIL_LINES};
+use super::{
+    McpError, McpOptions, STDERR_LINE_MAX_BYTES, STDERR_LINE_SCAN_BYTES, STDERR_TAIL_LINES,
+};
 use crate::config::McpServer;
 use crate::reaper;
+use crate::secrets::{SecretStore, Secrets, Template};
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, InitializeRequestParams, ProtocolVersion,
@@ -16,8 +20,7 @@ use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::ChildStderr;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -41,6 +44,32 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.relist.notify_one();
+    }
+}
+
+/// Redacts what a server says (its stderr, errors that may quote it) with the guard of the
+/// secrets it was started with and of those brokerd holds now: after a reload the server
+/// still holds the old values, and brokerd's guard knows only the new ones.
+#[derive(Debug, Clone)]
+pub(super) struct Redactor {
+    started: Arc<Secrets>,
+    store: SecretStore,
+}
+
+impl Redactor {
+    /// A redactor for a server started with `started`, brokerd's secrets being `store`.
+    pub(super) fn new(started: Arc<Secrets>, store: SecretStore) -> Redactor {
+        Redactor { started, store }
+    }
+
+    /// `text` with every secret's value (in any listed form) replaced by `{secret:NAME}`.
+    pub(super) fn redact(&self, text: &str) -> String {
+        let once = self.started.guard().redact(text).text.into_owned();
+        let current = self.store.current();
+        if Arc::ptr_eq(&current, &self.started) {
+            return once;
+        }
+        current.guard().redact(&once).text.into_owned()
     }
 }
 
@@ -81,6 +110,8 @@ pub(super) struct Child {
     pub(super) stderr: Option<JoinHandle<()>>,
     /// The last lines of its stderr.
     pub(super) tail: StderrTail,
+    /// Redacts what it says.
+    pub(super) redactor: Redactor,
 }
 
 impl Child {
@@ -96,13 +127,37 @@ impl Child {
     }
 }
 
-/// Runs `config`'s command and does the `initialize` handshake, within `options`.
-pub(super) async fn spawn(config: &McpServer, options: &McpOptions) -> Result<Child, McpError> {
+/// `config`'s `env` with its `{secret:NAME}` placeholders filled from `secrets`.
+fn environment(config: &McpServer, secrets: &Secrets) -> Result<Vec<(String, String)>, McpError> {
+    config
+        .env
+        .iter()
+        .map(|(variable, value)| {
+            let filled = Template::parse(value)
+                .map_err(|e| e.to_string())
+                .and_then(|t| t.render(secrets).map_err(|e| e.to_string()))
+                .map_err(|detail| McpError::Env {
+                    server: config.name.clone(),
+                    variable: variable.clone(),
+                    detail,
+                })?;
+            Ok((variable.clone(), filled))
+        })
+        .collect()
+}
+
+/// Runs `config`'s command, its `env` filled from the secrets `store` holds now, and does
+/// the `initialize` handshake, within `options`.
+pub(super) async fn spawn(
+    config: &McpServer,
+    options: &McpOptions,
+    store: &SecretStore,
+) -> Result<Child, McpError> {
+    let started = store.current();
+    let env = environment(config, &started)?;
+    let redactor = Redactor::new(started, store.clone());
     let mut command = tokio::process::Command::new(&config.command);
-    command
-        .args(&config.args)
-        .envs(&config.env)
-        .kill_on_drop(true);
+    command.args(&config.args).envs(env).kill_on_drop(true);
     let mut wrapped = CommandWrap::from(command);
     wrapped.wrap(ProcessGroup::leader());
     let builder = TokioChildProcess::builder(wrapped)
@@ -119,8 +174,10 @@ pub(super) async fn spawn(config: &McpServer, options: &McpOptions) -> Result<Ch
     let pid = transport.id();
     tracing::info!(server = %config.name, command = %config.command, ?pid, "MCP server started");
     let tail = StderrTail::default();
-    let stderr =
-        stderr.map(|pipe| tokio::spawn(log_stderr(config.name.clone(), pipe, tail.clone())));
+    let stderr = stderr.map(|pipe| {
+        let reader = log_stderr(config.name.clone(), pipe, tail.clone(), redactor.clone());
+        tokio::spawn(reader)
+    });
     let relist = Arc::new(Notify::new());
     let handler = Handler {
         relist: relist.clone(),
@@ -130,9 +187,11 @@ pub(super) async fn spawn(config: &McpServer, options: &McpOptions) -> Result<Ch
         Ok(Ok(service)) => service,
         Ok(Err(error)) => {
             let quoted = Child::drain_stderr(stderr, &tail).await;
+            // The tail is redacted line by line; the client's words may quote the server's.
+            let detail = format!("{}{quoted}", describe_init_error(&error));
             return Err(McpError::Initialize {
                 server: config.name.clone(),
-                detail: format!("{}{quoted}", describe_init_error(&error)),
+                detail: redactor.redact(&detail),
             });
         }
         Err(_) => {
@@ -154,6 +213,7 @@ pub(super) async fn spawn(config: &McpServer, options: &McpOptions) -> Result<Ch
         relist,
         stderr,
         tail,
+        redactor,
     })
 }
 
@@ -176,9 +236,14 @@ fn describe_init_error(error: &ClientInitializeError) -> String {
     }
 }
 
-/// Logs each line of `pipe` (cut at [`STDERR_LINE_MAX_BYTES`]) with the server's name, until the
-/// pipe closes.
-async fn log_stderr(server: String, pipe: ChildStderr, tail: StderrTail) {
+/// Logs each line of `pipe` (its first [`STDERR_LINE_SCAN_BYTES`] redacted, then cut at
+/// [`STDERR_LINE_MAX_BYTES`]) with the server's name, until the pipe closes.
+async fn log_stderr(
+    server: String,
+    pipe: impl AsyncRead + Unpin,
+    tail: StderrTail,
+    redactor: Redactor,
+) {
     let mut reader = BufReader::new(pipe);
     let mut line: Vec<u8> = Vec::new();
     loop {
@@ -187,7 +252,7 @@ async fn log_stderr(server: String, pipe: ChildStderr, tail: StderrTail) {
             Ok(buf) => {
                 let end = buf.iter().position(|&b| b == b'\n');
                 let part = &buf[..end.unwrap_or(buf.len())];
-                let room = STDERR_LINE_MAX_BYTES.saturating_sub(line.len());
+                let room = STDERR_LINE_SCAN_BYTES.saturating_sub(line.len());
                 line.extend_from_slice(&part[..part.len().min(room)]);
                 (end.map_or(buf.len(), |e| e + 1), end.is_some())
             }
@@ -198,21 +263,99 @@ async fn log_stderr(server: String, pipe: ChildStderr, tail: StderrTail) {
         };
         reader.consume(used);
         if complete {
-            emit(&server, &line, &tail);
+            emit(&server, &line, &tail, &redactor);
             line.clear();
         }
     }
     if !line.is_empty() {
-        emit(&server, &line, &tail);
+        emit(&server, &line, &tail, &redactor);
     }
 }
 
-fn emit(server: &str, line: &[u8], tail: &StderrTail) {
+/// Logs one line and keeps it in the tail, redacted: a server that prints its environment
+/// (or an error quoting its key) must not put a secret in brokerd's log or error messages.
+fn emit(server: &str, line: &[u8], tail: &StderrTail, redactor: &Redactor) {
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end_matches('\r');
     if text.is_empty() {
         return;
     }
+    let mut text = redactor.redact(text);
+    // Cut after redacting, so a secret across the cut is not left half there.
+    if text.len() > STDERR_LINE_MAX_BYTES {
+        let mut end = STDERR_LINE_MAX_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
     tracing::info!(target: "brokerd::mcp::stderr", %server, "{text}");
-    tail.push(text.to_owned());
+    tail.push(text);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A log sink the test reads back.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_stderr_line_is_redacted_in_the_log_and_the_tail() {
+        let value = "sk-live-0123456789abcdef";
+        let store = SecretStore::new(Secrets::from_values([("x", value)]));
+        let redactor = Redactor::new(store.current(), store.clone());
+        let tail = StderrTail::default();
+        let sink = Sink::default();
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let line = format!("starting with key {value} (hex {})", hex::encode(value));
+        tracing::subscriber::with_default(subscriber, || {
+            emit("srv", line.as_bytes(), &tail, &redactor);
+        });
+        let logged = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            logged.contains("starting with key {secret:x} (hex {secret:x})"),
+            "{logged}"
+        );
+        assert!(!logged.contains(value), "{logged}");
+        assert_eq!(
+            tail.quote(),
+            " (stderr: starting with key {secret:x} (hex {secret:x}))"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_secret_across_the_cut_of_a_long_line_is_not_left_half_there() {
+        let value = "sk-live-0123456789abcdef";
+        let store = SecretStore::new(Secrets::from_values([("x", value)]));
+        let redactor = Redactor::new(store.current(), store.clone());
+        let tail = StderrTail::default();
+        // The value starts 6 bytes before the cut.
+        let padding = "é".repeat((STDERR_LINE_MAX_BYTES - 6) / 2);
+        let stderr = format!("{padding}{value} and more\nnext line\n");
+        log_stderr("srv".into(), stderr.as_bytes(), tail.clone(), redactor).await;
+        let kept = tail.0.lock().unwrap().front().cloned().unwrap();
+        assert!(kept.len() <= STDERR_LINE_MAX_BYTES, "{}", kept.len());
+        assert!(kept.starts_with(&padding));
+        assert!(!kept.contains("sk-liv"), "{}", &kept[padding.len()..]);
+    }
 }

@@ -13,12 +13,20 @@
 //!
 //! Tool names, descriptions and schemas come from the server: untrusted text. Names are checked
 //! (`[A-Za-z0-9_-]`, at most [`MAX_TOOL_NAME_BYTES`] with the prefix) and descriptions capped.
+//!
+//! Secrets: a server's `env` values are templates, `{secret:NAME}` filled from the
+//! [`SecretStore`] each time the server starts or restarts (a secret brokerd does not hold
+//! stops that start with [`McpError::Env`]); a running server keeps the values it started
+//! with, so a SIGHUP reload reaches it at its next start. Every stderr line is redacted before
+//! it is logged or kept for an error message. Every call's arguments are scanned for every
+//! secret before they are sent (an MCP server can reach outside): a match is denied `leak`.
 
 mod child;
 mod server;
 mod tool;
 
 use crate::config::McpServer;
+use crate::secrets::SecretStore;
 use crate::tool::Tool;
 use server::{Server, ServerTask};
 use std::collections::BTreeSet;
@@ -50,6 +58,10 @@ pub const MAX_TOOL_NAME_BYTES: usize = 64;
 pub const MAX_DESCRIPTION_BYTES: usize = 2_048;
 /// The longest line of a server's stderr that is logged, in bytes; the rest of it is dropped.
 pub const STDERR_LINE_MAX_BYTES: usize = 4_096;
+/// How much of a line of a server's stderr is read and redacted before it is cut to
+/// [`STDERR_LINE_MAX_BYTES`], in bytes: a secret that straddles the cut is redacted whole
+/// rather than left half there (for secrets whose forms are shorter than the difference).
+pub const STDERR_LINE_SCAN_BYTES: usize = 2 * STDERR_LINE_MAX_BYTES;
 /// How many of a server's last stderr lines an error message quotes.
 pub const STDERR_TAIL_LINES: usize = 5;
 
@@ -125,6 +137,17 @@ pub enum McpError {
         /// The limit, in milliseconds.
         limit_ms: u64,
     },
+    /// An `env` value could not be filled: its `{secret:NAME}` names a secret brokerd does not
+    /// hold (or the placeholder is malformed).
+    #[error("mcp server {server:?}: env {variable}: {detail}")]
+    Env {
+        /// The server's configured name.
+        server: String,
+        /// The variable.
+        variable: String,
+        /// What is wrong, naming the secret (never a value).
+        detail: String,
+    },
     /// Two `[[mcp]]` entries share a name.
     #[error("mcp server name {0:?} is used twice")]
     DuplicateName(String),
@@ -169,16 +192,21 @@ pub struct McpServers {
 
 impl McpServers {
     /// Starts every server in `configs` with the default limits; see [`McpServers::start_with`].
-    pub async fn start(configs: &[McpServer]) -> Result<McpServers, McpError> {
-        McpServers::start_with(configs, McpOptions::default()).await
+    pub async fn start(
+        configs: &[McpServer],
+        secrets: &SecretStore,
+    ) -> Result<McpServers, McpError> {
+        McpServers::start_with(configs, secrets, McpOptions::default()).await
     }
 
-    /// Starts every server in `configs` at once, waits until each has answered `initialize` and
-    /// `tools/list`, then leaves a supervisor task per server to restart it when it dies.
+    /// Starts every server in `configs` at once, its `env` filled from `secrets` (and again
+    /// from their current values at each restart), waits until each has answered `initialize`
+    /// and `tools/list`, then leaves a supervisor task per server to restart it when it dies.
     /// If any server fails to start, the ones that did are stopped again and the first failure
     /// (in config order) is returned. Must run inside a Tokio runtime.
     pub async fn start_with(
         configs: &[McpServer],
+        secrets: &SecretStore,
         options: McpOptions,
     ) -> Result<McpServers, McpError> {
         let mut names = BTreeSet::new();
@@ -189,7 +217,7 @@ impl McpServers {
         }
         let mut set = tokio::task::JoinSet::new();
         for (i, config) in configs.iter().enumerate() {
-            let server = Arc::new(Server::new(config.clone(), options));
+            let server = Arc::new(Server::new(config.clone(), options, secrets.clone()));
             set.spawn(async move {
                 let result = server::connect(&server).await;
                 (i, server, result)

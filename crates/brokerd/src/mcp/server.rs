@@ -5,6 +5,7 @@ use super::child::{self, Child, millis};
 use super::tool::{McpTool, ToolSpec};
 use super::{McpError, McpOptions, ServerState, ServerStatus};
 use crate::config::McpServer;
+use crate::secrets::{SecretStore, template};
 use crate::tool::{Tool, ToolError};
 use rmcp::Peer;
 use rmcp::service::RoleClient;
@@ -25,12 +26,14 @@ struct Snapshot {
 pub(super) struct Server {
     config: McpServer,
     options: McpOptions,
+    /// What its `env` placeholders are filled from at each start.
+    secrets: SecretStore,
     state: watch::Sender<Snapshot>,
 }
 
 impl Server {
-    /// A server not started yet.
-    pub(super) fn new(config: McpServer, options: McpOptions) -> Server {
+    /// A server not started yet, its `env` to be filled from `secrets`.
+    pub(super) fn new(config: McpServer, options: McpOptions, secrets: SecretStore) -> Server {
         let snapshot = Snapshot {
             status: ServerStatus {
                 state: ServerState::Restarting,
@@ -46,8 +49,17 @@ impl Server {
         Server {
             config,
             options,
+            secrets,
             state: watch::Sender::new(snapshot),
         }
+    }
+
+    /// Whether it is started with a secret in its `env`: its tools act as configured.
+    pub(super) fn authenticated(&self) -> bool {
+        self.config
+            .env
+            .values()
+            .any(|value| template::mentions_secret(value))
     }
 
     /// The label of its tools' descriptions, as configured.
@@ -158,8 +170,11 @@ pub(super) struct Conn {
 
 /// Starts `server`'s child, initializes it and lists its tools.
 pub(super) async fn connect(server: &Server) -> Result<Conn, McpError> {
-    let mut child = child::spawn(&server.config, &server.options).await?;
-    match list_tools(server, &child.service.peer().clone()).await {
+    let mut child = child::spawn(&server.config, &server.options, &server.secrets).await?;
+    let listed = list_tools(server, &child.service.peer().clone())
+        .await
+        .map_err(|error| redacted(error, &child.redactor));
+    match listed {
         Ok(tools) => Ok(Conn { child, tools }),
         Err(error) => {
             let limit = server.options.shutdown_timeout;
@@ -171,6 +186,17 @@ pub(super) async fn connect(server: &Server) -> Result<Conn, McpError> {
             }
             Err(error)
         }
+    }
+}
+
+/// `error` with the server's words in it redacted.
+fn redacted(error: McpError, redactor: &child::Redactor) -> McpError {
+    match error {
+        McpError::ListTools { server, detail } => McpError::ListTools {
+            server,
+            detail: redactor.redact(&detail),
+        },
+        other => other,
     }
 }
 
@@ -294,6 +320,7 @@ async fn run(server: &Server, child: Child, shutdown: &mut watch::Receiver<bool>
         relist,
         stderr,
         tail,
+        redactor,
         ..
     } = child;
     let cancel = service.cancellation_token();
@@ -308,7 +335,7 @@ async fn run(server: &Server, child: Child, shutdown: &mut watch::Receiver<bool>
                     Ok(_) => String::from("the server exited or closed its stdout"),
                     Err(error) => format!("its client task failed: {error}"),
                 };
-                return Exit::Died(format!("{why}{quoted}"));
+                return Exit::Died(redactor.redact(&format!("{why}{quoted}")));
             }
             () = shutdown_requested(shutdown) => {
                 cancel.cancel();
@@ -325,7 +352,10 @@ async fn run(server: &Server, child: Child, shutdown: &mut watch::Receiver<bool>
                         "MCP server's tools changed");
                     server.set_tools(tools);
                 }
-                Err(error) => tracing::warn!(%error, "listing changed MCP tools failed"),
+                Err(error) => {
+                    let error = redacted(error, &redactor);
+                    tracing::warn!(%error, "listing changed MCP tools failed");
+                }
             },
         }
     }

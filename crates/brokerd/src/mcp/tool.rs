@@ -90,6 +90,8 @@ impl McpTool {
         ctx: CallContext<'_>,
     ) -> Result<ToolOutput, ToolError> {
         let name = &self.spec.schema.name;
+        // Checked again here, so that no path to the server skips the guard.
+        no_leak(arguments, ctx)?;
         let mut params = CallToolRequestParams::new(self.spec.mcp_name.clone());
         match arguments {
             serde_json::Value::Object(map) => params = params.with_arguments(map.clone()),
@@ -151,12 +153,29 @@ impl Tool for McpTool {
         self.server.description_labels()
     }
 
+    fn authenticated(&self) -> bool {
+        self.server.authenticated()
+    }
+
+    fn check(&self, arguments: &serde_json::Value, ctx: CallContext<'_>) -> Result<(), ToolError> {
+        no_leak(arguments, ctx)
+    }
+
     fn call<'a>(
         &'a self,
         arguments: &'a serde_json::Value,
         ctx: CallContext<'a>,
     ) -> CallFuture<'a> {
         Box::pin(self.run(arguments, ctx))
+    }
+}
+
+/// Denies a call whose arguments carry a secret anywhere (any string or key, in any listed
+/// encoding): an MCP server can send what it is given anywhere.
+fn no_leak(arguments: &serde_json::Value, ctx: CallContext<'_>) -> Result<(), ToolError> {
+    match ctx.secrets.guard().find_in_json(arguments) {
+        Some(secret) => Err(ToolError::leak(secret, "the arguments")),
+        None => Ok(()),
     }
 }
 

@@ -28,6 +28,7 @@ mod empty_optionals;
 mod fail_closed;
 mod limits;
 mod output;
+mod secrets;
 mod setuid;
 
 /// `bxsandbox-shim` in the target directory this test binary was built into.

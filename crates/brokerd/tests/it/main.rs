@@ -14,6 +14,7 @@ mod exec;
 mod http_fetch_reach;
 mod mcp_everything;
 mod mcp_peer;
+mod mcp_secrets;
 mod mcp_start;
 mod metrics;
 mod policy;

@@ -5,6 +5,7 @@
 
 use brokerd::config::{Grant, McpServer};
 use brokerd::mcp::{McpOptions, McpServers, ServerState};
+use brokerd::secrets::SecretStore;
 use brokerd::tool::{CallContext, Tool, ToolError, ToolOutput};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -91,7 +92,9 @@ fn alive(pid: u32) -> bool {
 #[tokio::test]
 async fn mcp_everything_offers_its_tools_with_prefix_and_schemas() {
     let Some(entry) = everything() else { return };
-    let servers = McpServers::start(&[config(&entry)]).await.unwrap();
+    let servers = McpServers::start(&[config(&entry)], &SecretStore::default())
+        .await
+        .unwrap();
     let echo = tool(&servers, "ev_echo").schema();
     assert_eq!(echo.name, "ev_echo");
     assert!(!echo.description.is_empty());
@@ -118,7 +121,9 @@ async fn mcp_everything_calls_return_text_images_described_and_env_passed() {
     let mut cfg = config(&entry);
     cfg.env
         .insert("BOXMAKER_MCP_TEST_VAR".into(), "from-brokerd".into());
-    let servers = McpServers::start(&[cfg]).await.unwrap();
+    let servers = McpServers::start(&[cfg], &SecretStore::default())
+        .await
+        .unwrap();
 
     let out = call(&*tool(&servers, "ev_echo"), json!({"message": "hi"}))
         .await
@@ -150,7 +155,9 @@ async fn mcp_everything_calls_return_text_images_described_and_env_passed() {
 #[tokio::test]
 async fn mcp_everything_errors_caps_and_timeouts() {
     let Some(entry) = everything() else { return };
-    let servers = McpServers::start(&[config(&entry)]).await.unwrap();
+    let servers = McpServers::start(&[config(&entry)], &SecretStore::default())
+        .await
+        .unwrap();
     let echo = tool(&servers, "ev_echo");
 
     // The server's own error (missing `message`): isError → Failed with its text.
@@ -198,7 +205,7 @@ async fn mcp_everything_restarts_a_killed_server_and_its_tools_work_again() {
         restart_backoff_initial: Duration::from_secs(2),
         ..McpOptions::default()
     };
-    let servers = McpServers::start_with(&[config(&entry)], options)
+    let servers = McpServers::start_with(&[config(&entry)], &SecretStore::default(), options)
         .await
         .unwrap();
     let echo = tool(&servers, "ev_echo");
@@ -264,7 +271,9 @@ async fn mcp_everything_gives_up_on_a_server_that_keeps_failing() {
         max_restarts_in_row: 3,
         ..McpOptions::default()
     };
-    let servers = McpServers::start_with(&[cfg], options).await.unwrap();
+    let servers = McpServers::start_with(&[cfg], &SecretStore::default(), options)
+        .await
+        .unwrap();
     let echo = tool(&servers, "ev_echo");
     kill(servers.status("everything").unwrap().pid.unwrap());
 

@@ -5,6 +5,7 @@
 
 use brokerd::config::McpServer;
 use brokerd::mcp::{McpError, McpOptions, McpServers};
+use brokerd::secrets::SecretStore;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -24,9 +25,12 @@ fn server(name: &str, command: &str, args: &[&str]) -> McpServer {
 }
 
 async fn start(configs: &[McpServer], options: McpOptions) -> Result<McpServers, McpError> {
-    tokio::time::timeout(HANG, McpServers::start_with(configs, options))
-        .await
-        .expect("starting MCP servers hung")
+    tokio::time::timeout(
+        HANG,
+        McpServers::start_with(configs, &SecretStore::default(), options),
+    )
+    .await
+    .expect("starting MCP servers hung")
 }
 
 #[tokio::test]

@@ -93,6 +93,24 @@ async fn the_environment_is_the_fixed_list_plus_the_specs() {
 }
 
 #[tokio::test]
+async fn an_env_value_reaches_the_program_but_not_bubblewraps_command_line() {
+    let Some(walls) = walls().await else { return };
+    let value = "s3cr3t-token-value";
+    let mut spec = Spec::new(["sh"]);
+    spec.env.push(("API_KEY".into(), value.into()));
+    // Inside the pid namespace, pid 1 is bubblewrap itself (its init), with bubblewrap's
+    // command line: what any user of the host could read in /proc/PID/cmdline.
+    let script = "printf 'env=%s\\n' \"$API_KEY\"; tr '\\0' ' ' < /proc/1/cmdline";
+    let outcome = sh(&walls, script, spec).await;
+    let out = stdout(&outcome);
+    assert_eq!(outcome.status, Status::Exited(0), "{outcome:?}");
+    assert!(out.starts_with(&format!("env={value}\n")), "{out}");
+    let cmdline = out.lines().nth(1).unwrap_or_default();
+    assert!(cmdline.contains("--unshare-all"), "{out}");
+    assert!(!cmdline.contains(value), "{out}");
+}
+
+#[tokio::test]
 async fn no_new_privileges_and_no_capabilities_inside() {
     let Some(walls) = walls().await else { return };
     let script = "grep -E '^(NoNewPrivs|CapEff|CapBnd)' /proc/self/status";

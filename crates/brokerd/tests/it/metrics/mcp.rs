@@ -6,6 +6,7 @@ use super::sample;
 use brokerd::config::McpServer;
 use brokerd::mcp::{McpOptions, McpServers, ServerState, ServerStatus};
 use brokerd::metrics::Metrics;
+use brokerd::secrets::SecretStore;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
@@ -67,9 +68,13 @@ async fn metrics_mcp_servers_up_and_restarts() {
         max_restarts_in_row: MAX_RESTARTS_IN_ROW,
         ..McpOptions::default()
     };
-    let servers = McpServers::start_with(&[flaky(dir.path(), &marker)], options)
-        .await
-        .unwrap();
+    let servers = McpServers::start_with(
+        &[flaky(dir.path(), &marker)],
+        &SecretStore::default(),
+        options,
+    )
+    .await
+    .unwrap();
     let servers = Arc::new(servers);
     let metrics = Metrics::new();
     metrics.watch_mcp(&servers);
