@@ -157,7 +157,13 @@ pub(super) async fn spawn(
     let env = environment(config, &started)?;
     let redactor = Redactor::new(started, store.clone());
     let mut command = tokio::process::Command::new(&config.command);
-    command.args(&config.args).envs(env).kill_on_drop(true);
+    // Not where brokerd's own credentials lie: a server gets the secrets its env names and
+    // no pointer to the rest (defence in depth; it runs as brokerd's user, docs/secrets.md).
+    command
+        .args(&config.args)
+        .env_remove(crate::secrets::CREDENTIALS_DIRECTORY)
+        .envs(env)
+        .kill_on_drop(true);
     let mut wrapped = CommandWrap::from(command);
     wrapped.wrap(ProcessGroup::leader());
     let builder = TokioChildProcess::builder(wrapped)
