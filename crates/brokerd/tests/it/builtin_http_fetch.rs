@@ -1,8 +1,9 @@
 //! `http_fetch` against a local test server on 127.0.0.1 (`common::web`): bodies, caps,
 //! statuses, the host allow-list (checked before any connection and on every redirect), the
-//! redirect limit, the time limit, GET only, and HTTPS with a test CA.
+//! redirect limit, the time limit, what a GET-only grant refuses, and HTTPS with a test CA.
 //! The grants here list loopback in `networks` and the server's port in `ports`;
-//! `http_fetch_reach.rs` tests what happens without them.
+//! `http_fetch_reach.rs` tests what happens without them, `http_fetch_secrets.rs` methods,
+//! headers, bodies and secrets.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common::web::{Server, test_tls};
@@ -68,15 +69,28 @@ fn failed_message(r: Result<ToolOutput, ToolError>) -> String {
 }
 
 #[test]
-fn the_schema_takes_a_url_and_nothing_else() {
+fn the_schema_takes_a_url_and_optionally_a_method_headers_and_a_body() {
     let schema = HttpFetch::new().schema();
     assert_eq!(schema.name, "http_fetch");
-    assert!(schema.description.contains("GET"));
+    for word in ["GET", "method", "headers", "body", "granted"] {
+        assert!(
+            schema.description.contains(word),
+            "{word}: {}",
+            schema.description
+        );
+    }
     let p = schema.parameters;
     assert_eq!(p["required"], json!(["url"]));
     assert_eq!(p["additionalProperties"], false);
-    assert_eq!(p["properties"].as_object().unwrap().len(), 1);
+    assert_eq!(p["properties"].as_object().unwrap().len(), 4);
     assert_eq!(p["properties"]["url"]["type"], "string");
+    assert_eq!(p["properties"]["method"]["type"], "string");
+    assert_eq!(p["properties"]["body"]["type"], "string");
+    assert_eq!(p["properties"]["headers"]["type"], "object");
+    assert_eq!(
+        p["properties"]["headers"]["additionalProperties"],
+        json!({"type": "string"})
+    );
 }
 
 #[tokio::test]
@@ -98,16 +112,30 @@ async fn fetches_a_page_with_get() {
 }
 
 #[tokio::test]
-async fn no_method_body_or_header_can_be_chosen() {
+async fn a_get_only_grant_refuses_other_methods_a_body_and_malformed_headers() {
     let server = Server::start(None).await;
     let tool = HttpFetch::new();
-    for extra in ["method", "body", "headers"] {
-        let mut args = json!({"url": server.url("/ok")});
-        args[extra] = json!("POST");
+    let url = server.url("/ok");
+    for (extra, value, words) in [
+        ("method", json!("POST"), ["\"POST\"", "allows GET"]),
+        ("body", json!("x"), ["body", "GET"]),
+        (
+            "headers",
+            json!("POST"),
+            ["\"headers\"", "an object of strings"],
+        ),
+        (
+            "headers",
+            json!({"X-A": 1}),
+            ["\"headers\"", "an object of strings"],
+        ),
+    ] {
+        let mut args = json!({ "url": url });
+        args[extra] = value;
         let r = fetch_with(&tool, &["127.0.0.1"], args, BIG_CAP, TIMEOUT_MS).await;
         assert!(
-            matches!(&r, Err(ToolError::InvalidArguments(m)) if m.contains(extra)),
-            "{r:?}"
+            matches!(&r, Err(ToolError::InvalidArguments(m)) if words.iter().all(|w| m.contains(w))),
+            "{extra}: {r:?}"
         );
     }
     let r = fetch_with(&tool, &["127.0.0.1"], json!({}), BIG_CAP, TIMEOUT_MS).await;

@@ -12,6 +12,7 @@ mod builtin_http_fetch;
 mod cli;
 mod exec;
 mod http_fetch_reach;
+mod http_fetch_secrets;
 mod mcp_everything;
 mod mcp_peer;
 mod mcp_start;
