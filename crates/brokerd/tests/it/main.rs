@@ -13,6 +13,7 @@ mod cli;
 mod exec;
 mod http_fetch_reach;
 mod http_fetch_secrets;
+mod http_fetch_secrets_broker;
 mod mcp_everything;
 mod mcp_peer;
 mod mcp_start;
