@@ -1,176 +1,21 @@
-//! `http_fetch` against a local test server on 127.0.0.1: bodies, caps, statuses, the host
-//! allow-list (checked before any connection and on every redirect), the redirect limit, the
-//! time limit, GET only, and HTTPS with a test CA. The grants here list loopback in `networks`
-//! and the server's port in `ports`; `http_fetch_reach.rs` tests what happens without them.
+//! `http_fetch` against a local test server on 127.0.0.1 (`common::web`): bodies, caps,
+//! statuses, the host allow-list (checked before any connection and on every redirect), the
+//! redirect limit, the time limit, what a GET-only grant refuses, and HTTPS with a test CA.
+//! The grants here list loopback in `networks` and the server's port in `ports`;
+//! `http_fetch_reach.rs` tests what happens without them, `http_fetch_secrets.rs` methods,
+//! headers, bodies and secrets.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::common::web::{Server, test_tls};
 use brokerd::builtin::http_fetch::{HttpFetch, MAX_REDIRECTS};
 use brokerd::config::Grant;
 use brokerd::tool::{CallContext, Tool, ToolError, ToolOutput};
-use bytes::Bytes;
-use http::{Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Frame, Incoming};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 
 /// A result cap large enough for every test that does not test the cap.
 const BIG_CAP: usize = 1 << 20;
 /// A call time limit no test but the timeout test comes near.
 const TIMEOUT_MS: u64 = 10_000;
-
-type TestBody = BoxBody<Bytes, Infallible>;
-
-/// One request the server saw: method, path and query, `Host` header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Seen {
-    method: String,
-    target: String,
-    host: String,
-}
-
-/// The local test server. Routes:
-/// `/ok` 200 `hello`; `/utf8` 200 `abécd`; `/endless` 200 with a body that never ends;
-/// `/status/N` status N; `/redirect?to=URL` 302 to URL; `/loop` 302 to itself;
-/// `/chain/N` N redirects then 200 `end`; `/hang` never answers.
-struct Server {
-    addr: SocketAddr,
-    connections: Arc<AtomicUsize>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Server {
-    async fn start(tls: Option<tokio_rustls::TlsAcceptor>) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (c, s) = (connections.clone(), seen.clone());
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                c.fetch_add(1, Ordering::SeqCst);
-                let (s, tls) = (s.clone(), tls.clone());
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let s = s.clone();
-                        async move { Ok::<_, Infallible>(route(req, &s).await) }
-                    });
-                    let http = hyper::server::conn::http1::Builder::new();
-                    match tls {
-                        None => {
-                            let _ = http.serve_connection(TokioIo::new(stream), service).await;
-                        }
-                        Some(acceptor) => {
-                            if let Ok(stream) = acceptor.accept(stream).await {
-                                let _ = http.serve_connection(TokioIo::new(stream), service).await;
-                            }
-                        }
-                    }
-                });
-            }
-        });
-        Server {
-            addr,
-            connections,
-            seen,
-            task,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
-    }
-}
-
-/// A body of `x`s that never ends.
-struct Endless;
-
-impl Body for Endless {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&[b'x'; 1024])))))
-    }
-}
-
-fn text(status: StatusCode, body: &'static str) -> Response<TestBody> {
-    let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())).boxed());
-    *r.status_mut() = status;
-    r
-}
-
-fn redirect(to: &str) -> Response<TestBody> {
-    let mut r = text(StatusCode::FOUND, "");
-    r.headers_mut()
-        .insert(http::header::LOCATION, to.parse().unwrap());
-    r
-}
-
-async fn route(req: Request<Incoming>, seen: &Mutex<Vec<Seen>>) -> Response<TestBody> {
-    let target = req.uri().path_and_query().unwrap().as_str().to_string();
-    let host = req
-        .headers()
-        .get(http::header::HOST)
-        .map(|h| h.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    seen.lock().unwrap().push(Seen {
-        method: req.method().to_string(),
-        target: target.clone(),
-        host,
-    });
-    let path = req.uri().path();
-    if let Some(code) = path.strip_prefix("/status/") {
-        return text(StatusCode::from_u16(code.parse().unwrap()).unwrap(), "oops");
-    }
-    if let Some(n) = path.strip_prefix("/chain/") {
-        let n: usize = n.parse().unwrap();
-        return if n == 0 {
-            text(StatusCode::OK, "end")
-        } else {
-            redirect(&format!("/chain/{}", n - 1))
-        };
-    }
-    match path {
-        "/ok" => text(StatusCode::OK, "hello"),
-        "/utf8" => text(StatusCode::OK, "abécd"),
-        "/endless" => Response::new(Endless.boxed()),
-        "/redirect" => redirect(req.uri().query().unwrap().strip_prefix("to=").unwrap()),
-        "/loop" => redirect("/loop"),
-        "/hang" => std::future::pending().await,
-        _ => text(StatusCode::NOT_FOUND, "no such page"),
-    }
-}
 
 /// A grant of `hosts` on the port `url` names, which may reach loopback (the test server).
 fn grant(hosts: &[&str], url: &str) -> Grant {
@@ -224,15 +69,28 @@ fn failed_message(r: Result<ToolOutput, ToolError>) -> String {
 }
 
 #[test]
-fn the_schema_takes_a_url_and_nothing_else() {
+fn the_schema_takes_a_url_and_optionally_a_method_headers_and_a_body() {
     let schema = HttpFetch::new().schema();
     assert_eq!(schema.name, "http_fetch");
-    assert!(schema.description.contains("GET"));
+    for word in ["GET", "method", "headers", "body", "granted"] {
+        assert!(
+            schema.description.contains(word),
+            "{word}: {}",
+            schema.description
+        );
+    }
     let p = schema.parameters;
     assert_eq!(p["required"], json!(["url"]));
     assert_eq!(p["additionalProperties"], false);
-    assert_eq!(p["properties"].as_object().unwrap().len(), 1);
+    assert_eq!(p["properties"].as_object().unwrap().len(), 4);
     assert_eq!(p["properties"]["url"]["type"], "string");
+    assert_eq!(p["properties"]["method"]["type"], "string");
+    assert_eq!(p["properties"]["body"]["type"], "string");
+    assert_eq!(p["properties"]["headers"]["type"], "object");
+    assert_eq!(
+        p["properties"]["headers"]["additionalProperties"],
+        json!({"type": "string"})
+    );
 }
 
 #[tokio::test]
@@ -254,16 +112,30 @@ async fn fetches_a_page_with_get() {
 }
 
 #[tokio::test]
-async fn no_method_body_or_header_can_be_chosen() {
+async fn a_get_only_grant_refuses_other_methods_a_body_and_malformed_headers() {
     let server = Server::start(None).await;
     let tool = HttpFetch::new();
-    for extra in ["method", "body", "headers"] {
-        let mut args = json!({"url": server.url("/ok")});
-        args[extra] = json!("POST");
+    let url = server.url("/ok");
+    for (extra, value, words) in [
+        ("method", json!("POST"), ["\"POST\"", "allows GET"]),
+        ("body", json!("x"), ["body", "GET"]),
+        (
+            "headers",
+            json!("POST"),
+            ["\"headers\"", "an object of strings"],
+        ),
+        (
+            "headers",
+            json!({"X-A": 1}),
+            ["\"headers\"", "an object of strings"],
+        ),
+    ] {
+        let mut args = json!({ "url": url });
+        args[extra] = value;
         let r = fetch_with(&tool, &["127.0.0.1"], args, BIG_CAP, TIMEOUT_MS).await;
         assert!(
-            matches!(&r, Err(ToolError::InvalidArguments(m)) if m.contains(extra)),
-            "{r:?}"
+            matches!(&r, Err(ToolError::InvalidArguments(m)) if words.iter().all(|w| m.contains(w))),
+            "{extra}: {r:?}"
         );
     }
     let r = fetch_with(&tool, &["127.0.0.1"], json!({}), BIG_CAP, TIMEOUT_MS).await;
@@ -432,30 +304,6 @@ async fn a_server_that_never_answers_is_cut_off_at_the_time_limit() {
     let m = failed_message(r);
     assert!(m.contains("time limit of 200 ms"), "{m}");
     assert!(started.elapsed() < std::time::Duration::from_millis(TIMEOUT_MS));
-}
-
-/// A test CA, and a TLS acceptor for `localhost` with a certificate it signed.
-fn test_tls() -> (rustls::RootCertStore, tokio_rustls::TlsAcceptor) {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .signed_by(&leaf_key, &ca)
-        .unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca.der().clone()).unwrap();
-    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone()], key)
-        .unwrap();
-    (roots, tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 #[tokio::test]

@@ -12,6 +12,8 @@ mod builtin_http_fetch;
 mod cli;
 mod exec;
 mod http_fetch_reach;
+mod http_fetch_secrets;
+mod http_fetch_secrets_broker;
 mod mcp_everything;
 mod mcp_peer;
 mod mcp_secrets;

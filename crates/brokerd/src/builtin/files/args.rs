@@ -19,6 +19,8 @@ pub(crate) enum Kind {
     Strings,
     /// A JSON integer of at least 0.
     Count,
+    /// A JSON object whose values are strings.
+    StringMap,
 }
 
 impl Kind {
@@ -29,6 +31,7 @@ impl Kind {
             Kind::Bool => "boolean",
             Kind::Strings => "array",
             Kind::Count => "integer",
+            Kind::StringMap => "object",
         }
     }
 
@@ -39,6 +42,7 @@ impl Kind {
             Kind::Bool => "a boolean",
             Kind::Strings => "an array of strings",
             Kind::Count => "an integer of at least 0",
+            Kind::StringMap => "an object of strings",
         }
     }
 
@@ -51,6 +55,9 @@ impl Kind {
                 .as_array()
                 .is_some_and(|items| items.iter().all(Value::is_string)),
             Kind::Count => value.is_u64(),
+            Kind::StringMap => value
+                .as_object()
+                .is_some_and(|map| map.values().all(Value::is_string)),
         }
     }
 }
@@ -74,8 +81,10 @@ pub(crate) fn schema(params: &[Param]) -> Value {
         .iter()
         .map(|p| {
             let mut prop = json!({ "type": p.kind.schema_type(), "description": p.description });
-            if p.kind == Kind::Strings {
-                prop["items"] = json!({"type": "string"});
+            match p.kind {
+                Kind::Strings => prop["items"] = json!({"type": "string"}),
+                Kind::StringMap => prop["additionalProperties"] = json!({"type": "string"}),
+                Kind::String | Kind::Bool | Kind::Count => {}
             }
             (p.name.to_string(), prop)
         })
@@ -121,6 +130,16 @@ impl<'a> Args<'a> {
     /// The integer argument `name`, when given.
     pub(crate) fn count(&self, name: &str) -> Option<u64> {
         self.map.get(name).and_then(Value::as_u64)
+    }
+
+    /// The object-of-strings argument `name`, when given, as `(key, value)` in the object's
+    /// order.
+    pub(crate) fn string_map(&self, name: &str) -> Option<Vec<(&'a str, &'a str)>> {
+        self.map.get(name).and_then(Value::as_object).map(|map| {
+            map.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v)))
+                .collect()
+        })
     }
 }
 

@@ -32,7 +32,7 @@ impl Scheme {
     }
 }
 
-/// One URL to GET, taken apart.
+/// One URL to fetch, taken apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Target {
     /// `http` or `https`.

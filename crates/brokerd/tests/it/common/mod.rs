@@ -16,6 +16,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
+pub mod web;
+
 /// A session id.
 pub fn sid(s: &str) -> SessionId {
     SessionId::new(s).unwrap()
