@@ -18,5 +18,6 @@ mod mcp_start;
 mod metrics;
 mod policy;
 mod reaper;
+mod secrets;
 mod server;
 mod server_limits;
