@@ -19,5 +19,6 @@ mod metrics;
 mod policy;
 mod reaper;
 mod secrets;
+mod secrets_daemon;
 mod server;
 mod server_limits;
