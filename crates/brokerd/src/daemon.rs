@@ -1,7 +1,9 @@
-//! brokerd's daemon mode: become the subreaper of its descendants (so none escapes the socket's
+//! brokerd's daemon mode: read its secrets (`[[secrets]]`; one it cannot read stops it
+//! before it serves), become the subreaper of its descendants (so none escapes the socket's
 //! peer check by double-forking) and reap the orphans it adopts, open the audit log, start the
 //! MCP servers, build the tool set, serve the socket (and `/metrics` on `[metrics] listen`,
 //! when set) until SIGTERM or SIGINT, then stop the MCP servers and flush the audit log.
+//! SIGHUP reads the secrets again.
 
 use crate::audit::{AUDIT_SYNC_INTERVAL_MS, AuditLog};
 use crate::broker::Broker;
@@ -9,13 +11,16 @@ use crate::builtin::exec::Sandbox;
 use crate::config::Config;
 use crate::mcp::McpServers;
 use crate::reaper::{self, Reaper};
+use crate::secrets::{CREDENTIALS_DIRECTORY, SecretConfig, SecretStore};
 use crate::server::{ServerOptions, bind_socket, serve};
 use crate::toolset::{ToolSet, ToolSource};
 use anyhow::Context;
 use bxsandbox::ProbeOptions;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 /// Tokio worker threads (tool calls are short or wait on I/O; the file tools use tokio's
 /// blocking pool).
@@ -23,6 +28,9 @@ pub const WORKER_THREADS: usize = 2;
 
 /// The log line that says brokerd accepts calls (tests wait for it).
 pub const SERVING: &str = "brokerd is serving";
+
+/// The log line that says a SIGHUP's reload of the secrets is done (tests wait for it).
+pub const SECRETS_RELOADED: &str = "secrets reloaded";
 
 /// How long brokerd waits at exit for blocking tasks still running, in milliseconds. One can
 /// outlive the MCP servers: after a server exits, its process group is waited for until every
@@ -43,29 +51,28 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
 }
 
 async fn serve_until_signal(cfg: Config) -> anyhow::Result<()> {
+    let credentials = std::env::var_os(CREDENTIALS_DIRECTORY).map(PathBuf::from);
+    let secrets = load_secrets(&cfg.secrets, credentials.as_deref())?;
+    // From now on, not at the socket: a SIGHUP while the MCP servers start would kill brokerd.
+    let _reloads = AbortOnDropHandle::new(tokio::spawn(reload_on_sighup(
+        secrets.clone(),
+        cfg.secrets.clone(),
+        credentials,
+    )?));
     // Before any MCP server starts: a descendant that double-forks before this would escape.
     reaper::become_subreaper().context(
         "cannot make brokerd the subreaper of its MCP servers (prctl PR_SET_CHILD_SUBREAPER)",
     )?;
     let _reaper = Reaper::start().context("cannot listen for SIGCHLD to reap orphans")?;
     let audit = Arc::new(AuditLog::open(&cfg.state_dir)?);
-    // s19-mcpexec: the MCP servers' env is filled from the secrets; the lead keeps one store
-    // (this one or the broker's) when merging.
-    let credentials = std::env::var_os(crate::secrets::CREDENTIALS_DIRECTORY);
-    let secrets = crate::secrets::SecretStore::load(
-        &cfg.secrets,
-        credentials.as_deref().map(std::path::Path::new),
-    )
-    .map_err(|errors| {
-        let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        anyhow::anyhow!("cannot read the secrets: {}", errors.join("; "))
-    })?;
+    // `secrets` is a handle on the one store: the MCP servers' `env` placeholders are filled
+    // from it as they (re)start.
     let mcp = Arc::new(
         McpServers::start(&cfg.mcp, &secrets)
             .await
             .context("cannot start the MCP servers")?,
     );
-    let served = serve_with(&cfg, &audit, &mcp).await;
+    let served = serve_with(&cfg, &audit, &mcp, secrets).await;
     stop_mcp(mcp).await;
     audit.sync()?;
     if served.is_ok() {
@@ -80,9 +87,10 @@ async fn serve_with(
     cfg: &Config,
     audit: &Arc<AuditLog>,
     mcp: &Arc<McpServers>,
+    secrets: SecretStore,
 ) -> anyhow::Result<()> {
     let tools = build_tools(cfg, mcp).await?;
-    let broker = Arc::new(Broker::new(cfg, tools, Arc::clone(audit))?);
+    let broker = Arc::new(Broker::new(cfg, tools, Arc::clone(audit))?.with_secrets(secrets));
     broker.metrics().watch_mcp(mcp);
     let options = ServerOptions::from_config(cfg)?;
     // The TCP port before the socket: a port in use then stops brokerd before it has made
@@ -116,6 +124,7 @@ async fn serve_with(
         audit = %audit.path().display(),
         tools = ?broker.tools().names(),
         grants = cfg.grants.len(),
+        secrets = cfg.secrets.len(),
         metrics = ?metrics_addr,
         "{SERVING}"
     );
@@ -150,6 +159,56 @@ async fn build_tools(cfg: &Config, mcp: &Arc<McpServers>) -> anyhow::Result<Tool
     let mut tools = ToolSet::with_builtins_and_sandbox(cfg, sandbox)?;
     tools.add_source(Arc::clone(mcp) as Arc<dyn ToolSource>);
     Ok(tools)
+}
+
+/// Reads every secret `configs` names (`credentials`: `$CREDENTIALS_DIRECTORY`). Any that
+/// cannot be read stops brokerd: the error lists each, by name and file, never a value.
+fn load_secrets(
+    configs: &[SecretConfig],
+    credentials: Option<&std::path::Path>,
+) -> anyhow::Result<SecretStore> {
+    SecretStore::load(configs, credentials).map_err(|errors| {
+        let each: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!(
+            "cannot read {} of the {} secrets ([[secrets]]), so brokerd does not start: {}",
+            errors.len(),
+            configs.len(),
+            each.join("; ")
+        )
+    })
+}
+
+/// A future that reads the secrets again at each SIGHUP (the handler is in place when this
+/// returns, so SIGHUP no longer stops brokerd): a secret it cannot read keeps its old value,
+/// and its error is logged (names and files only).
+fn reload_on_sighup(
+    store: SecretStore,
+    configs: Vec<SecretConfig>,
+    credentials: Option<PathBuf>,
+) -> anyhow::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+    Ok(async move {
+        while hup.recv().await.is_some() {
+            let store = store.clone();
+            let configs = configs.clone();
+            let credentials = credentials.clone();
+            // Reading files: off the async workers.
+            let reload = tokio::task::spawn_blocking(move || {
+                let errors = store.reload(&configs, credentials.as_deref());
+                (errors, store.current().names().count())
+            });
+            match reload.await {
+                Ok((errors, held)) => {
+                    for e in &errors {
+                        tracing::error!("SIGHUP: {e}; it keeps the value it had");
+                    }
+                    tracing::info!(secrets = held, failed = errors.len(), "{SECRETS_RELOADED}");
+                }
+                Err(e) => tracing::error!("SIGHUP: the reload of the secrets failed: {e}"),
+            }
+        }
+    })
 }
 
 /// Stops the MCP servers once nothing else holds them.

@@ -1,10 +1,23 @@
 //! The leak guard: one multi-pattern automaton (`aho-corasick`) over every form of every
 //! secret ([`super::encodings`]), to find a secret in outgoing text and to redact it from
 //! incoming text.
+//!
+//! Redaction also takes the start of a form that a cut left at the end of a text or of a
+//! line ([`CUT_PREFIX_MIN_BYTES`] or more of it): the tools cut what they read at the result
+//! cap before brokerd sees it (`http_fetch` and `read_file` at the end of the text, `exec`
+//! each stream before the newline its report adds, an MCP tool before `\n[truncated]`), and a
+//! value the cut went through is no longer whole, so no form of it matches. Whoever chooses
+//! where the cut falls (a model that pads an MCP server's echo) would otherwise read the
+//! value's first bytes.
 
 use super::encodings::{caseless_forms, exact_forms};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use std::borrow::Cow;
+
+/// The fewest bytes of a form's start that redaction takes for a value cut short at the end
+/// of a text or a line. Fewer stay (a cut can leave up to 3 bytes of a value's start, or of
+/// its end reversed): matching shorter starts would redact ordinary words at line ends.
+pub const CUT_PREFIX_MIN_BYTES: usize = super::load::MIN_SECRET_BYTES / 2;
 
 /// How many times outgoing text is percent-decoded while looking for a secret, so that
 /// `%2541`-style double encoding is seen through too.
@@ -47,6 +60,47 @@ impl Matcher {
     }
 }
 
+/// One form of one secret, kept whole to tell how much of it a cut text still holds.
+#[derive(Debug, Clone)]
+struct Form {
+    /// The index of its secret in [`Guard::names`].
+    owner: usize,
+    bytes: Vec<u8>,
+    /// Matched ignoring ASCII case (hex).
+    caseless: bool,
+}
+
+/// The first [`CUT_PREFIX_MIN_BYTES`] of every form longer than that, ignoring case (a match
+/// is then compared with its form as the form is matched).
+#[derive(Debug, Clone)]
+struct Starts {
+    automaton: AhoCorasick,
+    /// `form[pattern]` is the index of its form in [`Guard::forms`].
+    form: Vec<usize>,
+}
+
+impl Starts {
+    fn build(forms: &[Form]) -> Result<Option<Starts>, GuardError> {
+        let (form, patterns): (Vec<usize>, Vec<&[u8]>) = forms
+            .iter()
+            .enumerate()
+            .filter(|(_, form)| form.bytes.len() > CUT_PREFIX_MIN_BYTES)
+            .map(|(i, form)| (i, &form.bytes[..CUT_PREFIX_MIN_BYTES]))
+            .unzip();
+        if patterns.is_empty() {
+            return Ok(None);
+        }
+        // Standard matching: overlapping matches are all wanted, a start in one form's text
+        // may begin another's too.
+        let automaton = AhoCorasickBuilder::new()
+            .match_kind(MatchKind::Standard)
+            .ascii_case_insensitive(true)
+            .build(patterns)
+            .map_err(|e| GuardError(e.to_string()))?;
+        Ok(Some(Starts { automaton, form }))
+    }
+}
+
 /// Finds secrets in text: [`Guard::find`] for what goes out, [`Guard::redact`] for what
 /// comes in.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +108,8 @@ pub struct Guard {
     names: Vec<String>,
     exact: Option<Matcher>,
     caseless: Option<Matcher>,
+    forms: Vec<Form>,
+    starts: Option<Starts>,
 }
 
 /// Text with every secret found in it replaced by `{secret:NAME}`.
@@ -78,10 +134,22 @@ impl Guard {
             exact.extend(exact_forms(value).into_iter().map(|form| (i, form)));
             caseless.extend(caseless_forms(value).into_iter().map(|form| (i, form)));
         }
+        let forms: Vec<Form> = exact
+            .iter()
+            .map(|(owner, bytes)| (owner, bytes, false))
+            .chain(caseless.iter().map(|(owner, bytes)| (owner, bytes, true)))
+            .map(|(owner, bytes, caseless)| Form {
+                owner: *owner,
+                bytes: bytes.clone(),
+                caseless,
+            })
+            .collect();
         Ok(Guard {
             names,
             exact: Matcher::build(exact, false)?,
             caseless: Matcher::build(caseless, true)?,
+            starts: Starts::build(&forms)?,
+            forms,
         })
     }
 
@@ -121,7 +189,9 @@ impl Guard {
         }
     }
 
-    /// `text` with every listed form of every secret replaced by `{secret:NAME}`.
+    /// `text` with every listed form of every secret replaced by `{secret:NAME}`, and so is
+    /// the start ([`CUT_PREFIX_MIN_BYTES`] or more) of a form that ends the text or a line
+    /// (a value a cut went through; see the module's comment).
     pub fn redact<'a>(&self, text: &'a str) -> Redacted<'a> {
         let mut found = Vec::new();
         let mut out = Cow::Borrowed(text);
@@ -129,6 +199,9 @@ impl Guard {
             if let Some(replaced) = self.replace(matcher, &out, &mut found) {
                 out = Cow::Owned(replaced);
             }
+        }
+        if let Some(replaced) = self.replace_cut(&out, &mut found) {
+            out = Cow::Owned(replaced);
         }
         found.sort();
         found.dedup();
@@ -154,6 +227,47 @@ impl Guard {
             out.push_str(before);
             out.push_str(&format!("{}{}}}", super::template::OPEN, self.names[owner]));
             last = m.end();
+            found.push(owner);
+        }
+        if last == 0 {
+            return None;
+        }
+        out.push_str(&text[last..]);
+        Some(out)
+    }
+
+    /// `text` with every start of a form that a cut left (see [`Guard::redact`]) replaced, or
+    /// None when it has none.
+    fn replace_cut(&self, text: &str, found: &mut Vec<usize>) -> Option<String> {
+        let starts = self.starts.as_ref()?;
+        let bytes = text.as_bytes();
+        // (start, end, owner) of each cut form, by start.
+        let mut cuts: Vec<(usize, usize, usize)> = Vec::new();
+        for m in starts.automaton.find_overlapping_iter(bytes) {
+            let form = &self.forms[starts.form[m.pattern().as_usize()]];
+            let held = bytes[m.start()..]
+                .iter()
+                .zip(&form.bytes)
+                .take_while(|(a, b)| a == b || (form.caseless && a.eq_ignore_ascii_case(b)))
+                .count();
+            let end = m.start() + held;
+            // A whole form is the exact matchers' (a repeat of one that they replaced).
+            let at_cut = end == bytes.len() || bytes[end] == b'\n';
+            if held < form.bytes.len() && at_cut {
+                cuts.push((m.start(), end, form.owner));
+            }
+        }
+        cuts.sort_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
+        let mut out = String::with_capacity(text.len());
+        let mut last = 0;
+        for (start, end, owner) in cuts {
+            // Overlapping starts: the first (and longest) wins; whole characters only.
+            let (Some(before), Some(_)) = (text.get(last..start), text.get(start..end)) else {
+                continue;
+            };
+            out.push_str(before);
+            out.push_str(&format!("{}{}}}", super::template::OPEN, self.names[owner]));
+            last = end;
             found.push(owner);
         }
         if last == 0 {

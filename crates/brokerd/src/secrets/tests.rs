@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::secrets::guard::CUT_PREFIX_MIN_BYTES;
 use base64::Engine;
 use proptest::prelude::*;
 use std::os::unix::fs::PermissionsExt;
@@ -155,6 +156,41 @@ fn redaction_replaces_the_value_and_its_encodings_with_the_placeholder() {
     assert!(matches!(clean.text, std::borrow::Cow::Borrowed(_)) && clean.names.is_empty());
 }
 
+#[test]
+fn the_start_of_a_value_a_cut_left_at_the_end_of_a_text_or_a_line_is_redacted() {
+    let secrets = guard();
+    let g = secrets.guard();
+    let half = &VALUE[..VALUE.len() / 2];
+    // http_fetch and read_file: the text ends where the cap cut.
+    let page = format!("token: {half}");
+    assert_eq!(g.redact(&page).text, "token: {secret:github}");
+    assert_eq!(g.redact(&page).names, ["github"]);
+    // exec: a capped stream, then the report's newline and the next stream.
+    let report = format!("stdout (first 20 of 90 bytes):\nAPI_KEY={half}\nstderr (0 bytes):\n");
+    assert_eq!(
+        g.redact(&report).text,
+        "stdout (first 20 of 90 bytes):\nAPI_KEY={secret:github}\nstderr (0 bytes):\n"
+    );
+    // An MCP tool: cut, then brokerd's marker.
+    let hex_half = &hex::encode(VALUE)[..20];
+    let mcp = format!("{}\n[truncated]", hex_half.to_uppercase());
+    assert_eq!(g.redact(&mcp).text, "{secret:github}\n[truncated]");
+    // Reversed, the value's end comes first.
+    let reversed: String = VALUE.chars().rev().take(9).collect();
+    assert_eq!(g.redact(&format!("x {reversed}")).text, "x {secret:github}");
+}
+
+#[test]
+fn a_start_shorter_than_the_minimum_or_not_at_a_cut_is_left() {
+    let secrets = guard();
+    let g = secrets.guard();
+    let short = &VALUE[..CUT_PREFIX_MIN_BYTES - 1];
+    let text = format!("ends with {short}\nand {}, mid-line", &VALUE[..10]);
+    let redacted = g.redact(&text);
+    assert_eq!(redacted.text, text);
+    assert!(redacted.names.is_empty());
+}
+
 proptest! {
     #[test]
     fn any_value_in_any_base64_text_is_found(
@@ -184,5 +220,20 @@ proptest! {
         let text = around.join(&value);
         let redacted = secrets.guard().redact(&text);
         prop_assert!(!redacted.text.contains(&value));
+    }
+
+    #[test]
+    fn a_cut_never_leaves_enough_of_the_value_to_read(
+        value in "[a-zA-Z0-9]{8,40}",
+        before in "[ -~]{0,12}",
+        cut in 0usize..40,
+    ) {
+        let secrets = Secrets::from_values([("s", value.as_str())]);
+        let kept = &value[..cut.min(value.len())];
+        let text = format!("{before}{kept}");
+        let redacted = secrets.guard().redact(&text);
+        if kept.len() >= CUT_PREFIX_MIN_BYTES {
+            prop_assert!(redacted.text.ends_with("{secret:s}"), "{}", redacted.text);
+        }
     }
 }

@@ -21,5 +21,7 @@ mod mcp_start;
 mod metrics;
 mod policy;
 mod reaper;
+mod secrets;
+mod secrets_daemon;
 mod server;
 mod server_limits;

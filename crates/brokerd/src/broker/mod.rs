@@ -3,6 +3,16 @@
 //! runs the tool under its time limit, caps and labels the result (and a tool's failure
 //! alike), and audits the outcome before it answers. A call the owner must decide is answered
 //! with an approval to decide (`ToolResponse::Ask`) and does not run.
+//!
+//! Every text an answer carries goes through the leak guard first ([`redact`]): a secret's
+//! value in a result, a failure or a denial is `{secret:NAME}` in the audit log and for the
+//! model, and the line names the secrets replaced (`redacted`). A call that would carry a
+//! secret out is denied `leak`, its line naming the secret (`leak`). [`run`] runs the tool.
+
+mod redact;
+mod run;
+
+pub use redact::AUTHENTICATED_NOTE;
 
 use crate::audit::{ApprovalScope, AuditEvent, AuditLog, AuditRecord};
 use crate::config::{BUILTIN_TOOLS, Config, EXEC_TOOL, Grant, Limits};
@@ -10,17 +20,16 @@ use crate::metrics::{self, Metrics};
 use crate::policy::{
     Admission, ApprovalTable, CallCounters, Decision, GlobError, Grants, admit, decide,
 };
-use crate::result::{from_error, grant_labels, labelled, refused};
-use crate::secrets::{SecretStore, Secrets};
-use crate::tool::{CallContext, Tool};
+use crate::result::refused;
+use crate::secrets::SecretStore;
+use crate::tool::{CallContext, Tool, ToolError};
 use crate::toolset::ToolSet;
 use bxcore::{ApprovalId, DenyReason, SessionId};
 use proto::{Catalogue, ToolRequest, ToolResponse};
-use serde_json::Value;
+use redact::Redaction;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
-use tokio_util::task::AbortOnDropHandle;
+use std::time::Instant;
 
 /// What a broker answers with when its audit log cannot be written: the call's result is
 /// withheld, because an unrecorded result must not reach the model.
@@ -105,13 +114,28 @@ impl Broker {
         &self.audit
     }
 
-    /// The tools some grant lets `session` call, sorted by name.
+    /// The tools some grant lets `session` call, sorted by name, their texts redacted; a tool
+    /// that carries a credential itself ([`Tool::authenticated`]), or that a grant for
+    /// `session` attaches one to ([`Grant::injects_secret`]), says so ([`AUTHENTICATED_NOTE`]).
     pub fn catalogue(&self, session: &SessionId) -> Catalogue {
+        let secrets = self.secrets.current();
         let tools = self
             .tools
             .catalogue_tools()
             .into_iter()
             .filter(|tool| self.grants.allows(&tool.schema.name, session))
+            .map(|tool| {
+                let name = tool.schema.name.as_str();
+                let authenticated = self
+                    .grants
+                    .matching(name, session)
+                    .any(|grant| grant.injects_secret())
+                    || self
+                        .tools
+                        .get(name)
+                        .is_some_and(|tool| tool.authenticated());
+                redact::catalogue_entry(tool, &secrets, authenticated)
+            })
             .collect();
         Catalogue {
             session: session.clone(),
@@ -150,6 +174,10 @@ impl Broker {
         tool: Option<Arc<dyn Tool>>,
         started: Instant,
     ) -> (ToolResponse, Ran) {
+        // One set of secrets for the whole call: what the tool gets, and what its answer is
+        // redacted with (and the set now, if a reload replaces it meanwhile).
+        let secrets = self.secrets.current();
+        let mut redaction = Redaction::new(&secrets, &self.secrets);
         let decision = {
             let counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
             decide(request, &self.grants, tool.is_some(), &counters)
@@ -160,7 +188,7 @@ impl Broker {
                 let detail = self.unavailable_detail(request, reason).unwrap_or(detail);
                 let response = ToolResponse::denied(reason, Some(detail.clone()));
                 return (
-                    self.refuse(request, response, Some(detail), started),
+                    self.refuse(request, response, Some(detail), started, &mut redaction),
                     Ran::No,
                 );
             }
@@ -169,12 +197,11 @@ impl Broker {
                 let message = format!("no tool named {:?}", request.tool);
                 let response = ToolResponse::failed(message.clone());
                 return (
-                    self.refuse(request, response, Some(message), started),
+                    self.refuse(request, response, Some(message), started, &mut redaction),
                     Ran::No,
                 );
             }
         };
-        let secrets = self.secrets.current();
         let ctx = CallContext {
             grant: &grant,
             result_cap_bytes: self.limits.result_cap_bytes,
@@ -183,11 +210,16 @@ impl Broker {
         };
         if let Err(error) = tool.check(&arguments, ctx) {
             // Refused on its arguments and grant alone: the tool never ran.
+            let leak = leaked(&error);
             let response = refused(error);
             let line =
                 AuditRecord::of_response(AuditEvent::Decided, request, &response, None, started)
                     .with_facts(tool.audit_facts(&arguments, None));
-            return (self.answer(request, &line, response), Ran::No);
+            let line = with_leak(line, leak);
+            return (
+                self.answer(request, line, response, &mut redaction),
+                Ran::No,
+            );
         }
         let approval = match self.admit(request, &grant) {
             Admission::Run { approval } => approval,
@@ -204,7 +236,10 @@ impl Broker {
                     started,
                 )
                 .with_facts(tool.audit_facts(&arguments, None));
-                return (self.answer(request, &line, response), Ran::No);
+                return (
+                    self.answer(request, line, response, &mut redaction),
+                    Ran::No,
+                );
             }
             Admission::Deny {
                 reason,
@@ -223,13 +258,16 @@ impl Broker {
                     Some(id) => line.with_approval(id, None),
                     None => line,
                 };
-                return (self.answer(request, &line, response), Ran::No);
+                return (
+                    self.answer(request, line, response, &mut redaction),
+                    Ran::No,
+                );
             }
             Admission::Fail { message } => {
                 tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{message}");
                 let response = ToolResponse::failed(message.clone());
                 return (
-                    self.refuse(request, response, Some(message), started),
+                    self.refuse(request, response, Some(message), started, &mut redaction),
                     Ran::No,
                 );
             }
@@ -242,10 +280,16 @@ impl Broker {
             tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}; the call does not run");
             return (ToolResponse::failed(AUDIT_FAILED_MESSAGE), Ran::No);
         }
-        let (response, own_detail) = self
-            .run(Arc::clone(&tool), grant, arguments.clone(), secrets)
+        let ran = self
+            .run(
+                Arc::clone(&tool),
+                grant,
+                arguments.clone(),
+                secrets,
+                &mut redaction,
+            )
             .await;
-        let content = match &response {
+        let content = match &ran.response {
             ToolResponse::Result { content, .. } => Some(content.as_str()),
             _ => None,
         };
@@ -253,12 +297,13 @@ impl Broker {
         let line = AuditRecord::of_response(
             AuditEvent::Finished,
             request,
-            &response,
-            own_detail,
+            &ran.response,
+            ran.own_detail,
             started,
         )
         .with_facts(facts);
-        let answer = self.answer(request, &with_approval(line, &approval), response);
+        let line = with_leak(with_approval(line, &approval), ran.leak);
+        let answer = self.answer(request, line, ran.response, &mut redaction);
         (answer, Ran::Yes)
     }
 
@@ -301,20 +346,37 @@ impl Broker {
         response: ToolResponse,
         detail: Option<String>,
         started: Instant,
+        redaction: &mut Redaction,
     ) -> ToolResponse {
         let line =
             AuditRecord::of_response(AuditEvent::Decided, request, &response, detail, started);
-        self.answer(request, &line, response)
+        self.answer(request, line, response, redaction)
     }
 
-    /// Writes `line` and answers `response`; withholds the response when the line cannot be
+    /// Redacts `response` and `line`'s detail (with whatever `redaction` replaced before:
+    /// a result is redacted before it is capped), names the secrets replaced on the line,
+    /// writes it and answers `response`; withholds the response when the line cannot be
     /// written, because an unrecorded result must not reach the model.
     fn answer(
         &self,
         request: &ToolRequest,
-        line: &AuditRecord,
+        line: AuditRecord,
         response: ToolResponse,
+        redaction: &mut Redaction,
     ) -> ToolResponse {
+        let response = redaction.response(response);
+        let detail = line.detail.clone().map(|detail| redaction.text(detail));
+        let result_bytes = match &response {
+            ToolResponse::Result { content, .. } => content.len() as u64,
+            _ => line.result_bytes,
+        };
+        let line = AuditRecord {
+            detail,
+            result_bytes,
+            ..line
+        }
+        .with_redacted(redaction.names());
+        let line = &line;
         if let Err(e) = self.audit.append(line) {
             tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}");
             return ToolResponse::failed(AUDIT_FAILED_MESSAGE);
@@ -322,69 +384,28 @@ impl Broker {
         tracing::debug!(session = %request.session, call = %request.call, tool = %request.tool, event = ?line.event, decision = ?line.decision, reason = ?line.reason, us = line.duration_us, "tool call");
         response
     }
-
-    /// Runs an allowed call on its own task (a panic in the tool fails the call, not brokerd),
-    /// stopped at `limits.call_timeout_ms`. Says brokerd's own detail, when it wrote one.
-    async fn run(
-        &self,
-        tool: Arc<dyn Tool>,
-        grant: Arc<Grant>,
-        arguments: Value,
-        secrets: Arc<Secrets>,
-    ) -> (ToolResponse, Option<String>) {
-        let cap_bytes = self.limits.result_cap_bytes;
-        let timeout_ms = self.limits.call_timeout_ms;
-        let task_grant = Arc::clone(&grant);
-        // Aborted when dropped: at the time limit, or when the caller goes away.
-        let task = AbortOnDropHandle::new(tokio::spawn(async move {
-            let ctx = CallContext {
-                grant: &task_grant,
-                result_cap_bytes: cap_bytes,
-                timeout_ms,
-                secrets: &secrets,
-            };
-            tool.call(&arguments, ctx).await
-        }));
-        match tokio::time::timeout(Duration::from_millis(timeout_ms), task).await {
-            Ok(Ok(Ok(output))) => (labelled(output, &grant, cap_bytes), None),
-            Ok(Ok(Err(error))) => (from_error(error, &grant), None),
-            Ok(Err(join)) => {
-                let message = if join.is_panic() {
-                    format!("the tool {:?} crashed", grant.tool)
-                } else {
-                    format!("the tool {:?} was cancelled", grant.tool)
-                };
-                tracing::error!("{message}: {join}");
-                failed(message, &grant)
-            }
-            Err(_) => failed(
-                format!(
-                    "the tool {:?} ran past its time limit of {timeout_ms} ms \
-                     (limits.call_timeout_ms) and was stopped",
-                    grant.tool
-                ),
-                &grant,
-            ),
-        }
-    }
-}
-
-/// A failure of a call that reached its tool, in brokerd's words: labelled with the grant's
-/// labels all the same, since the tool ran (and may have read something) before it failed.
-fn failed(message: String, grant: &Grant) -> (ToolResponse, Option<String>) {
-    (
-        ToolResponse::Failed {
-            message: message.clone(),
-            labels: Some(grant_labels(grant)),
-        },
-        Some(message),
-    )
 }
 
 /// `line` with the approval a call ran under, when it ran under one.
 fn with_approval(line: AuditRecord, approval: &Option<(ApprovalId, ApprovalScope)>) -> AuditRecord {
     match approval {
         Some((id, scope)) => line.with_approval(id.clone(), Some(*scope)),
+        None => line,
+    }
+}
+
+/// The secret a [`ToolError::Leak`] names.
+fn leaked(error: &ToolError) -> Option<String> {
+    match error {
+        ToolError::Leak { secret, .. } => Some(secret.clone()),
+        _ => None,
+    }
+}
+
+/// `line` naming the secret `leak`, when the call was denied for carrying one out.
+fn with_leak(line: AuditRecord, leak: Option<String>) -> AuditRecord {
+    match leak {
+        Some(secret) => line.with_leak(&secret),
         None => line,
     }
 }
