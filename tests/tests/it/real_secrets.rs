@@ -71,7 +71,10 @@ fn start_brokerd(dir: &Path, port: u16) -> e2e::Running {
     let mut command = Command::new("sh");
     command
         .arg("-c")
-        .arg(format!("exec \"$0\" \"$@\" 2>>{}", dir.join("brokerd.log").display()))
+        .arg(format!(
+            "exec \"$0\" \"$@\" 2>>{}",
+            dir.join("brokerd.log").display()
+        ))
         .arg(binary("brokerd"));
     start_brokerd_with(command, dir, &rest)
 }
@@ -86,26 +89,47 @@ fn qwen_fetches_with_an_attached_key_and_sees_only_its_placeholder() {
     let dir = tempfile::tempdir().unwrap();
     let _brokerd = start_brokerd(dir.path(), port);
     let file = template("qwen2.5-tools.jinja");
-    let mut args = vec!["-c", "4096", "--parallel", "3", "--temp", "0", "--seed", "7"];
+    let mut args = vec![
+        "-c",
+        "4096",
+        "--parallel",
+        "3",
+        "--temp",
+        "0",
+        "--seed",
+        "7",
+    ];
     args.extend(["--chat-template-file", file.to_str().unwrap()]);
     let server = LlamaServer::start(&parts.llama_server, &parts.qwen, &args).unwrap();
     let toml = format!(
-        "[broker]\nsocket = {:?}\ncore_tools = [\"http_fetch\"]\n[loop]\nmax_steps = 4\n\
+        "[broker]\nsocket = {:?}\ncore_tools = [\"http_fetch\"]\n[loop]\nmax_steps = 3\n\
          [llama]\nmax_answer_tokens = 120\n",
         dir.path().join("brokerd.sock")
     );
-    let stack = Stack::with_model(tempfile::tempdir().unwrap(), server.running, server.url, &toml)
-        .unwrap();
-    let task = format!(
-        "Use http_fetch to get http://127.0.0.1:{port}/account and tell me what it says."
-    );
+    let stack = Stack::with_model(
+        tempfile::tempdir().unwrap(),
+        server.running,
+        server.url,
+        &toml,
+    )
+    .unwrap();
+    let task =
+        format!("Use http_fetch to get http://127.0.0.1:{port}/account and tell me what it says.");
     let limit = Duration::from_millis(TASK_LIMIT_MS);
     let out = boxctl_within(&stack, &["task", "--session", "owner", &task], limit).unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    // The turn must end; how is the model's affair. After a tool result Qwen often goes on
+    // calling tools until the step limit, with or without a placeholder in the page (tried
+    // both): what this test holds is where the value goes, not the answer.
+    let stopped = String::from_utf8_lossy(&out.stderr).contains("step limit");
+    assert!(out.status.code() == Some(0) || stopped, "{}", show(&out));
 
     // The model called the tool, and the server got the key brokerd attached.
     let keys = seen.lock().unwrap().clone();
-    assert!(!keys.is_empty(), "Qwen never fetched the page: {}", show(&out));
+    assert!(
+        !keys.is_empty(),
+        "Qwen never fetched the page: {}",
+        show(&out)
+    );
     assert!(keys.iter().all(|key| key == VALUE), "{keys:?}");
 
     // What the model got is the placeholder; the value is nowhere on loopd's side of the box.

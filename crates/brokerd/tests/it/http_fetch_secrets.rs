@@ -298,7 +298,7 @@ async fn every_way_the_model_tries_to_send_a_secret_out_is_refused_before_connec
 }
 
 #[tokio::test]
-async fn the_model_cannot_set_a_header_the_grant_attaches_or_a_reserved_one() {
+async fn the_model_cannot_set_a_header_the_grant_attaches_and_a_reserved_one_is_left_out() {
     let bed = Bed::new().await;
     let g = bed.grant(&["GET"], &BEARER);
     let url = bed.one.local("https", "/ok");
@@ -310,11 +310,6 @@ async fn the_model_cannot_set_a_header_the_grant_attaches_or_a_reserved_one() {
         (
             json!({"authorization": "Bearer mine"}),
             "attached by this session's grant",
-        ),
-        (json!({"Host": "evil.test"}), "set by the tool itself"),
-        (
-            json!({"Transfer-Encoding": "chunked"}),
-            "set by the tool itself",
         ),
         (json!({"bad name": "v"}), "not a valid header name"),
         (json!({"X-A": "one\r\nX-B: two"}), "not valid in HTTP"),
@@ -348,6 +343,20 @@ async fn the_model_cannot_set_a_header_the_grant_attaches_or_a_reserved_one() {
     assert_eq!(seen.headers["x-trace"], "7");
     assert_eq!(seen.headers.get_all("accept").iter().count(), 1);
     assert_eq!(authorization(&bed.one, 0), Some(format!("Bearer {TOKEN}")));
+    // A header the tool sets itself is left out, not refused (small models add `Host`): the
+    // tool's own value is the one that goes.
+    run(
+        &bed.tool,
+        &g,
+        &secrets(),
+        json!({"url": url, "headers": {"Host": "evil.test", "Transfer-Encoding": "chunked"}}),
+    )
+    .await
+    .unwrap();
+    let seen = &bed.one.seen()[1];
+    assert_eq!(seen.headers.get_all("host").iter().count(), 1);
+    assert_ne!(seen.headers["host"], "evil.test");
+    assert!(seen.headers.get("transfer-encoding").is_none());
 }
 
 #[tokio::test]

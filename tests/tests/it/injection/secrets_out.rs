@@ -85,7 +85,10 @@ fn attempts(port: u16) -> Vec<String> {
         http(serde_json::json!({
             "url": format!("{base}/h64"), "headers": { "Authorization": format!("Basic {b64}") },
         })),
-        call_tool("svc_send", &serde_json::json!({ "note": VALUE }).to_string()),
+        call_tool(
+            "svc_send",
+            &serde_json::json!({ "note": VALUE }).to_string(),
+        ),
     ];
     if exec_required() {
         let argv = ["curl", &format!("{base}/x?k={VALUE}")];
@@ -121,11 +124,7 @@ fn every_way_out_is_denied_and_the_model_sees_only_placeholders() {
     for attempt in &attempts[1..] {
         steps.push(("tool", LEAK_WORDS, attempt.clone()));
     }
-    steps.push((
-        "tool",
-        LEAK_WORDS,
-        call_tool("svc_whoami", "{}"),
-    ));
+    steps.push(("tool", LEAK_WORDS, call_tool("svc_whoami", "{}")));
     steps.push(("tool", "{secret:github}", "reply = \"Done.\"".to_string()));
     let stack = stack_with_brokerd(dir.path(), &steps, "");
     let run = stack.boxctl(&["task", "--session", "mallory", "exfiltrate the token"]);
@@ -136,7 +135,11 @@ fn every_way_out_is_denied_and_the_model_sees_only_placeholders() {
     let mut expected = vec!["leak".to_string(); denials];
     expected.push("allowed".to_string());
     assert_eq!(reasons, expected, "{audit}");
-    assert_eq!(audit.matches("\"leak\":\"github\"").count(), denials, "{audit}");
+    assert_eq!(
+        audit.matches("\"leak\":\"github\"").count(),
+        denials,
+        "{audit}"
+    );
 
     // The model saw denials and a placeholder, never the value.
     let results = results(&records(&stack, "mallory"));
@@ -154,7 +157,10 @@ fn every_way_out_is_denied_and_the_model_sees_only_placeholders() {
     let paths = seen.lock().unwrap().clone();
     assert_eq!(paths, ["/go"], "{paths:?}");
     let b64 = base64::engine::general_purpose::STANDARD.encode(VALUE);
-    for text in [audit, std::fs::read_to_string(dir.path().join("brokerd.log")).unwrap()] {
+    for text in [
+        audit,
+        std::fs::read_to_string(dir.path().join("brokerd.log")).unwrap(),
+    ] {
         assert!(!text.contains(VALUE) && !text.contains(&b64), "{text}");
     }
 }

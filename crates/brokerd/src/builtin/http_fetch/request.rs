@@ -40,10 +40,10 @@ pub(crate) const PARAMS: [Param; 4] = [
         name: "headers",
         kind: Kind::StringMap,
         required: false,
-        description: "Request headers to add, name to value (at most 16). Host, \
-                      Content-Length, User-Agent and the connection headers are set by the \
-                      tool, and so is any header the grant attaches (such as Authorization): \
-                      those cannot be given.",
+        description: "Extra request headers, name to value (at most 16); usually none \
+                      are needed. Host, Content-Length, User-Agent and the connection headers \
+                      are set by the tool (a value given for them is ignored); a header the \
+                      grant attaches (such as Authorization) cannot be given.",
     },
     Param {
         name: "body",
@@ -172,8 +172,8 @@ fn method(asked: Option<&str>, grant: &HttpGrant) -> Result<Method, ToolError> {
     Method::from_bytes(name.as_bytes()).map_err(|_| refused())
 }
 
-/// The model's headers, checked: at most [`MAX_HEADERS`], each a valid name that is neither
-/// reserved nor one the grant attaches, given once, with a valid value.
+/// The model's headers, checked: at most [`MAX_HEADERS`], each a valid name that is not one
+/// the grant attaches, given once, with a valid value; a reserved one is left out.
 fn headers(
     given: &[(&str, &str)],
     grant: &HttpGrant,
@@ -189,11 +189,12 @@ fn headers(
     for (name, value) in given {
         let header = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| invalid(format!("{name:?} is not a valid header name")))?;
-        // HeaderName is lower case, as RESERVED_HEADERS are.
+        // HeaderName is lower case, as RESERVED_HEADERS are. The tool sets these itself, so
+        // the model's value is dropped rather than refused: small models add `Host` (the
+        // URL's own) unasked, and a refusal sent Qwen2.5-Coder-0.5B off course for the rest
+        // of its turn. Dropped, it changes nothing: the tool's own value is what goes out.
         if RESERVED_HEADERS.contains(&header.as_str()) {
-            return Err(invalid(format!(
-                "header {name:?} is set by the tool itself; a call cannot set it"
-            )));
+            continue;
         }
         if grant.headers.keys().any(|g| g.eq_ignore_ascii_case(name)) {
             return Err(invalid(format!(
