@@ -12,9 +12,9 @@
 # lets a path through its type only so that an assertion can say why it is refused; the module
 # itself only ever uses `toString`, which does not copy.
 #
-# Also here: the unit's ExecReload. brokerd runs under boxd, in the one unit; boxd has no
-# SIGHUP handler (the signal would end it, and with it the whole appliance), so the reload
-# signals boxd's child named brokerd, not the main process.
+# Also here: the unit's ExecReload. brokerd runs under boxd, in the one unit; boxd has nothing
+# to reload and ignores SIGHUP, so the reload signals boxd's child named brokerd, not the main
+# process.
 { config, lib, pkgs, ... }:
 
 let

@@ -12,6 +12,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// What boxd logs on SIGHUP, which it ignores (tests wait for it).
+pub const SIGHUP_IGNORED: &str = "SIGHUP: boxd has nothing to reload and keeps running; to \
+     reload brokerd's secrets, send SIGHUP to brokerd (docs/secrets.md)";
+
 /// Runs the children of `cfg` until SIGTERM or SIGINT (then `Ok`) or until something fails.
 pub fn run(cfg: Config) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -21,6 +25,15 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     runtime.block_on(async {
         let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+        // SIGHUP would end boxd (its default), and with it the appliance: `systemctl kill
+        // --signal=HUP` reaches every process of the unit, and an operator who means to reload
+        // brokerd's secrets may send it to boxd. boxd has nothing to reload: it says so.
+        let mut hup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                tracing::warn!("{SIGHUP_IGNORED}");
+            }
+        });
         let (tx, rx) = watch::channel(false);
         tokio::spawn(async move {
             let name = tokio::select! {

@@ -54,6 +54,23 @@ fn children_start_in_order_each_once_ready_and_stop_in_reverse_on_sigterm() {
 }
 
 #[test]
+fn sighup_is_ignored_and_the_children_keep_running() {
+    let mut s = Setup::new(RESTART);
+    s.child("a", &[], "");
+    let mut boxd = s.start(&[]);
+    boxd.wait_for("a listening");
+    boxd.signal(Signal::SIGHUP);
+    support::wait_until("boxd to say it ignores SIGHUP", || {
+        boxd.stderr().contains(boxd::daemon::SIGHUP_IGNORED)
+    });
+    let pids = boxd.pids();
+    assert!(pids.iter().all(|pid| support::runs(*pid)), "{pids:?}");
+    assert!(!boxd.events().contains(&"a stop".to_string()));
+    boxd.signal(Signal::SIGTERM);
+    assert_eq!(boxd.wait_exit().code(), Some(0), "{}", boxd.stderr());
+}
+
+#[test]
 fn sigint_stops_too() {
     let mut s = Setup::new(RESTART);
     s.child("a", &[], "");

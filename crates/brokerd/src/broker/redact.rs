@@ -36,6 +36,16 @@ impl Redaction {
 
     /// `text` with every secret replaced by `{secret:NAME}`.
     pub(super) fn text(&mut self, text: String) -> String {
+        self.redact(text, false)
+    }
+
+    /// [`Redaction::text`] of a result its tool cut at the end (`truncated`): the start of a
+    /// value the cut went through goes too ([`crate::secrets::Guard::redact_cut`]).
+    pub(super) fn cut_text(&mut self, text: String) -> String {
+        self.redact(text, true)
+    }
+
+    fn redact(&mut self, text: String, cut: bool) -> String {
         let now = self.store.current();
         let sets = if Arc::ptr_eq(&self.call, &now) {
             vec![now]
@@ -44,7 +54,11 @@ impl Redaction {
         };
         let mut text = text;
         for secrets in &sets {
-            let redacted = secrets.guard().redact(&text);
+            let redacted = if cut {
+                secrets.guard().redact_cut(&text)
+            } else {
+                secrets.guard().redact(&text)
+            };
             if redacted.names.is_empty() {
                 continue;
             }

@@ -58,10 +58,16 @@ impl Broker {
                 // keep its start, which no form of the value would match any more (it may
                 // cut a `{secret:NAME}` in half, which says no more than the name). A cut
                 // the tool made itself, reading no more than the cap, comes before brokerd
-                // sees the text: the guard takes the start of a value left at the end of a
-                // text or a line for that (`secrets::guard`).
+                // sees the text: for a result marked truncated the guard also takes the start
+                // of a value left at its end (`http_fetch`, `read_file`); `exec` does so for
+                // each capped stream, and an MCP tool redacts before it caps.
+                let content = if output.truncated {
+                    redaction.cut_text(output.content)
+                } else {
+                    redaction.text(output.content)
+                };
                 let output = ToolOutput {
-                    content: redaction.text(output.content),
+                    content,
                     truncated: output.truncated,
                 };
                 answered(labelled(output, &grant, cap_bytes))

@@ -78,6 +78,19 @@ const PARAMS: [Param; 4] = [
     },
 ];
 
+/// A stream capped at `max_output_bytes` may end in the start of a secret the program printed
+/// (`printenv` of a grant's env, padded by the model to put the cut there); that start is
+/// redacted here, where the cut is known. Whole values are redacted by the broker.
+fn redact_cut_end(output: &mut bxsandbox::Output, secrets: &crate::secrets::Secrets) {
+    if output.truncated {
+        let kept = String::from_utf8_lossy(&output.bytes).into_owned();
+        let redacted = secrets.guard().redact_cut(&kept);
+        if !redacted.names.is_empty() {
+            output.bytes = redacted.text.into_owned().into_bytes();
+        }
+    }
+}
+
 /// Starts bubblewrap registered with brokerd's `reaper`: brokerd reaps the zombie children it
 /// did not spawn, and would otherwise take bubblewrap's exit status, failing the run (or the
 /// probe) with ECHILD.
@@ -179,9 +192,11 @@ impl Tool for Exec {
         Box::pin(async move {
             let call = checked(arguments, ctx)?;
             let spec = spec(call, &ctx.grant.exec, ctx.secrets)?;
-            let outcome = bxsandbox::run(&spec, &self.walls)
+            let mut outcome = bxsandbox::run(&spec, &self.walls)
                 .await
                 .map_err(|e| ToolError::Failed(format!("exec could not run the program: {e}")))?;
+            redact_cut_end(&mut outcome.stdout, ctx.secrets);
+            redact_cut_end(&mut outcome.stderr, ctx.secrets);
             Ok(ToolOutput {
                 content: report::text(&outcome),
                 truncated: outcome.stdout.truncated || outcome.stderr.truncated,

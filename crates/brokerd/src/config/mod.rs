@@ -199,6 +199,13 @@ impl Config {
             for (name, value) in &server.env {
                 secrets::check_template(&format!("mcp[{i}].env.{name}"), value, &known, p);
             }
+            secrets::check_no_template(&format!("mcp[{i}].command"), &server.command, p);
+            for (j, arg) in server.args.iter().enumerate() {
+                secrets::check_no_template(&format!("mcp[{i}].args[{j}]"), arg, p);
+            }
+        }
+        for (i, grant) in self.grants.iter().enumerate() {
+            secrets::check_grant_keeps_secrets(i, grant, p);
         }
     }
 }

@@ -116,7 +116,10 @@ impl McpTool {
             }
         };
         let failed = result.is_error == Some(true);
-        let (content, truncated) = cap(render(result), ctx.result_cap_bytes);
+        // Redacted before the cap, which then cannot cut a value in half and keep its start.
+        let rendered = render(result);
+        let rendered = ctx.secrets.guard().redact(&rendered).text.into_owned();
+        let (content, truncated) = cap(rendered, ctx.result_cap_bytes);
         if failed {
             Err(ToolError::Failed(content))
         } else {

@@ -1,5 +1,5 @@
 //! The forms of a secret's value the guard looks for: the value, reversed, percent-encoded,
-//! hex, and base64 and base64url at each of the three alignments a value can take inside a
+//! JSON-escaped, hex, and base64 and base64url at each of the three alignments a value can take inside a
 //! longer encoded text.
 //!
 //! Base64 turns three bytes into four characters, so the characters that encode a value
@@ -20,7 +20,8 @@ const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~');
 
 /// The forms matched case-sensitively: the value, reversed, percent-encoded (upper- and
-/// lower-case hex), base64 and base64url at each alignment. Without repeats.
+/// lower-case hex), JSON-escaped (with and without `\/`), base64 and base64url at each
+/// alignment. Without repeats.
 pub fn exact_forms(value: &str) -> Vec<Vec<u8>> {
     let mut forms: Vec<Vec<u8>> = vec![
         value.as_bytes().to_vec(),
@@ -29,6 +30,13 @@ pub fn exact_forms(value: &str) -> Vec<Vec<u8>> {
     let upper = utf8_percent_encode(value, UNRESERVED).to_string();
     forms.push(lower_percent_hex(&upper).into_bytes());
     forms.push(upper.into_bytes());
+    // Inside a JSON string (an MCP server's structured content, an API's answer): a PEM key's
+    // newlines as `\n`, a quote as `\"`, and `/` as `\/` as some encoders write it.
+    if let Ok(quoted) = serde_json::to_string(value) {
+        let escaped = &quoted[1..quoted.len() - 1];
+        forms.push(escaped.as_bytes().to_vec());
+        forms.push(escaped.replace('/', "\\/").into_bytes());
+    }
     for engine in [STANDARD_NO_PAD, URL_SAFE_NO_PAD] {
         for shift in 0..3 {
             if let Some(core) = base64_core(&engine, value.as_bytes(), shift) {

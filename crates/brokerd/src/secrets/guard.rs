@@ -2,20 +2,21 @@
 //! secret ([`super::encodings`]), to find a secret in outgoing text and to redact it from
 //! incoming text.
 //!
-//! Redaction also takes the start of a form that a cut left at the end of a text or of a
-//! line ([`CUT_PREFIX_MIN_BYTES`] or more of it): the tools cut what they read at the result
-//! cap before brokerd sees it (`http_fetch` and `read_file` at the end of the text, `exec`
-//! each stream before the newline its report adds, an MCP tool before `\n[truncated]`), and a
-//! value the cut went through is no longer whole, so no form of it matches. Whoever chooses
-//! where the cut falls (a model that pads an MCP server's echo) would otherwise read the
-//! value's first bytes.
+//! A text that was cut (at a cap, before brokerd saw the rest) may end in the start of a
+//! value, which no whole form matches. [`Guard::redact_cut`] also takes such a start at the
+//! very end of the text ([`CUT_PREFIX_MIN_BYTES`] or more of it): whoever chooses where the
+//! cut falls (a model that pads a page) would otherwise read the value's first bytes. Only the
+//! tools know where they cut, so they ask for it there: the broker for a result a tool marked
+//! truncated (`http_fetch` and `read_file` cut at the end), `exec` for each capped stream; an
+//! MCP tool redacts before it caps. Anywhere else the rule would eat the ends of ordinary
+//! lines (`size: 16768` ends like the hex of `ghp_`).
 
 use super::encodings::{caseless_forms, exact_forms};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use std::borrow::Cow;
 
-/// The fewest bytes of a form's start that redaction takes for a value cut short at the end
-/// of a text or a line. Fewer stay (a cut can leave up to 3 bytes of a value's start, or of
+/// The fewest bytes of a form's start that [`Guard::redact_cut`] takes for a value cut short
+/// at the end of a text. Fewer stay (a cut can leave up to 3 bytes of a value's start, or of
 /// its end reversed): matching shorter starts would redact ordinary words at line ends.
 pub const CUT_PREFIX_MIN_BYTES: usize = super::load::MIN_SECRET_BYTES / 2;
 
@@ -103,13 +104,20 @@ impl Starts {
 
 /// Finds secrets in text: [`Guard::find`] for what goes out, [`Guard::redact`] for what
 /// comes in.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Guard {
     names: Vec<String>,
     exact: Option<Matcher>,
     caseless: Option<Matcher>,
     forms: Vec<Form>,
     starts: Option<Starts>,
+}
+
+/// Names only: the patterns are the values.
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard").field("names", &self.names).finish()
+    }
 }
 
 /// Text with every secret found in it replaced by `{secret:NAME}`.
@@ -189,10 +197,19 @@ impl Guard {
         }
     }
 
-    /// `text` with every listed form of every secret replaced by `{secret:NAME}`, and so is
-    /// the start ([`CUT_PREFIX_MIN_BYTES`] or more) of a form that ends the text or a line
-    /// (a value a cut went through; see the module's comment).
+    /// `text` with every listed form of every secret replaced by `{secret:NAME}`.
     pub fn redact<'a>(&self, text: &'a str) -> Redacted<'a> {
+        self.redact_with(text, false)
+    }
+
+    /// [`Guard::redact`] of a text that was cut at its end: the start of a form that ends
+    /// the text ([`CUT_PREFIX_MIN_BYTES`] or more of it) is replaced too (see the module's
+    /// comment).
+    pub fn redact_cut<'a>(&self, text: &'a str) -> Redacted<'a> {
+        self.redact_with(text, true)
+    }
+
+    fn redact_with<'a>(&self, text: &'a str, cut: bool) -> Redacted<'a> {
         let mut found = Vec::new();
         let mut out = Cow::Borrowed(text);
         for matcher in [&self.exact, &self.caseless].into_iter().flatten() {
@@ -200,15 +217,14 @@ impl Guard {
                 out = Cow::Owned(replaced);
             }
         }
-        if let Some(replaced) = self.replace_cut(&out, &mut found) {
+        if cut && let Some(replaced) = self.replace_cut(&out, &mut found) {
             out = Cow::Owned(replaced);
         }
-        found.sort();
-        found.dedup();
-        Redacted {
-            text: out,
-            names: found.into_iter().map(|i| self.names[i].clone()).collect(),
-        }
+        // Names, not indices: a retired value shares its secret's name.
+        let mut names: Vec<String> = found.into_iter().map(|i| self.names[i].clone()).collect();
+        names.sort();
+        names.dedup();
+        Redacted { text: out, names }
     }
 
     /// `text` with `matcher`'s matches replaced, or None when it has none.
@@ -236,7 +252,7 @@ impl Guard {
         Some(out)
     }
 
-    /// `text` with every start of a form that a cut left (see [`Guard::redact`]) replaced, or
+    /// `text` with the start of a form that ends it (see [`Guard::redact_cut`]) replaced, or
     /// None when it has none.
     fn replace_cut(&self, text: &str, found: &mut Vec<usize>) -> Option<String> {
         let starts = self.starts.as_ref()?;
@@ -252,7 +268,7 @@ impl Guard {
                 .count();
             let end = m.start() + held;
             // A whole form is the exact matchers' (a repeat of one that they replaced).
-            let at_cut = end == bytes.len() || bytes[end] == b'\n';
+            let at_cut = end == bytes.len();
             if held < form.bytes.len() && at_cut {
                 cuts.push((m.start(), end, form.owner));
             }

@@ -4,7 +4,7 @@
 
 use super::SecretConfig;
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The environment variable systemd sets to the directory of a unit's credentials.
@@ -45,10 +45,10 @@ pub enum SecretError {
         /// Its file.
         path: PathBuf,
     },
-    /// Every user may read it.
+    /// Every user may read it, or write it (and plant a value of their own).
     #[error(
-        "secret {name:?}: {} is readable by every user (mode {mode:04o}): make it readable \
-         by brokerd's user only (chmod o-r), or load it with LoadCredential=",
+        "secret {name:?}: {} is readable or writable by every user (mode {mode:04o}): make \
+         it brokerd's user's only (chmod o-rw), or load it with LoadCredential=",
         path.display()
     )]
     WorldReadable {
@@ -96,14 +96,20 @@ pub fn read(secret: &SecretConfig, credentials: Option<&Path>) -> Result<String,
         path: path.clone(),
         why: e.kind().to_string(),
     };
-    let file = std::fs::File::open(&path).map_err(unreadable)?;
+    // Non-blocking: a FIFO put where the file should be would otherwise hang brokerd here
+    // (before the check below could say it is not a file). A regular file reads as ever.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&path)
+        .map_err(unreadable)?;
     // The opened file's own metadata: what is checked is what is read.
     let meta = file.metadata().map_err(unreadable)?;
     if !meta.is_file() {
         return Err(SecretError::NotAFile { name: name(), path });
     }
     let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o004 != 0 {
+    if mode & 0o006 != 0 {
         return Err(SecretError::WorldReadable {
             name: name(),
             path,

@@ -33,10 +33,18 @@ pub struct SecretConfig {
     pub file: Option<PathBuf>,
 }
 
-/// The secret values brokerd holds, and the guard made of them.
+/// How many values a reload replaced the guard keeps looking for, newest first: an MCP
+/// server started before the reload still holds its old value (and can echo it), and an old
+/// value may still be live where it was issued.
+pub const MAX_RETIRED_VALUES: usize = 64;
+
+/// The secret values brokerd holds, and the guard made of them (which also knows the values
+/// reloads replaced: [`MAX_RETIRED_VALUES`]).
 #[derive(Clone, Default)]
 pub struct Secrets {
     values: BTreeMap<String, String>,
+    /// `(name, value)` of values replaced by reloads in this process, newest first.
+    retired: Vec<(String, String)>,
     guard: Guard,
 }
 
@@ -62,8 +70,41 @@ impl Secrets {
 
     /// Secrets from `values`, by name, with their guard.
     pub fn build(values: BTreeMap<String, String>) -> Result<Secrets, SecretError> {
-        let guard = Guard::new(values.iter().map(|(n, v)| (n.as_str(), v.as_str())))?;
-        Ok(Secrets { values, guard })
+        Secrets::with_retired(values, Vec::new())
+    }
+
+    /// Secrets from `values`, whose guard also looks for `retired` values (redacted and
+    /// refused under their secret's name, never attached).
+    fn with_retired(
+        values: BTreeMap<String, String>,
+        mut retired: Vec<(String, String)>,
+    ) -> Result<Secrets, SecretError> {
+        retired.retain(|(name, value)| values.get(name) != Some(value));
+        retired.truncate(MAX_RETIRED_VALUES);
+        let current = values.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+        let old = retired.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+        let guard = Guard::new(current.chain(old))?;
+        Ok(Secrets {
+            values,
+            retired,
+            guard,
+        })
+    }
+
+    /// Secrets of `values` after a reload of `self`: what changed joins the retired values.
+    fn replaced_by(&self, values: BTreeMap<String, String>) -> Result<Secrets, SecretError> {
+        let mut retired: Vec<(String, String)> = self
+            .values
+            .iter()
+            .filter(|(name, value)| values.get(*name) != Some(*value))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        for old in &self.retired {
+            if !retired.contains(old) {
+                retired.push(old.clone());
+            }
+        }
+        Secrets::with_retired(values, retired)
     }
 
     /// The value of the secret `name`.
@@ -122,7 +163,7 @@ impl SecretStore {
     pub fn reload(&self, configs: &[SecretConfig], credentials: Option<&Path>) -> Vec<SecretError> {
         let old = self.current();
         let (values, mut errors) = read_all(configs, credentials, &old.values);
-        match Secrets::build(values) {
+        match old.replaced_by(values) {
             Ok(secrets) => {
                 *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(secrets)
             }

@@ -56,7 +56,7 @@ fn a_world_readable_or_missing_file_is_a_clear_error_without_the_value() {
     let errors = SecretStore::load(&[open, missing, short], None).unwrap_err();
     let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
     assert!(
-        text[0].contains("readable by every user (mode 0644)"),
+        text[0].contains("readable or writable by every user (mode 0644)"),
         "{}",
         text[0]
     );
@@ -86,7 +86,69 @@ fn a_reload_takes_new_values_and_keeps_the_old_one_of_a_file_it_cannot_read() {
     assert_eq!(now.value("a"), Some("second-value-a"));
     assert_eq!(now.value("b"), Some("first-value-b"));
     assert!(now.guard().find(b"x=second-value-a").is_some());
-    assert!(now.guard().find(b"x=first-value-a").is_none());
+    // The replaced value stays guarded (see the test below).
+    assert_eq!(now.guard().find(b"x=first-value-a"), Some("a"));
+}
+
+#[test]
+fn a_value_a_reload_replaced_is_still_redacted_and_refused() {
+    // An MCP server started before the reload still holds the old value and can echo it.
+    let dir = tempfile::tempdir().unwrap();
+    let a = secret_file(dir.path(), "a", "first-value-a", 0o600);
+    let store = SecretStore::load(std::slice::from_ref(&a), None).unwrap();
+    for next in ["second-value-a", "third-value-a"] {
+        std::fs::write(a.file.as_ref().unwrap(), next).unwrap();
+        assert!(store.reload(std::slice::from_ref(&a), None).is_empty());
+    }
+    let now = store.current();
+    assert_eq!(now.value("a"), Some("third-value-a"));
+    let echoed = "old first-value-a, older second-value-a, now third-value-a";
+    let redacted = now.guard().redact(echoed);
+    assert_eq!(
+        redacted.text,
+        "old {secret:a}, older {secret:a}, now {secret:a}"
+    );
+    assert_eq!(redacted.names, ["a"]);
+    assert_eq!(now.guard().find(b"?k=first-value-a"), Some("a"));
+}
+
+#[test]
+fn a_fifo_or_a_world_writable_file_is_refused_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = SecretConfig {
+        name: "fifo".into(),
+        file: Some(fifo),
+    };
+    let errors = SecretStore::load(&[config], None).unwrap_err();
+    assert!(
+        errors[0].to_string().contains("not a regular file"),
+        "{}",
+        errors[0]
+    );
+    let planted = secret_file(dir.path(), "planted", VALUE, 0o602);
+    let errors = SecretStore::load(&[planted], None).unwrap_err();
+    assert!(errors[0].to_string().contains("mode 0602"), "{}", errors[0]);
+}
+
+#[test]
+fn a_value_inside_a_json_string_is_redacted_escaped() {
+    let pem = "-----BEGIN KEY-----\nMIIEvQIBADAN/Bgkq\"hkiG9w0\n-----END KEY-----";
+    let secrets = Secrets::from_values([("key", pem)]);
+    let json = serde_json::json!({ "key": pem }).to_string();
+    let redacted = secrets.guard().redact(&json);
+    assert_eq!(redacted.text, r#"{"key":"{secret:key}"}"#);
+    let slashed = json.replace('/', "\\/");
+    assert_eq!(
+        secrets.guard().redact(&slashed).text,
+        r#"{"key":"{secret:key}"}"#
+    );
 }
 
 #[test]
@@ -157,38 +219,50 @@ fn redaction_replaces_the_value_and_its_encodings_with_the_placeholder() {
 }
 
 #[test]
-fn the_start_of_a_value_a_cut_left_at_the_end_of_a_text_or_a_line_is_redacted() {
+fn the_start_of_a_value_a_cut_left_at_the_end_of_a_text_is_redacted() {
     let secrets = guard();
     let g = secrets.guard();
     let half = &VALUE[..VALUE.len() / 2];
     // http_fetch and read_file: the text ends where the cap cut.
     let page = format!("token: {half}");
-    assert_eq!(g.redact(&page).text, "token: {secret:github}");
-    assert_eq!(g.redact(&page).names, ["github"]);
-    // exec: a capped stream, then the report's newline and the next stream.
-    let report = format!("stdout (first 20 of 90 bytes):\nAPI_KEY={half}\nstderr (0 bytes):\n");
-    assert_eq!(
-        g.redact(&report).text,
-        "stdout (first 20 of 90 bytes):\nAPI_KEY={secret:github}\nstderr (0 bytes):\n"
-    );
-    // An MCP tool: cut, then brokerd's marker.
+    assert_eq!(g.redact_cut(&page).text, "token: {secret:github}");
+    assert_eq!(g.redact_cut(&page).names, ["github"]);
+    // A cut hex form, in any case.
     let hex_half = &hex::encode(VALUE)[..20];
-    let mcp = format!("{}\n[truncated]", hex_half.to_uppercase());
-    assert_eq!(g.redact(&mcp).text, "{secret:github}\n[truncated]");
+    assert_eq!(
+        g.redact_cut(&hex_half.to_uppercase()).text,
+        "{secret:github}"
+    );
     // Reversed, the value's end comes first.
     let reversed: String = VALUE.chars().rev().take(9).collect();
-    assert_eq!(g.redact(&format!("x {reversed}")).text, "x {secret:github}");
+    assert_eq!(
+        g.redact_cut(&format!("x {reversed}")).text,
+        "x {secret:github}"
+    );
+    // Without a cut, a text's end is its own.
+    assert_eq!(g.redact(&page).text, page);
 }
 
 #[test]
-fn a_start_shorter_than_the_minimum_or_not_at_a_cut_is_left() {
+fn a_start_shorter_than_the_minimum_or_not_at_the_cut_is_left() {
     let secrets = guard();
     let g = secrets.guard();
     let short = &VALUE[..CUT_PREFIX_MIN_BYTES - 1];
-    let text = format!("ends with {short}\nand {}, mid-line", &VALUE[..10]);
-    let redacted = g.redact(&text);
-    assert_eq!(redacted.text, text);
-    assert!(redacted.names.is_empty());
+    let text = format!("ends with {short}");
+    assert_eq!(g.redact_cut(&text).text, text);
+    // Line ends are not cuts: `size: 16768` ends like the hex of "ghp_" (6768...).
+    let lines = format!(
+        "size: 16768
+{}
+and {}, mid-line",
+        &VALUE[..10],
+        &VALUE[..10]
+    );
+    let ended = format!("{lines}.");
+    for (text, redacted) in [(&lines, g.redact(&lines)), (&ended, g.redact_cut(&ended))] {
+        assert_eq!(&redacted.text, text);
+        assert!(redacted.names.is_empty());
+    }
 }
 
 proptest! {
@@ -231,7 +305,7 @@ proptest! {
         let secrets = Secrets::from_values([("s", value.as_str())]);
         let kept = &value[..cut.min(value.len())];
         let text = format!("{before}{kept}");
-        let redacted = secrets.guard().redact(&text);
+        let redacted = secrets.guard().redact_cut(&text);
         if kept.len() >= CUT_PREFIX_MIN_BYTES {
             prop_assert!(redacted.text.ends_with("{secret:s}"), "{}", redacted.text);
         }

@@ -112,8 +112,12 @@ async fn mcp_a_secret_in_env_reaches_the_server_and_its_tools_say_authenticated(
         .unwrap();
     let secrets = store.current();
     let echo = tool(&servers, "keyed_echo_env");
-    // At the tool level the value is there; the broker redacts results before the model.
-    assert_eq!(call(&*echo, json!({}), &secrets).await.unwrap(), VALUE);
+    // The server echoed the value (only the value becomes the placeholder): the tool redacts
+    // before it caps, and the broker again before the model.
+    assert_eq!(
+        call(&*echo, json!({}), &secrets).await.unwrap(),
+        "{secret:x}"
+    );
     assert!(echo.authenticated());
     let plain = tool(&servers, "plain_echo_env");
     assert_eq!(
@@ -268,9 +272,12 @@ async fn mcp_a_restart_takes_the_reloaded_value_and_the_old_one_stays_redacted()
     assert_eq!(store.reload(&configs, None), Vec::new());
     let secrets = store.current();
     let echo = tool(&servers, "keyed_echo_env");
-    assert_eq!(call(&*echo, json!({}), &secrets).await.unwrap(), VALUE);
+    assert_eq!(
+        call(&*echo, json!({}), &secrets).await.unwrap(),
+        "{secret:x}"
+    );
 
-    // It dies printing the old value, which brokerd's guard no longer holds: still redacted.
+    // It dies printing the old value, which brokerd's guard still holds (retired): redacted.
     let shout = tool(&servers, "keyed_shout");
     let _ = call(&*shout, json!({}), &secrets).await;
     let status = servers
@@ -283,8 +290,12 @@ async fn mcp_a_restart_takes_the_reloaded_value_and_the_old_one_stays_redacted()
     assert!(why.contains("key={secret:x}"), "{why}");
     assert!(!why.contains(VALUE), "{why}");
 
-    // Started again with the reloaded value.
+    // Started again with the reloaded value: the echo is the current secret, and so the
+    // placeholder (the old value would be too, but the server has only the new one).
     let echo = tool(&servers, "keyed_echo_env");
-    assert_eq!(call(&*echo, json!({}), &secrets).await.unwrap(), ROTATED);
+    let echoed = call(&*echo, json!({}), &Secrets::from_values([("x", ROTATED)])).await;
+    assert_eq!(echoed.unwrap(), "{secret:x}");
+    let unguarded = call(&*echo, json!({}), &Secrets::default()).await;
+    assert_eq!(unguarded.unwrap(), ROTATED);
     servers.shutdown().await;
 }

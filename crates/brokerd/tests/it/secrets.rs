@@ -216,12 +216,13 @@ async fn a_result_is_redacted_before_the_cap_and_a_value_a_tool_cut_leaves_no_st
     let dir = tempfile::tempdir().unwrap();
     // The cap falls in the middle of the value as the tool gave it.
     let padded = Fixed::text("padded", &format!("key: {VALUE} and more text after it"));
-    // The tool itself cut at the cap, in the middle of the value (an MCP server's echo).
+    // The tool itself cut at the cap, at the end of its text, in the middle of the value (a
+    // page `http_fetch` read no further than the cap).
     let half = &VALUE[..VALUE.len() / 2];
     let cut = Fixed::new(
         "cut",
         Ok(ToolOutput {
-            content: format!("API_KEY={half}\n[truncated]"),
+            content: format!("API_KEY={half}"),
             truncated: true,
         }),
     );
@@ -444,6 +445,6 @@ async fn after_a_reload_the_new_value_is_redacted() {
     let ToolResponse::Result { content, .. } = answer else {
         panic!("{answer:?}");
     };
-    // The old value is not a secret any more.
-    assert_eq!(content, format!("{PLACEHOLDER} / {VALUE}"));
+    // The old value is still looked for: a server started before the reload may hold it.
+    assert_eq!(content, format!("{PLACEHOLDER} / {PLACEHOLDER}"));
 }

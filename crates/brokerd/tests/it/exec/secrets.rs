@@ -143,3 +143,20 @@ async fn a_grant_env_secret_reaches_the_program_through_the_broker() {
     assert!(succeeded(&r), "{r:?}");
     assert!(content(&r).contains("stdout (25 bytes)"), "{r:?}");
 }
+
+#[tokio::test]
+async fn a_stream_capped_through_a_secret_keeps_none_of_its_start() {
+    let Some(walls) = walls().await else { return };
+    let tree = Tree::new();
+    // 16 bytes kept of the 24-byte value and its newline: the cut goes through the value.
+    let grant = tree.grant(json!({
+        "programs": ["printenv"], "env": {"API_KEY": "{secret:x}"}, "max_output_bytes": 16,
+    }));
+    let b = broker(&tree, walls, vec![grant]);
+    let r = exec(&b, &["printenv", "API_KEY"]).await;
+    let text = content(&r);
+    // The count is of what the model gets: the placeholder, not the 16 bytes it replaced.
+    assert!(text.contains("of 25 bytes"), "{text}");
+    assert!(text.contains("{secret:x}"), "{text}");
+    assert!(!text.contains(&VALUE[..8]), "{text}");
+}

@@ -208,11 +208,11 @@ fn a_manual_run_whose_caller_went_away_still_ends_and_frees_its_schedule() {
         let s = bed.start(vec![hourly("")]);
         // The caller (an HTTP handler whose client hung up) is dropped after one poll, while
         // the run's start is being written down.
-        let dropped = tokio::time::timeout(Duration::ZERO, s.run_now("m")).await;
-        assert!(
-            dropped.is_err(),
-            "the run had not started at the first poll"
-        );
+        // Almost always the start is still being written at that poll; on a busy machine the
+        // blocking write can finish within it, and then the caller saw the run start. What
+        // follows must hold either way, so the outcome of the poll is not asserted (it was, and
+        // failed once under the full suite's load).
+        let _ = tokio::time::timeout(Duration::ZERO, s.run_now("m")).await;
         wait_got(&bed, 1).await;
         bed.stub.end(0, "done anyway", TurnEnd::Done, 0);
         wait_counts(&s, |c| c.finished >= 1).await;
