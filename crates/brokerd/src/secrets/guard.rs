@@ -172,6 +172,10 @@ impl Guard {
             if let Some(i) = self.first(&current) {
                 return Some(&self.names[i]);
             }
+            // Most text has no '%': skip the copy a decode would make.
+            if !current.contains(&b'%') {
+                break;
+            }
             let decoded: Vec<u8> = percent_encoding::percent_decode(&current).collect();
             if decoded == *current {
                 break;
@@ -259,18 +263,23 @@ impl Guard {
         let bytes = text.as_bytes();
         // (start, end, owner) of each cut form, by start.
         let mut cuts: Vec<(usize, usize, usize)> = Vec::new();
-        for m in starts.automaton.find_overlapping_iter(bytes) {
+        // A cut form ends at the end of the text and is shorter than its form: only the last
+        // (longest form) bytes can hold one, so only they are scanned.
+        let longest = self.forms.iter().map(|f| f.bytes.len()).max().unwrap_or(0);
+        let tail_from = bytes.len().saturating_sub(longest);
+        for m in starts.automaton.find_overlapping_iter(&bytes[tail_from..]) {
             let form = &self.forms[starts.form[m.pattern().as_usize()]];
-            let held = bytes[m.start()..]
+            let start = tail_from + m.start();
+            let held = bytes[start..]
                 .iter()
                 .zip(&form.bytes)
                 .take_while(|(a, b)| a == b || (form.caseless && a.eq_ignore_ascii_case(b)))
                 .count();
-            let end = m.start() + held;
+            let end = start + held;
             // A whole form is the exact matchers' (a repeat of one that they replaced).
             let at_cut = end == bytes.len();
             if held < form.bytes.len() && at_cut {
-                cuts.push((m.start(), end, form.owner));
+                cuts.push((start, end, form.owner));
             }
         }
         cuts.sort_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));

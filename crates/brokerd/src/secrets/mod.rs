@@ -27,7 +27,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 pub struct SecretConfig {
     /// The name: `[a-z0-9_]`, unique. Also the systemd credential's name when `file` is unset.
     pub name: String,
-    /// The file holding the value (absolute; not world-readable). None: the systemd
+    /// The file holding the value (absolute; neither world-readable nor world-writable). None: the systemd
     /// credential `$CREDENTIALS_DIRECTORY/<name>` (`LoadCredential=`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<PathBuf>,

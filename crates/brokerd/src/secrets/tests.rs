@@ -241,6 +241,11 @@ fn the_start_of_a_value_a_cut_left_at_the_end_of_a_text_is_redacted() {
     );
     // Without a cut, a text's end is its own.
     assert_eq!(g.redact(&page).text, page);
+    // Only the tail is scanned for a cut: a long page's end is found where it lies.
+    let long = format!("{}{half}", "a line of a page\n".repeat(4096));
+    let redacted = g.redact_cut(&long);
+    assert!(redacted.text.ends_with("a line of a page\n{secret:github}"));
+    assert_eq!(redacted.names, ["github"]);
 }
 
 #[test]
@@ -299,7 +304,7 @@ proptest! {
     #[test]
     fn a_cut_never_leaves_enough_of_the_value_to_read(
         value in "[a-zA-Z0-9]{8,40}",
-        before in "[ -~]{0,12}",
+        before in "[ -~]{0,200}",
         cut in 0usize..40,
     ) {
         let secrets = Secrets::from_values([("s", value.as_str())]);
