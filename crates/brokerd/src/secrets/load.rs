@@ -85,9 +85,9 @@ pub fn path_of(secret: &SecretConfig, credentials: Option<&Path>) -> Result<Path
     }
 }
 
-/// Reads `secret`'s value: a regular file, neither world-readable nor world-writable, UTF-8, between
-/// [`MIN_SECRET_BYTES`] and [`MAX_SECRET_BYTES`] bytes once one final newline (`\n` or
-/// `\r\n`, as editors and `echo` leave) is dropped.
+/// Reads `secret`'s value: a regular file, neither world-readable nor world-writable, UTF-8,
+/// between [`MIN_SECRET_BYTES`] and [`MAX_SECRET_BYTES`] bytes once one final newline (`\n`
+/// or `\r\n`, as editors and `echo` leave) is dropped.
 pub fn read(secret: &SecretConfig, credentials: Option<&Path>) -> Result<String, SecretError> {
     let path = path_of(secret, credentials)?;
     let name = || secret.name.clone();
