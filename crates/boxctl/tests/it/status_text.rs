@@ -26,6 +26,7 @@ fn status(broker: BrokerStatus) -> Status {
                 background: 1,
                 subagent: 2,
             },
+            endpoints: Vec::new(),
         },
         usage: proto::api::UsageToday {
             day: "2026-12-01".into(),

@@ -6,6 +6,7 @@ use super::{EngineParts, Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
 use crate::blocking::OnRuntimeThread;
 use crate::session::Session;
+use crate::route::Targets;
 use crate::tools::Registry;
 use crate::turn::{
     NoOwner, Owner, Runtime, Stop, TurnError, finish_turn, run_foreground, start_task,
@@ -49,24 +50,27 @@ struct Ran {
     session: Session,
     registry: Registry,
     result: Result<TurnEnd, TurnError>,
+    /// Where its calls went: the background work goes near them.
+    models: Targets,
 }
 
 /// The runtime of a task of this engine with `registry`, whose calls wait for the owner
 /// through `owner` and whose spending goes to `meter`.
 pub(super) fn runtime<'a>(
     parts: &'a EngineParts,
+    models: &'a Targets,
     registry: &'a Registry,
     owner: &'a dyn Owner,
     meter: &'a dyn crate::turn::Meter,
 ) -> Runtime<'a> {
     Runtime {
         cfg: &parts.cfg,
-        client: &parts.client,
+        models,
         blocking: &parts.blocking,
         port: parts.port.as_ref(),
         registry,
         system: &parts.system,
-        n_ctx: parts.server.n_ctx,
+        n_ctx: parts.models.server().n_ctx,
         children: &crate::subagent::Subagents,
         owner,
         meter,
@@ -77,11 +81,12 @@ pub(super) fn runtime<'a>(
 /// The main-slot permit is given back on return, and the submitter's event stream ends (its
 /// sender is dropped here, after the turn's `ended` event). `None`: the task did not run.
 fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> Option<Ran> {
-    let slots = inner.slots.clone();
+    let lease = inner.parts.models.main_for(id);
+    let gate = lease.gate.clone();
     let permit = inner
         .parts
         .blocking
-        .wait(async { Ok::<_, OnRuntimeThread>(slots.acquire_owned().await.ok()) });
+        .wait(async { Ok::<_, OnRuntimeThread>(gate.acquire_owned().await.ok()) });
     let permit = match permit {
         Ok(Some(permit)) => permit,
         Ok(None) => {
@@ -174,13 +179,14 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
     // approval, and on return.
     let owner = TurnOwner::new(
         &inner.approvals,
-        inner.slots.clone(),
+        lease.gate.clone(),
         permit,
         &parts.blocking,
         stop.clone(),
         pending.unattended,
     );
-    let rt = runtime(parts, &registry, &owner, &meter);
+    let models = parts.models.targets(&lease.target);
+    let rt = runtime(parts, &models, &registry, &owner, &meter);
     let ran = unwind::catch("a turn", id, || {
         run_foreground(&rt, &mut session, stop, &mut on_event)
     });
@@ -205,6 +211,7 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         session,
         registry,
         result,
+        models,
     })
 }
 
@@ -214,7 +221,8 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     if inner.shutting_down.load(Ordering::SeqCst) {
         return;
     }
-    let Some(_permit) = inner.background_permit() else {
+    let lease = inner.parts.models.background_near(&ran.models.main.endpoint);
+    let Some(_permit) = inner.permit(&lease) else {
         return;
     };
     if inner.shutting_down.load(Ordering::SeqCst) {
@@ -223,7 +231,9 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     tracing::debug!(session = %id, "background work after the turn");
     // No tool runs after the turn: nothing there asks the owner.
     let meter = inner.parts.meter.task(id.clone(), &ran.registry);
-    let rt = runtime(&inner.parts, &ran.registry, &NoOwner, &meter);
+    let mut models = ran.models.clone();
+    models.background = lease.target;
+    let rt = runtime(&inner.parts, &models, &ran.registry, &NoOwner, &meter);
     finish_turn(&rt, &mut ran.session, &ran.result);
     inner.parts.meter.save_or_warn();
     if !inner.shutting_down.load(Ordering::SeqCst) {
