@@ -12,12 +12,17 @@ pub const UNIX_URL_PREFIX: &str = "unix:";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Llama {
-    /// Base URL of llama-server: `http://host:port`, or `unix:/path/to.sock` for a Unix
-    /// socket (`--host PATH.sock`). Overridden by `--llama URL`.
+    /// Base URL of llama-server: `http://host:port`, `https://host[:port]` (the certificate
+    /// checked), or `unix:/path/to.sock` for a Unix socket (`--host PATH.sock`). Overridden by
+    /// `--llama URL`.
     pub url: String,
     /// A file holding the API key llama-server was started with (`--api-key-file`); none: no key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_file: Option<PathBuf>,
+    /// For an `https://` url: a PEM file of the CA certificate(s) to trust instead of the
+    /// system's root certificates; none: the system's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
     /// The longest a TCP connect may take, in milliseconds.
     pub connect_timeout_ms: u64,
     /// The longest one model call (a whole streamed answer) may take, in milliseconds.
@@ -44,6 +49,7 @@ impl Default for Llama {
         Llama {
             url: "http://127.0.0.1:8080".to_string(),
             api_key_file: None,
+            ca_file: None,
             connect_timeout_ms: 2_000,
             request_timeout_ms: 600_000,
             stall_timeout_ms: 60_000,
@@ -64,15 +70,18 @@ impl Llama {
                 "unix: needs a socket path, as in unix:/run/llama.sock",
             ),
             Some(path) => p.socket_path("llama.url", Path::new(path)),
-            None if self.url.starts_with("https://") => p.push(
-                "llama.url",
-                "https is not supported: loopd reaches llama-server on loopback or a private \
-                 network; use http://HOST:PORT or unix:/path.sock",
-            ),
             None => p.http_url("llama.url", &self.url),
         }
         if let Some(file) = &self.api_key_file {
             p.path_non_empty("llama.api_key_file", file);
+        }
+        if let Some(file) = &self.ca_file {
+            p.path_non_empty("llama.ca_file", file);
+            p.check(
+                self.url.starts_with("https://"),
+                "llama.ca_file",
+                format!("is only for an https:// llama.url, not {:?}", self.url),
+            );
         }
         p.at_least("llama.connect_timeout_ms", self.connect_timeout_ms, 1);
         p.at_least("llama.request_timeout_ms", self.request_timeout_ms, 1);
@@ -156,5 +165,24 @@ mod tests {
         assert!(empty[0].contains("llama.url"), "{empty:?}");
         let long = format!("unix:/{}", "s".repeat(200));
         assert_eq!(url_problems(&long).len(), 1);
+        assert_eq!(url_problems("https://gpu.lan:8443"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn config_llama_ca_file_is_only_for_https() {
+        let problems = |url: &str| {
+            let llama = Llama {
+                url: url.to_owned(),
+                ca_file: Some(PathBuf::from("/etc/boxmaker/lan-ca.pem")),
+                ..Llama::default()
+            };
+            let mut p = Problems::new();
+            llama.check(&mut p);
+            p.finish().err().unwrap_or_default()
+        };
+        assert!(problems("https://gpu.lan").is_empty());
+        let wrong = problems("http://127.0.0.1:8080");
+        assert_eq!(wrong.len(), 1, "{wrong:?}");
+        assert_eq!(wrong[0].key, "llama.ca_file");
     }
 }
