@@ -129,7 +129,10 @@ fn endpoints_text(llama: &proto::api::LlamaStatus, health: &str) -> String {
             e.sessions
         ));
         if let Some(error) = &e.last_error {
-            text.push_str(&format!("          last error: {}\n", one_line(error, None)));
+            text.push_str(&format!(
+                "          last error: {}\n",
+                one_line(error, None)
+            ));
         }
     }
     text

@@ -84,11 +84,7 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     });
     // Watched from now on: a turn goes only where the last look found the model up.
     let watching = tokio_util::sync::CancellationToken::new();
-    runtime.spawn(Arc::clone(&models).watch(
-        cfg_expect,
-        health_interval_ms,
-        watching.clone(),
-    ));
+    runtime.spawn(Arc::clone(&models).watch(cfg_expect, health_interval_ms, watching.clone()));
     let _stop_watching = watching.drop_guard();
     runtime.block_on(async {
         // First: a port in use stops loopd before it serves anything or starts a schedule's

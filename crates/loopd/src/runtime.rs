@@ -8,8 +8,8 @@
 use crate::blocking::Blocking;
 use crate::budget::Spend;
 use crate::config::Config;
-use crate::route::Targets;
 use crate::outcome::CallOutcome;
+use crate::route::Targets;
 use crate::session::Session;
 use crate::tools::{Registry, ToolPort};
 use bxcore::{ApprovalDecision, ApprovalId, CallId, ModelTimings, TurnEnd, TurnEvent, Usage};

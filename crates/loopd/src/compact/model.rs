@@ -97,8 +97,12 @@ pub fn ask(
         thinking: rt.cfg.r#loop.thinking,
     };
     let measure = &mut |messages: &[ChatMessage]| {
-        rt.blocking
-            .wait(rt.models.background.client.prompt_tokens(&request(messages.to_vec())))
+        rt.blocking.wait(
+            rt.models
+                .background
+                .client
+                .prompt_tokens(&request(messages.to_vec())),
+        )
     };
     let messages = match fit(&parts, budget, measure) {
         Ok(messages) => messages,

@@ -39,7 +39,10 @@ pub fn before_call(rt: &Runtime<'_>, session: &mut Session) -> Result<(), Baseli
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
     };
-    let tokens = match rt.blocking.wait(rt.models.main.client.prompt_tokens(&request)) {
+    let tokens = match rt
+        .blocking
+        .wait(rt.models.main.client.prompt_tokens(&request))
+    {
         Ok(tokens) => tokens,
         Err(e) => {
             tracing::debug!(session = %session.id(), error = %e, "cannot measure the next prompt");
@@ -94,7 +97,10 @@ pub fn for_carry(session: &Session, rt: &Runtime<'_>) -> Option<u32> {
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
     };
-    match rt.blocking.wait(rt.models.main.client.prompt_tokens(&request)) {
+    match rt
+        .blocking
+        .wait(rt.models.main.client.prompt_tokens(&request))
+    {
         Ok(fixed) => Some(
             rt.n_ctx
                 .saturating_sub(rt.cfg.compact.turn_room_tokens)

@@ -174,7 +174,13 @@ fn served(e: &EndpointConfig) -> Vec<Role> {
 pub(super) fn check(llama: &Llama, slots: &Slots, expected_slots: Option<u32>, p: &mut Problems) {
     if llama.endpoints.is_empty() {
         check_url("llama.url", llama.url(), p);
-        check_files("llama", llama.api_key_file.as_deref(), llama.ca_file.as_deref(), llama.url(), p);
+        check_files(
+            "llama",
+            llama.api_key_file.as_deref(),
+            llama.ca_file.as_deref(),
+            llama.url(),
+            p,
+        );
         return;
     }
     for (set, key) in [
@@ -192,7 +198,10 @@ pub(super) fn check(llama: &Llama, slots: &Slots, expected_slots: Option<u32>, p
     p.check(
         llama.endpoints.len() <= MAX_ENDPOINTS,
         "llama.endpoints",
-        format!("at most {MAX_ENDPOINTS} endpoints, has {}", llama.endpoints.len()),
+        format!(
+            "at most {MAX_ENDPOINTS} endpoints, has {}",
+            llama.endpoints.len()
+        ),
     );
     let mut names: Vec<&str> = Vec::new();
     for (i, e) in llama.endpoints.iter().enumerate() {
@@ -200,7 +209,13 @@ pub(super) fn check(llama: &Llama, slots: &Slots, expected_slots: Option<u32>, p
         check_name(&key, &e.name, &names, p);
         names.push(&e.name);
         check_url(&format!("{key}.url"), &e.url, p);
-        check_files(&key, e.api_key_file.as_deref(), e.ca_file.as_deref(), &e.url, p);
+        check_files(
+            &key,
+            e.api_key_file.as_deref(),
+            e.ca_file.as_deref(),
+            &e.url,
+            p,
+        );
         check_roles(&key, e, p);
         check_slots(&key, e, slots, expected_slots, p);
     }
@@ -208,7 +223,10 @@ pub(super) fn check(llama: &Llama, slots: &Slots, expected_slots: Option<u32>, p
         p.check(
             llama.endpoints.iter().any(|e| served(e).contains(&role)),
             "llama.endpoints",
-            format!("no endpoint serves the role {:?}: list it in some entry's roles", role.as_str()),
+            format!(
+                "no endpoint serves the role {:?}: list it in some entry's roles",
+                role.as_str()
+            ),
         );
     }
 }
@@ -222,9 +240,7 @@ fn check_name(key: &str, name: &str, seen: &[&str], p: &mut Problems) {
     p.check(
         valid,
         format!("{key}.name"),
-        format!(
-            "{name:?}: 1 to {MAX_ENDPOINT_NAME_BYTES} characters of a-z, 0-9, _ and -"
-        ),
+        format!("{name:?}: 1 to {MAX_ENDPOINT_NAME_BYTES} characters of a-z, 0-9, _ and -"),
     );
     p.check(
         !seen.contains(&name),
@@ -285,7 +301,10 @@ fn check_slots(
             p.check(
                 given.of(role).is_empty() || roles.contains(&role),
                 format!("{key}.slots.{}", role.as_str()),
-                format!("lists slots for {:?}, which is not in its roles", role.as_str()),
+                format!(
+                    "lists slots for {:?}, which is not in its roles",
+                    role.as_str()
+                ),
             );
         }
     }

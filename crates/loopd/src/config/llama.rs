@@ -28,7 +28,8 @@ pub struct Llama {
     /// system's roots.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
-    /// Several model servers, each with its roles and slots (see `docs/scale-out.md`); empty: the one `url`.
+    /// Several model servers, each with its roles and slots (see `docs/scale-out.md`);
+    /// empty: the one `url`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<super::EndpointConfig>,
     /// How often each endpoint's `/health` is asked while loopd runs, in milliseconds.
@@ -176,5 +177,24 @@ mod tests {
         assert!(empty[0].contains("llama.url"), "{empty:?}");
         let long = format!("unix:/{}", "s".repeat(200));
         assert_eq!(url_problems(&long).len(), 1);
+        assert_eq!(url_problems("https://gpu.lan:8443"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn config_llama_ca_file_is_only_for_https() {
+        let problems = |url: &str| {
+            let llama = Llama {
+                url: Some(url.to_owned()),
+                ca_file: Some(PathBuf::from("/etc/boxmaker/lan-ca.pem")),
+                ..Llama::default()
+            };
+            let mut p = Problems::new();
+            super::super::endpoints::check(&llama, &super::super::Slots::default(), None, &mut p);
+            p.finish().err().unwrap_or_default()
+        };
+        assert!(problems("https://gpu.lan").is_empty());
+        let wrong = problems("http://127.0.0.1:8080");
+        assert_eq!(wrong.len(), 1, "{wrong:?}");
+        assert_eq!(wrong[0].key, "llama.ca_file");
     }
 }

@@ -7,8 +7,8 @@
 mod api;
 mod approvals;
 mod budgets;
-mod heartbeat;
 mod endpoints;
+mod heartbeat;
 mod llama;
 mod memory;
 mod schedules;
@@ -17,16 +17,18 @@ mod subagent;
 mod turn;
 
 #[cfg(test)]
+mod endpoint_tests;
+#[cfg(test)]
 mod tests;
 
 pub use api::{Api, Broker};
 pub use approvals::Approvals;
 pub use budgets::{Budgets, SessionBudgets, TurnBudgets};
-pub use heartbeat::{
-    HEARTBEAT_MIN_MS, HEARTBEAT_OFF, HEARTBEAT_PROMPT_FILE, Heartbeat, QUIET_REPLY,
-};
 pub use endpoints::{
     DEFAULT_ENDPOINT_NAME, EndpointConfig, EndpointPlan, MAX_ENDPOINTS, Role, RoleSlots, plans,
+};
+pub use heartbeat::{
+    HEARTBEAT_MIN_MS, HEARTBEAT_OFF, HEARTBEAT_PROMPT_FILE, Heartbeat, QUIET_REPLY,
 };
 pub use llama::{DEFAULT_LLAMA_URL, Expect, Llama};
 pub use memory::Memory;

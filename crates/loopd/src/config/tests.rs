@@ -8,7 +8,7 @@ use std::path::Path;
 
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/loopd.toml");
 
-fn file(text: &str) -> tempfile::NamedTempFile {
+pub(super) fn file(text: &str) -> tempfile::NamedTempFile {
     let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
     f.write_all(text.as_bytes()).unwrap();
     f
@@ -25,7 +25,7 @@ fn problems(e: ConfigError) -> Vec<KeyProblem> {
     }
 }
 
-fn invalid(text: &str) -> Vec<KeyProblem> {
+pub(super) fn invalid(text: &str) -> Vec<KeyProblem> {
     let f = file(text);
     problems(
         Loader::new(f.path(), ENV_PREFIX)
@@ -34,7 +34,7 @@ fn invalid(text: &str) -> Vec<KeyProblem> {
     )
 }
 
-fn keys(found: &[KeyProblem]) -> Vec<&str> {
+pub(super) fn keys(found: &[KeyProblem]) -> Vec<&str> {
     found.iter().map(|p| p.key.as_str()).collect()
 }
 

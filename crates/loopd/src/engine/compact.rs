@@ -27,7 +27,10 @@ pub fn run(
         return;
     }
     // Wait for a background slot like a turn's background work does.
-    let lease = inner.parts.models.background_near(&inner.parts.models.home_of(id));
+    let lease = inner
+        .parts
+        .models
+        .background_near(&inner.parts.models.home_of(id));
     let Some(_permit) = inner.permit(&lease) else {
         let _ = reply.send(Err(ApiFailure::Unavailable(
             "loopd is shutting down".into(),

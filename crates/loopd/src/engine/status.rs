@@ -15,7 +15,13 @@ pub async fn status(inner: &std::sync::Arc<Inner>) -> Status {
         Some(
             endpoints
                 .iter()
-                .map(|e| format!("{}: {}", e.name, e.last_error.as_deref().unwrap_or(&e.state)))
+                .map(|e| {
+                    format!(
+                        "{}: {}",
+                        e.name,
+                        e.last_error.as_deref().unwrap_or(&e.state)
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("; "),
         )

@@ -5,8 +5,8 @@ use super::lane::{Pending, Work};
 use super::{EngineParts, Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
 use crate::blocking::OnRuntimeThread;
-use crate::session::Session;
 use crate::route::Targets;
+use crate::session::Session;
 use crate::tools::Registry;
 use crate::turn::{
     NoOwner, Owner, Runtime, Stop, TurnError, finish_turn, run_foreground, start_task,
@@ -221,7 +221,10 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     if inner.shutting_down.load(Ordering::SeqCst) {
         return;
     }
-    let lease = inner.parts.models.background_near(&ran.models.main.endpoint);
+    let lease = inner
+        .parts
+        .models
+        .background_near(&ran.models.main.endpoint);
     let Some(_permit) = inner.permit(&lease) else {
         return;
     };

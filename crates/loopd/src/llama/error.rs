@@ -122,6 +122,27 @@ impl InferError {
         )
     }
 
+    /// Whether it tells that the endpoint itself is failing (so a new turn should go
+    /// elsewhere): it could not be reached, stalled, took too long, broke off or garbled its
+    /// answer, was unavailable (503) on every try, or a gateway in front of it answered 502 or
+    /// 504. Not: a full context, another HTTP error answer (the server is up), a cancel, or a
+    /// misconfigured loopd.
+    pub fn is_endpoint_fault(&self) -> bool {
+        match self {
+            InferError::Connect { .. }
+            | InferError::Stalled { .. }
+            | InferError::Timeout { .. }
+            | InferError::Stream { .. }
+            | InferError::BadResponse { .. }
+            | InferError::Unavailable { .. } => true,
+            InferError::Server { status, .. } => matches!(status, 502 | 504),
+            InferError::SessionFull { .. }
+            | InferError::Cancelled
+            | InferError::BadConfig { .. }
+            | InferError::OnRuntimeThread(_) => false,
+        }
+    }
+
     /// The error for an HTTP error answer with this status and body.
     pub(crate) fn from_answer(status: u16, body: &[u8]) -> InferError {
         match serde_json::from_slice::<ErrorDocument>(body) {

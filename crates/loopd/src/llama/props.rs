@@ -102,10 +102,12 @@ pub fn check_expectations(
             info.model, info.model_path
         ));
     }
-    for (role, slot) in crate::config::Role::ALL
-        .into_iter()
-        .flat_map(|role| slots.of(role).iter().map(move |slot| (role.as_str(), *slot)))
-    {
+    for (role, slot) in crate::config::Role::ALL.into_iter().flat_map(|role| {
+        slots
+            .of(role)
+            .iter()
+            .map(move |slot| (role.as_str(), *slot))
+    }) {
         if slot >= info.total_slots {
             problems.push(format!(
                 "slots.{role} is slot {slot}, but llama-server has {} slots (0 to {})",

@@ -26,8 +26,8 @@ use crate::llama::{Client, ServerInfo};
 use bxcore::SessionId;
 use member::Member;
 use proto::api::{EndpointSlots, EndpointStatus};
-use sticky::{Place, Sticky};
 use std::sync::{Arc, Mutex, MutexGuard};
+use sticky::{Place, Sticky};
 use tokio::sync::Semaphore;
 
 /// A slot to run on and the gate to hold while running there.
@@ -52,7 +52,10 @@ impl Router {
     /// One endpoint, taken as up with `info` and never watched: for tests and benches.
     pub fn single(client: Client, slots: &Slots, info: ServerInfo) -> Router {
         let name = crate::config::DEFAULT_ENDPOINT_NAME;
-        Router::fixed(vec![(name.to_string(), client, RoleSlots::from(slots))], info)
+        Router::fixed(
+            vec![(name.to_string(), client, RoleSlots::from(slots))],
+            info,
+        )
     }
 
     /// `endpoints` (name, client, slots by role), each taken as up with `info` and never
@@ -135,13 +138,10 @@ impl Router {
             .iter()
             .enumerate()
             .flat_map(|(member, m)| {
-                m.slots
-                    .main
-                    .iter()
-                    .map(move |slot| Place {
-                        member,
-                        slot: *slot,
-                    })
+                m.slots.main.iter().map(move |slot| Place {
+                    member,
+                    slot: *slot,
+                })
             })
             .collect();
         let healthy: Vec<Place> = places
@@ -208,7 +208,9 @@ impl Router {
     }
 
     fn any_healthy_for(&self, role: Role) -> bool {
-        self.members.iter().any(|m| m.serves(role) && m.is_healthy())
+        self.members
+            .iter()
+            .any(|m| m.serves(role) && m.is_healthy())
     }
 
     /// Whether some endpoint is healthy.

@@ -33,8 +33,16 @@ fn slots(main: &[u32], background: &[u32], subagent: &[u32]) -> RoleSlots {
 fn two() -> Router {
     Router::fixed(
         vec![
-            ("a".into(), client_for(&dead_url(), |_| {}), slots(&[0], &[1], &[2])),
-            ("b".into(), client_for(&dead_url(), |_| {}), slots(&[0, 1], &[2], &[])),
+            (
+                "a".into(),
+                client_for(&dead_url(), |_| {}),
+                slots(&[0], &[1], &[2]),
+            ),
+            (
+                "b".into(),
+                client_for(&dead_url(), |_| {}),
+                slots(&[0, 1], &[2], &[]),
+            ),
         ],
         info(4096),
     )
@@ -64,7 +72,11 @@ fn sessions_spread_over_every_main_slot_and_keep_to_theirs() {
     let router = two();
     let first: Vec<(String, u32)> = (0..3).map(|n| place(&router, &id(n))).collect();
     let distinct: HashSet<&(String, u32)> = first.iter().collect();
-    assert_eq!(distinct.len(), 3, "three sessions, three main slots: {first:?}");
+    assert_eq!(
+        distinct.len(),
+        3,
+        "three sessions, three main slots: {first:?}"
+    );
     for round in 0..3 {
         for (n, was) in first.iter().enumerate() {
             assert_eq!(&place(&router, &id(n)), was, "round {round}");
@@ -180,7 +192,10 @@ fn start_goes_on_without_an_endpoint_that_is_down_and_names_it() {
     assert_eq!(statuses[0].state, "down");
     assert!(statuses[0].last_error.is_some(), "{statuses:?}");
     assert_eq!(statuses[1].state, "up");
-    assert_eq!(statuses[1].model.as_deref(), Some(router.server().model.as_str()));
+    assert_eq!(
+        statuses[1].model.as_deref(),
+        Some(router.server().model.as_str())
+    );
     // Every new session goes to the endpoint that is up.
     for n in 0..3 {
         assert_eq!(place(&router, &id(n)).0, "up");
@@ -207,7 +222,10 @@ fn start_fails_naming_each_endpoint_when_none_is_ready() {
     let rt = crate::llama::tests::support::runtime();
     let cfg = config_of(&[("x", dead_url()), ("y", dead_url())]);
     let e = rt.block_on(start(&cfg)).unwrap_err().to_string();
-    assert!(e.contains("no endpoint ready for main, background, subagent"), "{e}");
+    assert!(
+        e.contains("no endpoint ready for main, background, subagent"),
+        "{e}"
+    );
     assert!(e.contains("x (") && e.contains("y ("), "{e}");
 }
 

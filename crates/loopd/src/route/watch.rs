@@ -1,8 +1,8 @@
 //! Looking at the endpoints: at start, until every role has one that is ready and matches the
 //! config; then every `[llama] health_interval_ms` while loopd runs.
 
-use super::member::Member;
 use super::Router;
+use super::member::Member;
 use crate::config::{Config, EndpointPlan, Expect, Role};
 use crate::llama::{Client, ClientOptions, Health, InferError, ServerInfo, check_expectations};
 use std::sync::Arc;
@@ -91,7 +91,11 @@ pub async fn start(cfg: &Config) -> Result<Router, StartError> {
     Ok(Router::with_members(members, reference))
 }
 
-async fn start_one(member: &Member, expect: &Expect, wait_ms: u64) -> Result<ServerInfo, StartError> {
+async fn start_one(
+    member: &Member,
+    expect: &Expect,
+    wait_ms: u64,
+) -> Result<ServerInfo, StartError> {
     let info = member
         .client
         .wait_until_ready(wait_ms)
@@ -152,11 +156,8 @@ async fn look_at_all(members: &[Arc<Member>], expect: &Expect, reference: &mut O
         let (member, expect) = (Arc::clone(member), expect.clone());
         looks.spawn(async move { (i, look(&member, &expect).await) });
     }
-    let mut found: Vec<(usize, Result<ServerInfo, String>)> = looks
-        .join_all()
-        .await
-        .into_iter()
-        .collect();
+    let mut found: Vec<(usize, Result<ServerInfo, String>)> =
+        looks.join_all().await.into_iter().collect();
     found.sort_by_key(|(i, _)| *i);
     for (i, result) in found {
         let member = &members[i];
