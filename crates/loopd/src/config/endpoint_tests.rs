@@ -53,14 +53,20 @@ fn the_single_url_is_one_endpoint_on_the_slots_of_slots() {
     assert_eq!(one[0].url, "http://10.0.0.2:8080");
     assert_eq!(one[0].slots.main, [3]);
     let default = load("");
-    assert_eq!(plans(&default.llama, &default.slots)[0].url, DEFAULT_LLAMA_URL);
+    assert_eq!(
+        plans(&default.llama, &default.slots)[0].url,
+        DEFAULT_LLAMA_URL
+    );
 }
 
 #[test]
 fn a_url_beside_endpoints_is_refused() {
     let found = invalid(&format!("[llama]\nurl = \"http://h:1\"\n{TWO}"));
     assert_eq!(keys(&found), ["llama.url"]);
-    assert!(found[0].message.contains("[[llama.endpoints]]"), "{found:?}");
+    assert!(
+        found[0].message.contains("[[llama.endpoints]]"),
+        "{found:?}"
+    );
 }
 
 #[test]
@@ -85,9 +91,8 @@ fn a_slot_two_roles_share_or_a_role_nobody_serves_is_refused() {
     );
     assert_eq!(keys(&shared), ["llama.endpoints[0].slots.background"]);
     assert!(shared[0].message.contains("already main's"), "{shared:?}");
-    let nobody = invalid(
-        "[[llama.endpoints]]\nname = \"a\"\nurl = \"http://h:1\"\nroles = [\"main\"]\n",
-    );
+    let nobody =
+        invalid("[[llama.endpoints]]\nname = \"a\"\nurl = \"http://h:1\"\nroles = [\"main\"]\n");
     assert_eq!(keys(&nobody), ["llama.endpoints", "llama.endpoints"]);
     assert!(nobody[0].message.contains("\"background\""), "{nobody:?}");
 }
@@ -101,7 +106,10 @@ fn slots_for_a_role_not_served_and_a_ca_file_without_https_are_refused() {
     );
     assert_eq!(
         keys(&found),
-        ["llama.endpoints[0].ca_file", "llama.endpoints[0].slots.subagent"]
+        [
+            "llama.endpoints[0].ca_file",
+            "llama.endpoints[0].slots.subagent"
+        ]
     );
 }
 
@@ -111,5 +119,8 @@ fn endpoint_slots_must_exist_when_expect_slots_is_set() {
         "[expect]\nslots = 2\n\
          [[llama.endpoints]]\nname = \"a\"\nurl = \"http://h:1\"\nslots = { main = [5], background = [0], subagent = [1] }\n",
     );
-    assert!(keys(&found).contains(&"llama.endpoints[0].slots.main"), "{found:?}");
+    assert!(
+        keys(&found).contains(&"llama.endpoints[0].slots.main"),
+        "{found:?}"
+    );
 }

@@ -4,6 +4,7 @@
 mod approvals;
 mod background_work;
 mod budgets;
+mod endpoints;
 mod faults;
 
 use crate::config::Config;
