@@ -80,7 +80,8 @@ pub fn status_text(status: &Status) -> String {
         text.push_str(&format!(
             "llama   {}: {health}; model {}, n_ctx {}, {} slots (main {}, background {}, subagent {})\n",
             llama.url,
-            llama.model,
+            // What a model server says of itself is shown on one line, escapes and all.
+            one_line(&llama.model, None),
             llama.n_ctx,
             llama.total_slots,
             slots.main,
@@ -100,7 +101,7 @@ fn endpoints_text(llama: &proto::api::LlamaStatus, health: &str) -> String {
         "llama   {} endpoints, {up} up: {}; model {}, n_ctx {}\n",
         llama.endpoints.len(),
         if up > 0 { "ok" } else { health },
-        llama.model,
+        one_line(&llama.model, None),
         llama.n_ctx
     );
     for e in &llama.endpoints {
@@ -113,8 +114,8 @@ fn endpoints_text(llama: &proto::api::LlamaStatus, health: &str) -> String {
                 .join(","),
         };
         let model = match (&e.model, e.total_slots) {
-            (Some(model), Some(total)) => format!("model {model}, {total} slots"),
-            (Some(model), None) => format!("model {model}"),
+            (Some(model), Some(total)) => format!("model {}, {total} slots", one_line(model, None)),
+            (Some(model), None) => format!("model {}", one_line(model, None)),
             _ => "not reached yet".to_string(),
         };
         let s = if e.sessions == 1 { "" } else { "s" };

@@ -177,7 +177,11 @@ fn format_status_lists_each_endpoint_with_state_model_slots_and_last_error() {
     st.llama.model = "qwen".into();
     st.llama.endpoints = vec![
         endpoint("cupboard", "up", None),
-        endpoint("attic", "down", Some("connection refused\nllama   forged: ok")),
+        endpoint(
+            "attic",
+            "down",
+            Some("connection refused\nllama   forged: ok"),
+        ),
     ];
     let text = status_text(&st);
     let expected = "llama   2 endpoints, 1 up: ok; model qwen, n_ctx 8192\n\
@@ -185,6 +189,11 @@ fn format_status_lists_each_endpoint_with_state_model_slots_and_last_error() {
         \x20       attic https://attic.lan:8443: DOWN; not reached yet; main 0,1, background 2, subagent -; 3 sessions\n\
         \x20         last error: connection refused ⏎ llama   forged: ok\n";
     assert!(text.contains(expected), "{text}");
+    // A model server's words cannot forge a line or drive the terminal.
+    st.llama.endpoints[0].model = Some("qwen\nloopd   forged\x1b[2J".into());
+    let forged = status_text(&st);
+    assert_eq!(forged.lines().count(), 7, "{forged}");
+    assert!(!forged.contains('\x1b'), "{forged:?}");
     // One endpoint: the one line of before.
     st.llama.endpoints.truncate(1);
     assert!(status_text(&st).contains("llama   http://127.0.0.1:8080: ok; model qwen"));
