@@ -104,7 +104,7 @@ rpc-worker-without-rpc-build|warn|services.boxmaker.rpcWorker.package is built w
 rpc-worker-port-out-of-range|fail|services.boxmaker.rpcWorker.port' is not of type `16 bit unsigned integer
 CASES
 
-echo "nix-checks: the nix blocks of docs/operations.md and docs/secrets.md parse"
+echo "nix-checks: the nix blocks of docs/operations.md, docs/secrets.md and docs/scale-out.md parse"
 # Each block is an expression (the flake) or a module's attribute definitions (a snippet to put
 # into the system's configuration): it must parse as one or, wrapped into a module (which gives
 # it `config`, `lib` and `pkgs`), as the other.
@@ -112,16 +112,16 @@ python3 - "$work/docs" <<'PY'
 import os, re, sys
 out = sys.argv[1]
 os.makedirs(out)
-for doc in ("operations", "secrets"):
+for doc in ("operations", "secrets", "scale-out"):
     text = open("docs/%s.md" % doc).read()
     for n, block in enumerate(re.findall(r"^```nix\n(.*?)^```", text, re.S | re.M)):
-        open(os.path.join(out, "block-%s-%02d.nix" % (doc, n)), "w").write(block)
+        open(os.path.join(out, "block-%02d--%s.nix" % (n, doc)), "w").write(block)
 PY
 for block in "$work"/docs/block-*.nix; do
     nix-instantiate --parse "$block" >/dev/null 2>"$work/parse.err" && continue
     { printf '{ config, lib, pkgs, ... }: {\n'; cat "$block"; printf '}\n'; } >"$block.module"
     nix-instantiate --parse "$block.module" >/dev/null 2>>"$work/parse.err" && continue
-    echo "nix-checks: a nix block of docs/$(basename "$block" | cut -d- -f2).md does not parse:" >&2
+    echo "nix-checks: a nix block of docs/$(basename "$block" .nix | sed 's/^block-[0-9]*--//').md does not parse:" >&2
     cat "$block" "$work/parse.err" >&2
     exit 1
 done
