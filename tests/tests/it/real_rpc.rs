@@ -47,20 +47,18 @@ fn a_turn_runs_on_a_model_split_onto_an_rpc_worker() {
     let endpoint = worker.endpoint();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("llama-server.log");
-    // loopd's default [slots] are 0, 1 and 2, and it checks they exist: --parallel 3.
-    let server = LlamaServer::start_logged(
-        &parts.llama_server,
-        &parts.smollm2,
-        &[
-            "-c", "3072", "--parallel", "3", "--temp", "0", "--seed", "7", "-t", "1", "-ngl",
-            "99", "--rpc", &endpoint,
-        ],
-        &log,
-    )
-    .unwrap_or_else(|e| {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        panic!("llama-server with --rpc {endpoint} did not start: {e}\n{text}")
-    });
+    // loopd's default [slots] are 0, 1 and 2, and it checks they exist: --parallel 3. -ngl 99
+    // puts every layer on the worker. The buffer lines are logged at verbosity 4 (-lv 4) since
+    // llama.cpp 0.3.36's tree.
+    let mut args: Vec<&str> = "-c 3072 --parallel 3 --temp 0 --seed 7 -t 1 -ngl 99 -lv 4"
+        .split(' ')
+        .collect();
+    args.extend(["--rpc", &endpoint]);
+    let server = LlamaServer::start_logged(&parts.llama_server, &parts.smollm2, &args, &log)
+        .unwrap_or_else(|e| {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            panic!("llama-server with --rpc {endpoint} did not start: {e}\n{text}")
+        });
 
     let text = std::fs::read_to_string(&log).unwrap();
     let on_worker = rpc_buffers_mib(&text, &endpoint);
@@ -76,7 +74,13 @@ fn a_turn_runs_on_a_model_split_onto_an_rpc_worker() {
     let stack = Stack::with_model(dir, server.running, server.url, "").unwrap();
     let out = boxctl_within(
         &stack,
-        &["--json", "task", "--session", "rpc", "Say hello in one short sentence."],
+        &[
+            "--json",
+            "task",
+            "--session",
+            "rpc",
+            "Say hello in one short sentence.",
+        ],
         TASK_LIMIT,
     )
     .unwrap_or_else(|hang| panic!("{hang}"));
