@@ -244,3 +244,24 @@ fn loopd_refuses_to_start_with_a_cap_larger_than_the_slot_allows() {
     assert!(stderr.contains("4096-token slot"), "{stderr}");
     assert!(!dir.path().join("loopd.sock").exists());
 }
+
+#[test]
+fn cli_check_config_takes_endpoints_and_refuses_the_llama_flag_beside_them() {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(
+        b"[[llama.endpoints]]\nname = \"local\"\nurl = \"unix:/run/boxmaker/llama.sock\"\n\
+          roles = [\"background\", \"subagent\"]\n\
+          [[llama.endpoints]]\nname = \"cupboard\"\nurl = \"https://gpu.lan:8443\"\n\
+          roles = [\"main\"]\nslots = { main = [0, 1] }\n",
+    )
+    .unwrap();
+    let path = f.path().to_str().unwrap();
+    let out = loopd(&["--check-config", path], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("name = \"cupboard\""));
+    let out = loopd(&["--check-config", path, "--llama", "http://h:1"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("llama.url"), "{stderr}");
+    assert!(stderr.contains("[[llama.endpoints]]"), "{stderr}");
+}
