@@ -5,7 +5,7 @@ use super::lane::{Pending, Work};
 use super::{EngineParts, Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
 use crate::blocking::OnRuntimeThread;
-use crate::route::Targets;
+use crate::route::{Lease, Targets};
 use crate::session::Session;
 use crate::tools::Registry;
 use crate::turn::{
@@ -15,7 +15,12 @@ use bxcore::{SessionId, TurnEnd, TurnEvent};
 use proto::api::TaskAccepted;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::sync::mpsc;
+
+/// How many times a session waiting for its main slot is routed again because its endpoint
+/// went down meanwhile.
+pub const MAX_REROUTES: u32 = 3;
 
 /// Runs session `id`'s work, from `first` to the end of its lane's queue, on a pool worker.
 pub(super) fn work(inner: &Arc<Inner>, id: &SessionId, first: Work, stop: Arc<Stop>) {
@@ -81,14 +86,8 @@ pub(super) fn runtime<'a>(
 /// The main-slot permit is given back on return, and the submitter's event stream ends (its
 /// sender is dropped here, after the turn's `ended` event). `None`: the task did not run.
 fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> Option<Ran> {
-    let lease = inner.parts.models.main_for(id);
-    let gate = lease.gate.clone();
-    let permit = inner
-        .parts
-        .blocking
-        .wait(async { Ok::<_, OnRuntimeThread>(gate.acquire_owned().await.ok()) });
-    let permit = match permit {
-        Ok(Some(permit)) => permit,
+    let (lease, permit) = match main_slot(inner, id) {
+        Ok(Some(taken)) => taken,
         Ok(None) => {
             pending.refuse(ApiFailure::Unavailable("loopd is shutting down".into()));
             return None;
@@ -213,6 +212,33 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         result,
         models,
     })
+}
+
+/// Waits for session `id`'s main slot. Its endpoint may be found down while the session
+/// waits: then the slot is given back and the session routed again, at most
+/// [`MAX_REROUTES`] times (the last slot is kept: its calls fail or are retried there).
+/// `Ok(None)`: the gate was closed.
+fn main_slot(
+    inner: &Inner,
+    id: &SessionId,
+) -> Result<Option<(Lease, OwnedSemaphorePermit)>, OnRuntimeThread> {
+    let mut tries = 0;
+    loop {
+        let lease = inner.parts.models.main_for(id);
+        let gate = lease.gate.clone();
+        let taken = inner
+            .parts
+            .blocking
+            .wait(async { Ok::<_, OnRuntimeThread>(gate.acquire_owned().await.ok()) })?;
+        let Some(permit) = taken else {
+            return Ok(None);
+        };
+        tries += 1;
+        if tries > MAX_REROUTES || inner.parts.models.still_fit(&lease.target) {
+            return Ok(Some((lease, permit)));
+        }
+        tracing::info!(session = %id, endpoint = %lease.target.endpoint, "the endpoint went down while the session waited for its slot; routing it again");
+    }
 }
 
 /// The background work after a turn (`finish_turn`), one session at a time on the background

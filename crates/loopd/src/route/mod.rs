@@ -131,6 +131,13 @@ impl Router {
         }
     }
 
+    /// Whether a turn may still start at `main` (a lease taken before a wait): its endpoint is
+    /// healthy, or none that serves turns is.
+    pub fn still_fit(&self, main: &Target) -> bool {
+        let here = self.members.iter().find(|m| m.name == main.endpoint);
+        here.is_some_and(|m| m.is_healthy()) || !self.any_healthy_for(Role::Main)
+    }
+
     /// The healthy main slot fewest sessions keep to; any main slot when none is healthy.
     fn least_loaded(&self, sticky: &Sticky) -> Place {
         let places: Vec<Place> = self

@@ -258,3 +258,15 @@ fn the_watch_finds_an_endpoint_gone_and_back() {
     wait_for("up");
     stop.cancel();
 }
+
+#[test]
+fn a_lease_taken_before_a_wait_is_unfit_once_its_endpoint_is_down_and_another_is_up() {
+    let router = two();
+    let lease = router.main_for(&id(0));
+    assert_eq!(&*lease.target.endpoint, "a");
+    assert!(router.still_fit(&lease.target));
+    router.members[0].mark_down("gone".into());
+    assert!(!router.still_fit(&lease.target), "b is up: route again");
+    router.members[1].mark_down("gone".into());
+    assert!(router.still_fit(&lease.target), "nowhere better: keep it");
+}
