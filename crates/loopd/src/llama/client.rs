@@ -140,24 +140,16 @@ impl Client {
         }
     }
 
-    /// Asks `/health`. A loading server (`Health::Loading`) counts as failing in
-    /// [`Client::faults`]: it cannot take a turn yet.
+    /// Asks `/health`. Probes leave [`Client::faults`] alone: those are what calls met (the
+    /// router keeps what its looks find apart, `route`), and a good answer must not clear
+    /// them: a server whose calls stall (a hung GPU) may still answer `/health`.
     pub async fn health(&self) -> Result<Health, InferError> {
-        let outcome = self.ask_health().await;
-        match &outcome {
-            Ok(Health::Loading { message }) => self.faults.record(&InferError::Unavailable {
-                message: message.clone(),
-            }),
-            other => self.faults.note(other),
-        }
-        outcome
+        self.ask_health().await
     }
 
-    /// Reads `/props`.
+    /// Reads `/props` (leaving [`Client::faults`] alone, as [`Client::health`]).
     pub async fn props(&self) -> Result<ServerInfo, InferError> {
-        let outcome = self.ask_props().await;
-        self.faults.note(&outcome);
-        outcome
+        self.ask_props().await
     }
 
     async fn ask_health(&self) -> Result<Health, InferError> {
@@ -218,6 +210,8 @@ impl Client {
             tokio::time::sleep(step).await;
         }
         let info = self.props().await?;
+        // Ready at start: what the wait for it recorded (loading, refused) is over.
+        self.faults.clear();
         tracing::info!(
             n_ctx = info.n_ctx,
             slots = info.total_slots,

@@ -44,6 +44,16 @@ pub enum InferError {
         /// What went wrong.
         message: String,
     },
+    /// The TLS handshake failed: the server's certificate was not accepted, or the server
+    /// does not speak TLS as expected. Not retried (another try meets the same certificate),
+    /// and not waited on at start.
+    #[error("cannot talk to llama-server at {url} over TLS: {message}")]
+    Tls {
+        /// Where it was looked for.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
     /// Any other HTTP error answer, with the server's status, type and message.
     #[error("llama-server failed (HTTP {status}{}): {message}", kind_note(.kind))]
     Server {
@@ -130,6 +140,7 @@ impl InferError {
     pub fn is_endpoint_fault(&self) -> bool {
         match self {
             InferError::Connect { .. }
+            | InferError::Tls { .. }
             | InferError::Stalled { .. }
             | InferError::Timeout { .. }
             | InferError::Stream { .. }

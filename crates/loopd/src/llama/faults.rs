@@ -23,6 +23,9 @@ pub struct FaultState {
     /// That failure's message (naming the URL where it was a connection's); `None` when not
     /// failing.
     pub last_error: Option<String>,
+    /// When that failure was recorded: routing keeps new turns off the endpoint for a while
+    /// after it, whatever `/health` says (a hung GPU still answers it).
+    pub since: Option<std::time::Instant>,
 }
 
 impl Faults {
@@ -43,6 +46,7 @@ impl Faults {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.failing = true;
         state.last_error = Some(error.to_string());
+        state.since = Some(std::time::Instant::now());
     }
 
     /// A call or probe succeeded: the endpoint is no longer failing, and its error is

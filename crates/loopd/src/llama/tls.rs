@@ -170,10 +170,11 @@ fn client_config(roots: RootCertStore) -> Result<Arc<rustls::ClientConfig>, Infe
     Ok(Arc::new(config))
 }
 
-/// Why a TLS handshake failed, for [`InferError::Connect`]: a rejected certificate says so
-/// plainly (with rustls' reason and a hint), anything else in rustls' words.
-pub(crate) fn handshake_error(e: &std::io::Error) -> String {
-    match e
+/// Why a TLS handshake failed: [`InferError::Tls`] for what rustls refused (a certificate not
+/// accepted says so plainly, with rustls' reason and a hint), [`InferError::Connect`] (retried)
+/// for a connection that broke during the handshake.
+pub(crate) fn handshake_error(url: String, e: &std::io::Error) -> InferError {
+    let message = match e
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
     {
@@ -183,8 +184,17 @@ pub(crate) fn handshake_error(e: &std::io::Error) -> String {
              ca_file)?"
         ),
         Some(other) => format!("TLS handshake failed: {other}"),
-        None => format!("TLS handshake failed: {e}"),
-    }
+        None if e.kind() == std::io::ErrorKind::InvalidData => {
+            format!("TLS handshake failed: {e}")
+        }
+        None => {
+            return InferError::Connect {
+                url,
+                message: format!("the connection broke during the TLS handshake ({e})"),
+            };
+        }
+    };
+    InferError::Tls { url, message }
 }
 
 #[cfg(test)]

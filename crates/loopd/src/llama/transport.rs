@@ -107,7 +107,7 @@ async fn connect(endpoint: &Endpoint, tls: Option<&TlsOptions>) -> Result<Connec
             let stream = tokio_rustls::TlsConnector::from(tls.config())
                 .connect(name, stream)
                 .await
-                .map_err(|e| connect_error(endpoint, tls::handshake_error(&e)))?;
+                .map_err(|e| tls::handshake_error(endpoint.to_string(), &e))?;
             handshake(endpoint, stream).await
         }
         Endpoint::Unix { path } => {

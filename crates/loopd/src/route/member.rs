@@ -6,6 +6,11 @@ use crate::llama::{Client, ServerInfo};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Semaphore;
 
+/// How long a failed call keeps new turns off an endpoint, in milliseconds, whatever the looks
+/// at it say: a server whose GPU hangs still answers `/health` and `/props`. A call that
+/// succeeds there ends it at once.
+pub const FAULT_HOLD_MS: u64 = 60_000;
+
 /// What the watcher last found at an endpoint.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Seen {
@@ -62,9 +67,18 @@ impl Member {
         self.seen.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Up at the last look, and no call failed since.
+    /// Up at the last look, and no call failed there within [`FAULT_HOLD_MS`].
     pub fn is_healthy(&self) -> bool {
-        self.seen().up && !self.client.faults().snapshot().failing
+        self.seen().up && !self.is_faulted()
+    }
+
+    /// A call failed there within [`FAULT_HOLD_MS`] and none has succeeded since.
+    pub fn is_faulted(&self) -> bool {
+        let fault = self.client.faults().snapshot();
+        fault.failing
+            && fault
+                .since
+                .is_some_and(|at| at.elapsed().as_millis() < u128::from(FAULT_HOLD_MS))
     }
 
     /// Whether it serves `role`.
@@ -91,13 +105,12 @@ impl Member {
             .copied()
     }
 
-    /// Records a look that found it up with `info`; a call's fault is forgotten.
+    /// Records a look that found it up with `info` (a call's fault still holds: see
+    /// [`FAULT_HOLD_MS`]).
     pub fn mark_up(&self, info: ServerInfo) {
         let mut seen = self.seen();
         seen.up = true;
         seen.info = Some(info);
-        drop(seen);
-        self.client.faults().clear();
     }
 
     /// Records a look that found it down, and why.

@@ -17,6 +17,7 @@ mod target;
 mod tests;
 mod watch;
 
+pub use member::FAULT_HOLD_MS;
 pub use sticky::MAX_STICKY_SESSIONS;
 pub use target::{Target, Targets};
 pub use watch::{StartError, start};
@@ -234,7 +235,7 @@ impl Router {
             .map(|(i, m)| {
                 let seen = m.seen().clone();
                 let fault = m.client.faults().snapshot();
-                let state = match (seen.up, fault.failing) {
+                let state = match (seen.up, m.is_faulted()) {
                     (true, false) => "up",
                     (true, true) => "failing",
                     (false, _) => "down",

@@ -95,8 +95,13 @@ fn a_session_whose_endpoint_fails_moves_and_does_not_move_back() {
     assert_eq!(router.statuses()[0].state, "failing");
     let moved = place(&router, &s);
     assert_eq!(moved.0, "b", "the next turn goes to a healthy endpoint");
-    // `a` looked at again and up: the session keeps its new place, where its prefix now is.
+    // `a` looked at again and up: a look does not end a call's fault (a hung GPU answers
+    // /health), and the session keeps its new place, where its prefix now is.
     router.members[0].mark_up(info(4096));
+    assert_eq!(router.statuses()[0].state, "failing");
+    assert_eq!(place(&router, &id(1)).0, "b", "no new session goes to a");
+    // A call that succeeds there ends the fault.
+    router.members[0].client.faults().clear();
     assert_eq!(router.statuses()[0].state, "up");
     assert_eq!(place(&router, &s), moved);
 }

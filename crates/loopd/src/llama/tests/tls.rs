@@ -97,11 +97,21 @@ fn https_with_a_ca_file_streams_a_chat_and_sends_the_key_inside_tls() {
 fn https_without_a_ca_file_refuses_a_private_ca_on_the_system_roots() {
     let setup = Setup::new(&["localhost"]);
     let client = setup.client(&setup.url("localhost"), None);
-    let (_, done) = chat_retry(&setup.fake.blocking(), &client, &user("hi"));
+    let (events, done) = chat_retry(&setup.fake.blocking(), &client, &user("hi"));
     let e = done.unwrap_err();
-    let InferError::Connect { url, message } = &e else {
-        panic!("expected a connect error, got {e:?}");
+    let InferError::Tls { url, message } = &e else {
+        panic!("expected a TLS error, got {e:?}");
     };
+    // Another try meets the same certificate: none is made.
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, crate::llama::ChatEvent::Attempt { .. })),
+        "{events:?}"
+    );
+    // Nor does start-up wait for it: the error comes at once, not after the wait.
+    let waited = setup.fake.blocking().wait(client.wait_until_ready(600_000));
+    assert!(matches!(waited, Err(InferError::Tls { .. })), "{waited:?}");
     assert_eq!(url, &setup.url("localhost"));
     assert!(
         message.contains("certificate was not accepted") && message.contains("UnknownIssuer"),
@@ -122,13 +132,12 @@ fn https_refuses_a_certificate_for_another_name() {
     let client = setup.client(&setup.url("localhost"), Some(&setup.ca()));
     let e = setup.fake.blocking().wait(client.health()).unwrap_err();
     let text = e.to_string();
-    assert!(matches!(e, InferError::Connect { .. }), "{e:?}");
+    assert!(matches!(e, InferError::Tls { .. }), "{e:?}");
     assert!(
         text.contains("certificate not valid for name \"localhost\""),
         "{text}"
     );
     assert!(text.contains("other.example"), "{text}");
-    assert!(client.faults().snapshot().failing);
 }
 
 #[test]
@@ -138,7 +147,7 @@ fn https_refuses_a_plain_http_server_with_a_tls_error() {
     let client = Client::new(ClientOptions::for_url(&url).unwrap());
     let e = fake.blocking().wait(client.health()).unwrap_err();
     assert!(
-        matches!(&e, InferError::Connect { message, .. } if message.contains("TLS handshake failed")),
+        matches!(&e, InferError::Tls { message, .. } if message.contains("TLS handshake failed")),
         "{e:?}"
     );
 }
