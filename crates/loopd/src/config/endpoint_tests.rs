@@ -124,3 +124,29 @@ fn endpoint_slots_must_exist_when_expect_slots_is_set() {
         "{found:?}"
     );
 }
+
+#[test]
+fn a_key_over_plain_http_to_another_machine_or_a_password_in_a_url_is_refused() {
+    let found = invalid(
+        "[[llama.endpoints]]\nname = \"a\"\nurl = \"http://gpu.lan:8080\"\napi_key_file = \"/k\"\n\
+         [[llama.endpoints]]\nname = \"b\"\nurl = \"https://user:pw@gpu.lan\"\n",
+    );
+    assert_eq!(
+        keys(&found),
+        ["llama.endpoints[0].api_key_file", "llama.endpoints[1].url"]
+    );
+    assert!(found[0].message.contains("in the clear"), "{found:?}");
+    assert!(
+        !found[1].message.contains("pw"),
+        "the message does not repeat it: {found:?}"
+    );
+    // On loopback, a Unix socket or https, a key is fine.
+    for url in [
+        "http://127.0.0.1:8080",
+        "http://[::1]:8080",
+        "unix:/run/l.sock",
+        "https://gpu.lan",
+    ] {
+        load(&format!("[llama]\nurl = {url:?}\napi_key_file = \"/k\"\n"));
+    }
+}

@@ -249,18 +249,53 @@ fn check_name(key: &str, name: &str, seen: &[&str], p: &mut Problems) {
     );
 }
 
-/// `url` must be `http://`, `https://` or `unix:/path`.
+/// `url` must be `http://`, `https://` or `unix:/path`, without a user or password (they
+/// would be logged with the URL, and are never sent: use `api_key_file`).
 pub(super) fn check_url(key: &str, url: &str, p: &mut Problems) {
     match url.strip_prefix(super::llama::UNIX_URL_PREFIX) {
         Some("") => p.push(key, "unix: needs a socket path, as in unix:/run/llama.sock"),
         Some(path) => p.socket_path(key, Path::new(path)),
-        None => p.http_url(key, url),
+        None => {
+            p.http_url(key, url);
+            let authority = url
+                .split("://")
+                .nth(1)
+                .and_then(|rest| rest.split('/').next());
+            p.check(
+                !authority.is_some_and(|a| a.contains('@')),
+                key,
+                "must not hold a user or password (USER@HOST): they would be logged with the \
+                 URL; give the key in api_key_file",
+            );
+        }
     }
+}
+
+/// Whether `url` reaches only this machine: a Unix socket, or http(s) to a loopback address.
+fn is_local(url: &str) -> bool {
+    if url.starts_with(super::llama::UNIX_URL_PREFIX) {
+        return true;
+    }
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return false;
+    };
+    let host = uri.host().unwrap_or("");
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn check_files(key: &str, api_key: Option<&Path>, ca: Option<&Path>, url: &str, p: &mut Problems) {
     if let Some(file) = api_key {
         p.path_non_empty(&format!("{key}.api_key_file"), file);
+        p.check(
+            url.starts_with("https://") || is_local(url),
+            format!("{key}.api_key_file"),
+            "would be sent in the clear over http:// to another machine: use an https:// url \
+             (or reach llama-server on loopback or a Unix socket)",
+        );
     }
     if let Some(file) = ca {
         p.path_non_empty(&format!("{key}.ca_file"), file);

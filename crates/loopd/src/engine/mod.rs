@@ -160,6 +160,11 @@ impl Engine {
         }
     }
 
+    /// The model servers and where each session's calls go.
+    pub fn models(&self) -> &Arc<Router> {
+        &self.inner.parts.models
+    }
+
     /// Stops taking tasks (a new one is [`ApiFailure::Unavailable`], and no user record is
     /// begun from now on), refuses the queued ones alike, tells running turns to stop (they
     /// end as `interrupted` and send their `ended` event), waits up to `grace_ms` for them

@@ -16,11 +16,11 @@ pub async fn status(inner: &std::sync::Arc<Inner>) -> Status {
             endpoints
                 .iter()
                 .map(|e| {
-                    format!(
-                        "{}: {}",
-                        e.name,
-                        e.last_error.as_deref().unwrap_or(&e.state)
-                    )
+                    let why = e.last_error.as_deref().unwrap_or(&e.state);
+                    match endpoints.len() {
+                        1 => why.to_string(),
+                        _ => format!("{}: {why}", e.name),
+                    }
                 })
                 .collect::<Vec<_>>()
                 .join("; "),

@@ -3,6 +3,7 @@
 
 use crate::config::{Role, RoleSlots};
 use crate::llama::{Client, ServerInfo};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Semaphore;
 
@@ -37,6 +38,9 @@ pub(super) struct Member {
     /// One gate (one permit) per main and background slot: one task runs on a slot at a
     /// time, the others wait here, not in llama-server's queue where their timeouts run.
     gates: Vec<(Role, u32, Arc<Semaphore>)>,
+    /// The next subagent slot to hand out: children hold no gate, so they take the slots in
+    /// turn rather than all queueing on the first.
+    next_subagent: AtomicUsize,
     seen: Mutex<Seen>,
 }
 
@@ -58,6 +62,7 @@ impl Member {
             client,
             slots,
             gates,
+            next_subagent: AtomicUsize::new(0),
             seen: Mutex::new(Seen::default()),
         }
     }
@@ -95,9 +100,14 @@ impl Member {
             .unwrap_or_else(|| Arc::new(Semaphore::new(1)))
     }
 
-    /// The `role` slot whose gate is free, else its first (a task then waits for it).
+    /// The `role` slot whose gate is free, else its first (a task then waits for it); for
+    /// subagents, which hold no gate, the next slot in turn.
     pub fn free_slot(&self, role: Role) -> Option<u32> {
         let slots = self.slots.of(role);
+        if role == Role::Subagent && !slots.is_empty() {
+            let turn = self.next_subagent.fetch_add(1, Ordering::Relaxed);
+            return Some(slots[turn % slots.len()]);
+        }
         slots
             .iter()
             .find(|slot| self.gate(role, **slot).available_permits() > 0)

@@ -27,6 +27,7 @@ use crate::llama::{Client, ServerInfo};
 use bxcore::SessionId;
 use member::Member;
 use proto::api::{EndpointSlots, EndpointStatus};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use sticky::{Place, Sticky};
 use tokio::sync::Semaphore;
@@ -47,6 +48,8 @@ pub struct Router {
     sticky: Mutex<Sticky>,
     /// What every endpoint must report: the first ready endpoint's `/props` (n_ctx, model).
     reference: ServerInfo,
+    /// Turns routed so far ([`Router::main_for`] calls).
+    routed: AtomicU64,
 }
 
 impl Router {
@@ -79,6 +82,7 @@ impl Router {
             members,
             sticky: Mutex::default(),
             reference,
+            routed: AtomicU64::new(0),
         }
     }
 
@@ -94,6 +98,7 @@ impl Router {
     /// Where `session`'s turn runs: its place while that endpoint is healthy, else the
     /// healthy main slot fewest sessions keep to (logged as a move when it had a place).
     pub fn main_for(&self, session: &SessionId) -> Lease {
+        self.routed.fetch_add(1, Ordering::SeqCst);
         let mut sticky = self.sticky();
         let before = sticky.get(session);
         let place = match before {
@@ -130,6 +135,11 @@ impl Router {
             Some(place) => Arc::clone(&self.members[place.member].name),
             None => Arc::from(""),
         }
+    }
+
+    /// How many turns were routed so far (each [`Router::main_for`]).
+    pub fn routed(&self) -> u64 {
+        self.routed.load(Ordering::SeqCst)
     }
 
     /// Whether a turn may still start at `main` (a lease taken before a wait): its endpoint is

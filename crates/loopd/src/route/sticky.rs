@@ -26,6 +26,9 @@ struct Entry {
 #[derive(Debug, Default)]
 pub(super) struct Sticky {
     entries: HashMap<SessionId, Entry>,
+    /// How many entries keep to each place: what routing compares, kept as entries change
+    /// rather than counted under the lock.
+    counts: HashMap<Place, usize>,
     clock: u64,
 }
 
@@ -56,8 +59,10 @@ impl Sticky {
                 .min_by_key(|(_, e)| e.used)
                 .map(|(id, _)| id.clone())
         {
-            self.entries.remove(&oldest);
+            self.forget(&oldest);
         }
+        self.forget(session);
+        *self.counts.entry(place).or_default() += 1;
         self.entries.insert(
             session.clone(),
             Entry {
@@ -67,17 +72,26 @@ impl Sticky {
         );
     }
 
+    fn forget(&mut self, session: &SessionId) {
+        if let Some(entry) = self.entries.remove(session)
+            && let Some(count) = self.counts.get_mut(&entry.place)
+        {
+            *count = count.saturating_sub(1);
+        }
+    }
+
     /// How many sessions keep to `place`.
     pub fn load(&self, place: Place) -> usize {
-        self.entries.values().filter(|e| e.place == place).count()
+        self.counts.get(&place).copied().unwrap_or(0)
     }
 
     /// How many sessions keep to endpoint `member`.
     pub fn sessions_on(&self, member: usize) -> usize {
-        self.entries
-            .values()
-            .filter(|e| e.place.member == member)
-            .count()
+        self.counts
+            .iter()
+            .filter(|(place, _)| place.member == member)
+            .map(|(_, count)| count)
+            .sum()
     }
 }
 
@@ -105,5 +119,9 @@ mod tests {
         assert_eq!(sticky.get(&id(1)), None);
         assert_eq!(sticky.load(place), MAX_STICKY_SESSIONS - 1);
         assert_eq!(sticky.sessions_on(1), 1);
+        // A session moved counts at its new place only.
+        sticky.set(&id(0), Place { member: 1, slot: 0 });
+        assert_eq!(sticky.load(place), MAX_STICKY_SESSIONS - 2);
+        assert_eq!(sticky.sessions_on(1), 2);
     }
 }

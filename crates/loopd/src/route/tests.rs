@@ -275,3 +275,20 @@ fn a_lease_taken_before_a_wait_is_unfit_once_its_endpoint_is_down_and_another_is
     router.members[1].mark_down("gone".into());
     assert!(router.still_fit(&lease.target), "nowhere better: keep it");
 }
+
+#[test]
+fn children_take_the_subagent_slots_in_turn() {
+    let router = Router::fixed(
+        vec![(
+            "a".into(),
+            client_for(&dead_url(), |_| {}),
+            slots(&[0], &[1], &[2, 3]),
+        )],
+        info(4096),
+    );
+    let main = router.main_for(&id(0)).target;
+    let used: HashSet<u32> = (0..4)
+        .map(|_| router.targets(&main).subagent.slot)
+        .collect();
+    assert_eq!(used, HashSet::from([2, 3]));
+}

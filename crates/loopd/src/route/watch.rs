@@ -161,9 +161,10 @@ async fn look_at_all(members: &[Arc<Member>], expect: &Expect, reference: &mut O
     found.sort_by_key(|(i, _)| *i);
     for (i, result) in found {
         let member = &members[i];
+        let alone = members.len() == 1;
         let result = result.and_then(|info| {
             let reference = reference.get_or_insert_with(|| info.clone());
-            matches_reference(&info, reference).map(|()| info)
+            matches_reference(&info, reference, alone).map(|()| info)
         });
         record(member, result);
     }
@@ -182,16 +183,24 @@ async fn look(member: &Member, expect: &Expect) -> Result<ServerInfo, String> {
     Ok(info)
 }
 
-/// Every endpoint must serve what the first did: a session moves between them.
-fn matches_reference(info: &ServerInfo, reference: &ServerInfo) -> Result<(), String> {
-    if info.n_ctx != reference.n_ctx || info.model != reference.model {
+/// Every endpoint must serve what the first did: a session moves between them, and loopd
+/// planned its turns for that context size. `alone`: the one endpoint changed since start.
+fn matches_reference(info: &ServerInfo, reference: &ServerInfo, alone: bool) -> Result<(), String> {
+    if info.n_ctx == reference.n_ctx && info.model == reference.model {
+        return Ok(());
+    }
+    if alone {
         return Err(format!(
-            "serves {:?} with {} tokens per slot, but the other endpoints serve {:?} with {}: \
-             every endpoint needs the same model and context size",
+            "now serves {:?} with {} tokens per slot, but loopd started with {:?} and {}: \
+             restart loopd",
             info.model, info.n_ctx, reference.model, reference.n_ctx
         ));
     }
-    Ok(())
+    Err(format!(
+        "serves {:?} with {} tokens per slot, but the other endpoints serve {:?} with {}: \
+         every endpoint needs the same model and context size",
+        info.model, info.n_ctx, reference.model, reference.n_ctx
+    ))
 }
 
 fn record(member: &Member, result: Result<ServerInfo, String>) {

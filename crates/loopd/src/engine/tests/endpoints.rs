@@ -24,6 +24,8 @@ use std::time::Duration;
 const WAIT_MS: u64 = 20_000;
 
 struct Bed {
+    /// The client the router holds for `a`: its faults are the router's.
+    a_client: crate::llama::Client,
     a: Option<Fake>,
     b: Fake,
     engine: Engine,
@@ -54,9 +56,10 @@ impl Bed {
             model_path: String::new(),
             build_info: String::new(),
         };
+        let a_client = a.client();
         let router = Router::fixed(
             vec![
-                ("a".into(), a.client(), slots.clone()),
+                ("a".into(), a_client.clone(), slots.clone()),
                 ("b".into(), b.client(), slots),
             ],
             info,
@@ -74,6 +77,7 @@ impl Bed {
             cfg,
         });
         Bed {
+            a_client,
             a: Some(a),
             b,
             engine,
@@ -154,15 +158,6 @@ fn sessions_spread_over_both_endpoints_and_each_keeps_to_one() {
         on_a.keys().all(|s| !on_b.contains_key(s)),
         "a session's turns went to both: a {on_a:?}, b {on_b:?}"
     );
-    // Turns 2+ found their prefix cached: the second round's main calls reused tokens.
-    let cached = |fake: &Fake| {
-        fake.server
-            .requests()
-            .iter()
-            .filter(|r| r.body["id_slot"] == 0 && r.prompt.contains("round 1"))
-            .all(|r| r.cache_n > 0)
-    };
-    assert!(cached(bed.a.as_ref().unwrap()) && cached(&bed.b));
 }
 
 #[test]
@@ -182,4 +177,87 @@ fn a_session_whose_endpoint_dies_fails_that_turn_and_runs_the_next_on_the_other(
     assert_eq!(a.state, "failing");
     assert!(a.last_error.is_some(), "{a:?}");
     assert_eq!(status.llama.endpoints[1].sessions, 1);
+}
+
+/// The main-slot requests `fake` saw whose prompt holds `marker`, in order.
+fn main_requests(fake: &Fake, marker: &str) -> Vec<fakellama::RecordedRequest> {
+    fake.server
+        .requests()
+        .into_iter()
+        .filter(|r| r.body["id_slot"] == 0 && r.prompt.contains(marker))
+        .collect()
+}
+
+#[test]
+fn each_session_finds_its_whole_prefix_cached_on_its_endpoint() {
+    let bed = Bed::new();
+    for round in 0..3 {
+        let submitted: Vec<Submitted> = ["p", "q"]
+            .iter()
+            .map(|s| bed.submit(s, &format!("{s}-session says round {round}")))
+            .collect();
+        for s in submitted {
+            assert_eq!(bed.end_of(s).0, TurnEnd::Done);
+        }
+    }
+    for marker in ["p-session", "q-session"] {
+        let seen: Vec<_> = [bed.a.as_ref().unwrap(), &bed.b]
+            .into_iter()
+            .map(|f| main_requests(f, marker))
+            .filter(|r| !r.is_empty())
+            .collect();
+        assert_eq!(seen.len(), 1, "{marker} ran on both endpoints");
+        let calls = &seen[0];
+        assert_eq!(calls.len(), 3, "{marker}");
+        // Each turn's prompt starts with the whole of the one before (the slot kept it), not
+        // just the system prompt and tools every session shares.
+        for pair in calls.windows(2) {
+            assert!(
+                pair[1].cache_n >= pair[0].prompt_tokens,
+                "{marker}: cached {} of {}, the turn before had {}",
+                pair[1].cache_n,
+                pair[1].prompt_tokens,
+                pair[0].prompt_tokens
+            );
+        }
+    }
+}
+
+#[test]
+fn a_session_waiting_for_its_slot_is_routed_again_when_its_endpoint_fails_meanwhile() {
+    let bed = Bed::new();
+    let (end, answer) = bed.end_of(bed.submit("w", "first"));
+    assert_eq!((end, answer.as_str()), (TurnEnd::Done, "from a"));
+    // Another turn holds a's main slot; w's next task waits for it.
+    let held = bed
+        .engine
+        .models()
+        .main_for(&bxcore::SessionId::new("w").unwrap());
+    let permit = held.gate.clone().try_acquire_owned().unwrap();
+    let routed = bed.engine.models().routed();
+    let engine = bed.engine.clone();
+    let task: TaskRequest =
+        serde_json::from_value(serde_json::json!({ "session": "w", "text": "second" })).unwrap();
+    let waiting = bed.rt.spawn(async move { engine.submit(task).await });
+    bed.rt.block_on(bounded(
+        async {
+            // Routed to a, and waiting for its slot.
+            while bed.engine.models().routed() == routed {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        },
+        "the task waiting for its slot",
+    ));
+    // a fails a call meanwhile; then its slot is given back.
+    bed.a_client
+        .faults()
+        .record(&crate::llama::InferError::Stalled { after_ms: 1 });
+    drop(permit);
+    let submitted = bed
+        .rt
+        .block_on(bounded(waiting, "the acknowledgement"))
+        .unwrap()
+        .unwrap();
+    let (end, answer) = bed.end_of(submitted);
+    assert_eq!((end, answer.as_str()), (TurnEnd::Done, "from b"));
 }
