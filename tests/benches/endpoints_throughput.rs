@@ -49,22 +49,31 @@ const SERVER_ARGS: [&str; 12] = [
     "-lv",
     "2",
 ];
+/// loopd's log, in its directory.
+const LOG: &str = "loopd.log";
+/// What loopd's router logs when a session's turn goes to another endpoint or slot than its
+/// last one (`route::Router::main_for`).
+const MOVED: &str = "the session moves to another endpoint or slot";
+/// What the router logs when it first sees an endpoint up (`route::watch`).
+const UP: &str = "endpoint is up";
 /// The endpoints' names in the two-endpoint layout.
 const NAMES: [&str; 2] = ["one", "two"];
 
 /// Round 1: one task per session, all different, so each session has a prefix of its own.
+/// Each asks for more than [`MAX_ANSWER_TOKENS`], so every answer runs to the cap: the
+/// sessions weigh the same and the layouts do the same work, whichever endpoint each lands on.
 const FIRST: [&str; 8] = [
-    "What is the capital of France?",
-    "Name a colour.",
-    "What is two plus two?",
-    "Name a fruit.",
-    "Say hello in one short sentence.",
-    "What day comes after Monday?",
-    "Name an animal.",
-    "What is the opposite of hot?",
+    "Write a long story about a cat who lives in Paris.",
+    "Write a long story about a dog who learns to swim.",
+    "Write a long story about a baker and his oven.",
+    "Write a long story about a girl who finds a map.",
+    "Write a long story about a ship lost at sea.",
+    "Write a long story about a robot who plants trees.",
+    "Write a long story about a fox in the snow.",
+    "Write a long story about two friends on a train.",
 ];
 /// Round 2: the second task of every session.
-const SECOND: &str = "Thank you. Now say that again in fewer words.";
+const SECOND: &str = "Continue the story with a long new chapter.";
 
 /// What one task's turn cost: its main calls' usage and server timings, in order.
 struct Task {
@@ -173,7 +182,15 @@ fn layout(parts: &RealParts, servers: usize) -> (Duration, Duration) {
         "  {label}: turn 2 found its session's whole turn-1 prompt cached in {kept} of {} sessions",
         FIRST.len()
     );
-    println!("  {label}: sessions per endpoint: {}", spread(&socket));
+    let log = std::fs::read_to_string(dir.path().join(LOG)).unwrap_or_default();
+    let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
+    // "endpoint is up" shows the router's info lines reach the log, so 0 moves means none.
+    println!(
+        "  {label}: sessions per endpoint: {}; moves logged: {} ('endpoint is up' lines: {})",
+        spread(&socket),
+        count(MOVED),
+        count(UP)
+    );
     println!("  {label}: {}", accounts(&socket));
     (first.wall, second.wall)
 }
@@ -201,11 +218,16 @@ fn start_loopd(dir: &Path, socket: &Path, urls: &[&str]) -> Running {
     ));
     let path = dir.join("loopd.toml");
     std::fs::write(&path, config).unwrap();
-    let mut command = Command::new(bin_dir().join("loopd"));
+    // loopd's log goes to a file (through a shell that execs it, so the pid is loopd's), with
+    // the router's info lines: a session that moves endpoint is logged there.
+    let mut command = Command::new("sh");
     command
-        .arg("--config")
+        .arg("-c")
+        .arg("exec \"$0\" --config \"$1\" 2>>\"$2\"")
+        .arg(bin_dir().join("loopd"))
         .arg(&path)
-        .env("RUST_LOG", DAEMON_LOG_LEVEL);
+        .arg(dir.join(LOG))
+        .env("RUST_LOG", format!("{DAEMON_LOG_LEVEL},loopd::route=info"));
     let mut loopd = Running::start(command).unwrap();
     let deadline = Instant::now() + Duration::from_millis(READY_TIMEOUT_MS);
     while std::os::unix::net::UnixStream::connect(socket).is_err() {
