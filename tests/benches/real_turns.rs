@@ -73,7 +73,7 @@ fn main() {
     let port = FakeTools::new();
     let runtime = Runtime {
         cfg: &cfg,
-        client: &client,
+        models: &loopd::route::Targets::of(&client, &loopd::config::Slots::default()),
         blocking: &blocking,
         port: &port,
         registry: &registry,

@@ -10,6 +10,12 @@ let
 
   morning = { name = "morning"; cron = "0 7 * * *"; task = "Summarise files/."; };
 
+  # nixpkgs' llama-cpp as the module sees it: cmakeFlags say whether RPC was built in.
+  llamaCpp = rpc: {
+    type = "derivation"; name = "llama-cpp"; outPath = "${builtins.storeDir}/00000000000000000000000000000001-llama-cpp";
+    cmakeFlags = [ "-DGGML_NATIVE:BOOL=FALSE" "-DGGML_RPC:BOOL=${if rpc then "TRUE" else "FALSE"}" ];
+  };
+
   cases = {
     # Option types (the stand-in lib let all three through).
     relative-model = { user = base // { model = "models/test.gguf"; }; };
@@ -42,6 +48,15 @@ let
     secret-relative = { user = base // { brokerd.secrets.github.file = "secrets/github"; }; };
     secret-bad-name = { user = base // { brokerd.secrets.GitHub.file = "/run/agenix/github"; }; };
     secret-file-with-config-file = { user = base // { brokerd.configFile = "/etc/brokerd.toml"; brokerd.secrets.wiki = { file = "/run/agenix/wiki"; loadCredential = false; }; }; };
+    # llama.cpp RPC: one "host:port" an entry, a loud warning for an exposed worker, and a
+    # package without RPC named for what it is.
+    rpc-servers-comma = { user = base // { llama.rpcServers = [ "10.100.0.2:50052,10.100.0.3:50052" ]; }; };
+    rpc-servers-no-port = { user = base // { llama.rpcServers = [ "10.100.0.2" ]; }; };
+    rpc-servers-without-rpc-build = { user = base // { llama = { rpcServers = [ "10.100.0.2:50052" ]; package = llamaCpp false; }; }; };
+    rpc-worker-exposed = { user = base // { rpcWorker = { enable = true; host = "0.0.0.0"; }; }; };
+    rpc-worker-firewall-on-loopback = { user = base // { rpcWorker = { enable = true; openFirewall = true; }; }; };
+    rpc-worker-without-rpc-build = { user = base // { rpcWorker = { enable = true; package = llamaCpp false; }; }; };
+    rpc-worker-port-out-of-range = { user = base // { rpcWorker = { enable = true; port = 70000; }; }; };
   };
 
   picked = cases.${case} or (throw "eval-case: no case ${case}");
@@ -50,6 +65,7 @@ in
 # What NixOS builds from the module: the unit, its configs and the user.
 {
   inherit (config.systemd.services.boxmaker) serviceConfig;
+  workerUnit = config.systemd.services.boxmaker-rpc-worker.serviceConfig or null;
   configScript = config.services.boxmaker.configDir.script;
   user = config.users.users.boxmaker;
 }

@@ -97,6 +97,30 @@ let
   renderedBoxd = c: builtins.readFile (builtins.head
     (builtins.match ".* ([^ \n]*boxd.toml.in) > .*" c.services.boxmaker.configDir.script));
 
+  # llama.cpp RPC (docs/scale-out.md): workers for this llama-server, -ngl sending layers to them.
+  rpcServers = [ "10.100.0.2:50052" "10.100.0.3:50052" ];
+  withRpc = evalBox { user = user // { llama = { inherit rpcServers; extraFlags = [ "-ngl" "99" ]; }; }; };
+  # A worker: loopback (the default), and exposed on a tunnel's address with the firewall open.
+  # `raw` for the exposed one: it warns by design (eval-case.nix checks the warning's text).
+  workerOf = u: evalBox { user = user // { rpcWorker = { enable = true; } // u; }; };
+  worker = (workerOf { port = 50100; threads = 1; }).config;
+  wsc = worker.systemd.services.boxmaker-rpc-worker.serviceConfig;
+  exposed = (workerOf { host = "10.100.0.2"; openFirewall = true; allowedClients = [ "10.100.0.1/32" ]; }).raw;
+  esc = exposed.systemd.services.boxmaker-rpc-worker.serviceConfig;
+  # nixpkgs' llama-cpp built with rpcSupport, as the module sees it: no warning about RPC.
+  rpcBuild = { type = "derivation"; name = "llama-cpp"; outPath = "${builtins.storeDir}/00000000000000000000000000000002-llama-cpp"; cmakeFlags = [ "-DGGML_RPC:BOOL=TRUE" ]; };
+  rpcBuilt = (evalBox { user = user // { llama = { inherit rpcServers; package = rpcBuild; }; rpcWorker.enable = true; }; }).raw;
+  # A machine that only lends its memory: no appliance, so no model either.
+  workerOnly = (evalBox { user = { rpcWorker.enable = true; }; }).config;
+  # loopd's [[llama.endpoints]]: loopd routes to them and refuses `[llama] url` or --llama beside.
+  endpoints = [{
+    name = "cupboard"; url = "https://gpu.lan:8443"; api_key_file = "/run/agenix/llama-key";
+    ca_file = "/etc/boxmaker/lan-ca.pem"; roles = [ "main" "background" ]; slots.main = [ 0 1 ];
+  }];
+  withEndpoints = (evalBox { user = user // { loopd.settings.llama.endpoints = endpoints; }; }).config;
+  configFileNoUrl = (evalBox { user = user // { loopd.configFile = "/etc/loopd.toml"; loopd.passLlamaUrl = false; schedules = [ ]; metrics.enable = false; }; }).config;
+  loopdArgs = c: builtins.head (builtins.match ".*\\[\\[children]]\nargs = (\\[[^]]*]).*name = \"loopd\".*" (renderedBoxd c));
+
   checks = [
     (has "Type" "notify")
     (has "KillMode" "mixed")
@@ -200,6 +224,44 @@ let
     (check "reload: SIGHUP to boxd's child brokerd, never to boxd (which has no handler)"
       (sc.ExecReload == "/nix/store/00000000000000000000000000000000-procps/bin/pkill --signal HUP --parent $MAINPID --exact brokerd"
         && noSecrets.systemd.services.boxmaker.serviceConfig.ExecReload == sc.ExecReload))
+    (check "rpcServers: llama-server gets them as one --rpc, comma-separated"
+      (lib.hasInfix "\"--rpc\", \"10.100.0.2:50052,10.100.0.3:50052\", \"-ngl\", \"99\"" (renderedBoxd withRpc.config)))
+    (check "rpcServers: -ngl sends layers to the workers, so no GPU warning" (withRpc.raw.warnings == [ ]))
+    (check "a llama.cpp built with RPC: no warning, for the head or the worker, and the worker runs it"
+      (rpcBuilt.warnings == [ ] && lib.hasPrefix "${rpcBuild.outPath}/bin/" rpcBuilt.systemd.services.boxmaker-rpc-worker.serviceConfig.ExecStart))
+    (check "no rpcServers: no --rpc" (!(lib.hasInfix "--rpc" (renderedBoxd config))))
+    (check "no rpcWorker: no worker unit, no open port"
+      (!(config.systemd.services ? boxmaker-rpc-worker) && config.networking.firewall.allowedTCPPorts == [ ]))
+    (check "rpcWorker: rpc-server on loopback at its port, with its threads"
+      (wsc.ExecStart == "/nix/store/00000000000000000000000000000000-llama-cpp/bin/llama-rpc-server --host 127.0.0.1 --port 50100 --threads 1"))
+    (check "rpcWorker: hardened (a dynamic user, no capabilities, read-only system, no W+X memory, IP only)"
+      (wsc.DynamicUser && wsc.ProtectSystem == "strict" && wsc.NoNewPrivileges && wsc.PrivateTmp
+        && wsc.CapabilityBoundingSet == "" && wsc.PrivateDevices && wsc.PrivateUsers && wsc.ProtectHome
+        && wsc.MemoryDenyWriteExecute && wsc.RestrictNamespaces && wsc.ProcSubset == "pid"
+        && wsc.RestrictAddressFamilies == [ "AF_INET" "AF_INET6" "AF_UNIX" ]
+        && wsc.SystemCallFilter == [ "@system-service" "~@privileged" ]))
+    (check "rpcWorker on loopback: the firewall stays shut, no address filter, no warning"
+      (worker.networking.firewall.allowedTCPPorts == [ ] && !(wsc ? IPAddressDeny) && worker.warnings == [ ]))
+    (check "rpcWorker.openFirewall opens the worker's port, and only it"
+      (exposed.networking.firewall.allowedTCPPorts == [ 50052 ]))
+    (check "rpcWorker on a tunnel's address: listens there, waits for the network, drops other clients"
+      (esc.ExecStart == "/nix/store/00000000000000000000000000000000-llama-cpp/bin/llama-rpc-server --host 10.100.0.2 --port 50052"
+        && builtins.elem "network-online.target" exposed.systemd.services.boxmaker-rpc-worker.wants
+        && esc.IPAddressDeny == "any" && esc.IPAddressAllow == [ "localhost" "10.100.0.1/32" ]))
+    (check "rpcWorker alone: the worker's unit without the appliance's"
+      (workerOnly.systemd.services ? boxmaker-rpc-worker && !(workerOnly.systemd.services ? boxmaker)))
+    (check "loopd gets --llama while there are no endpoints"
+      (lib.hasInfix "\"--llama\", \"http://127.0.0.1:8080\"" (loopdArgs config)))
+    (check "[[llama.endpoints]]: no --llama and no [llama] url for loopd, the endpoints rendered"
+      (let text = renderedLoopd withEndpoints; in
+        !(lib.hasInfix "--llama" (loopdArgs withEndpoints))
+        && !withEndpoints.services.boxmaker.loopd.passLlamaUrl
+        && builtins.match "(.*\n)?url = \"http://127.0.0.1:8080\"\n.*" text == null
+        && lib.hasInfix "\n[[llama.endpoints]]\napi_key_file = \"/run/agenix/llama-key\"\n" text
+        && lib.hasInfix "url = \"https://gpu.lan:8443\"\n" text
+        && lib.hasInfix "slots = { main = [0, 1] }" text))
+    (check "loopd.configFile with passLlamaUrl = false: no --llama"
+      (!(lib.hasInfix "--llama" (loopdArgs configFileNoUrl))))
     (check "disabled: no unit, user or package"
       (disabled.systemd.services == { } && disabled.users.users == { } && disabled.environment.systemPackages == [ ]))
   ];

@@ -24,6 +24,8 @@ in
     in
     {
       inherit (evaluated) options;
+      # The config as the module made it, warnings unprinted: for checks of the warnings.
+      raw = config;
       # NixOS checks the assertions and prints the warnings before it builds the system.
       config = lib.asserts.checkAssertWarn config.assertions config.warnings config;
     };

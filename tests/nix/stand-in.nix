@@ -26,7 +26,8 @@ let
         default = [ ];
         description = "As NixOS's: printed when the system is built.";
       };
-      # Declared so the checks can see that the module leaves it alone (metrics stay local).
+      # Declared so the checks can see that the module leaves it alone (metrics stay local)
+      # unless rpcWorker.openFirewall asks.
       networking.firewall.allowedTCPPorts = mkOption {
         type = types.listOf types.port;
         default = [ ];
@@ -60,6 +61,7 @@ let
             description = mkOption { type = types.str; default = ""; description = "Description=."; };
             wantedBy = mkOption { type = types.listOf types.str; default = [ ]; description = "WantedBy=."; };
             after = mkOption { type = types.listOf types.str; default = [ ]; description = "After=."; };
+            wants = mkOption { type = types.listOf types.str; default = [ ]; description = "Wants=."; };
             path = mkOption { type = types.listOf (types.either types.package types.str); default = [ ]; description = "Packages whose bin/ (and sbin/) are on the unit's PATH."; };
             serviceConfig = mkOption {
               type = types.attrsOf (types.either unitAtom (types.listOf unitAtom));

@@ -3,6 +3,7 @@
 
 pub mod prometheus;
 pub mod real;
+pub mod rpc;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -58,11 +59,22 @@ impl Running {
     }
 
     /// Starts `command` with its stdout captured line by line.
-    pub fn start(mut command: Command) -> std::io::Result<Running> {
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
+    pub fn start(command: Command) -> std::io::Result<Running> {
+        Running::start_with_stderr(command, Stdio::inherit())
+    }
+
+    /// [`Running::start`] with the child's stderr appended to the file `log` (created if
+    /// missing): for a chatty child whose log a test reads, and keeps out of the test's output.
+    pub fn start_logged(command: Command, log: &Path) -> std::io::Result<Running> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
+        Running::start_with_stderr(command, Stdio::from(file))
+    }
+
+    fn start_with_stderr(mut command: Command, stderr: Stdio) -> std::io::Result<Running> {
+        let mut child = command.stdout(Stdio::piped()).stderr(stderr).spawn()?;
         let stdout: ChildStdout = child
             .stdout
             .take()

@@ -3,7 +3,7 @@
 
 use crate::{READY_TIMEOUT_MS, Running};
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
@@ -63,6 +63,26 @@ impl LlamaServer {
     /// Starts `server -m model ARGS --host 127.0.0.1 --port P --no-webui` and waits (bounded)
     /// until `/health` answers 200.
     pub fn start(server: &PathBuf, model: &PathBuf, args: &[&str]) -> std::io::Result<Self> {
+        LlamaServer::start_with(server, model, args, None)
+    }
+
+    /// [`LlamaServer::start`] with the server's log (its stderr) written to the file `log`
+    /// instead of the test's output, for a test that reads it.
+    pub fn start_logged(
+        server: &PathBuf,
+        model: &PathBuf,
+        args: &[&str],
+        log: &Path,
+    ) -> std::io::Result<Self> {
+        LlamaServer::start_with(server, model, args, Some(log))
+    }
+
+    fn start_with(
+        server: &PathBuf,
+        model: &PathBuf,
+        args: &[&str],
+        log: Option<&Path>,
+    ) -> std::io::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -74,7 +94,10 @@ impl LlamaServer {
             &port.to_string(),
             "--no-webui",
         ]);
-        let mut running = Running::start(command)?;
+        let mut running = match log {
+            Some(log) => Running::start_logged(command, log)?,
+            None => Running::start(command)?,
+        };
         let deadline =
             Instant::now() + Duration::from_millis(LOAD_TIMEOUT_MS.max(READY_TIMEOUT_MS));
         while health(port) != Some(200) {

@@ -74,17 +74,68 @@ pub fn status_text(status: &Status) -> String {
         (false, None) => "NOT OK".to_string(),
     };
     let slots = &llama.slots;
-    text.push_str(&format!(
-        "llama   {}: {health}; model {}, n_ctx {}, {} slots (main {}, background {}, subagent {})\n",
-        llama.url,
-        llama.model,
-        llama.n_ctx,
-        llama.total_slots,
-        slots.main,
-        slots.background,
-        slots.subagent
-    ));
+    if llama.endpoints.len() > 1 {
+        text.push_str(&endpoints_text(llama, &health));
+    } else {
+        text.push_str(&format!(
+            "llama   {}: {health}; model {}, n_ctx {}, {} slots (main {}, background {}, subagent {})\n",
+            llama.url,
+            // What a model server says of itself is shown on one line, escapes and all.
+            one_line(&llama.model, None),
+            llama.n_ctx,
+            llama.total_slots,
+            slots.main,
+            slots.background,
+            slots.subagent
+        ));
+    }
     text.push_str(&crate::usage::today_line(&status.usage));
+    text
+}
+
+/// Several model servers (issue 20): a line for the set, then one per endpoint with its
+/// state, model, slots by role, the sessions that keep to it and its last error.
+fn endpoints_text(llama: &proto::api::LlamaStatus, health: &str) -> String {
+    let up = llama.endpoints.iter().filter(|e| e.state == "up").count();
+    let mut text = format!(
+        "llama   {} endpoints, {up} up: {}; model {}, n_ctx {}\n",
+        llama.endpoints.len(),
+        if up > 0 { "ok" } else { health },
+        one_line(&llama.model, None),
+        llama.n_ctx
+    );
+    for e in &llama.endpoints {
+        let list = |slots: &[u32]| match slots {
+            [] => "-".to_string(),
+            _ => slots
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        };
+        let model = match (&e.model, e.total_slots) {
+            (Some(model), Some(total)) => format!("model {}, {total} slots", one_line(model, None)),
+            (Some(model), None) => format!("model {}", one_line(model, None)),
+            _ => "not reached yet".to_string(),
+        };
+        let s = if e.sessions == 1 { "" } else { "s" };
+        text.push_str(&format!(
+            "        {} {}: {}; {model}; main {}, background {}, subagent {}; {} session{s}\n",
+            e.name,
+            e.url,
+            e.state.to_uppercase(),
+            list(&e.slots.main),
+            list(&e.slots.background),
+            list(&e.slots.subagent),
+            e.sessions
+        ));
+        if let Some(error) = &e.last_error {
+            text.push_str(&format!(
+                "          last error: {}\n",
+                one_line(error, None)
+            ));
+        }
+    }
     text
 }
 

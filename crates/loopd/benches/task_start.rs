@@ -107,17 +107,20 @@ fn main() {
     let engine = Engine::new(EngineParts {
         cfg: cfg.clone(),
         store: Store::new(state.path()).unwrap(),
-        client: Arc::new(Client::new(ClientOptions::for_url(&fake.url()).unwrap())),
         port: Arc::new(FakeTools::new()),
         tools: ToolSource::Fake(Registry::m2b()),
         system: "You are a benchmark.".into(),
-        server: ServerInfo {
-            n_ctx: 1 << 20,
-            total_slots: fakellama::DEFAULT_SLOTS,
-            model: "fakellama".into(),
-            model_path: String::new(),
-            build_info: String::new(),
-        },
+        models: Arc::new(loopd::route::Router::single(
+            Client::new(ClientOptions::for_url(&fake.url()).unwrap()),
+            &loopd::config::Slots::default(),
+            ServerInfo {
+                n_ctx: 1 << 20,
+                total_slots: fakellama::DEFAULT_SLOTS,
+                model: "fakellama".into(),
+                model_path: String::new(),
+                build_info: String::new(),
+            },
+        )),
         blocking: Blocking::new(rt.handle().clone()),
         meter: Arc::new(Meter::load(&cfg, system_clock()).unwrap()),
     });

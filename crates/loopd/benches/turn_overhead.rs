@@ -118,7 +118,7 @@ fn in_process(rt: &tokio::runtime::Runtime, url: &str, metered: bool) {
         };
         let runtime = Runtime {
             cfg: &cfg,
-            client: &client,
+            models: &loopd::route::Targets::of(&client, &loopd::config::Slots::default()),
             blocking: &blocking,
             port: &port,
             registry: &registry,

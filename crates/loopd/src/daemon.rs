@@ -9,7 +9,6 @@ use crate::blocking::Blocking;
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::llama::{Client, ClientOptions, check_expectations};
 use crate::meter::{Meter, ScheduleRuns, system_clock};
 use crate::schedule::{Paths, Scheduler, SystemClock};
 use crate::session::{AppendTimes, Store};
@@ -33,20 +32,10 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let system = read_system_prompt(&cfg.baseline.system)?;
-    let options = ClientOptions::from_config(&cfg.llama).context("llama settings")?;
-    let client = Arc::new(Client::new(options));
     let blocking = Blocking::new(runtime.handle().clone());
-    tracing::info!(url = %cfg.llama.url, "waiting for llama-server");
-    let server = blocking
-        .wait(client.wait_until_ready(cfg.llama.health_wait_ms))
-        .with_context(|| format!("llama-server at {} is not ready", cfg.llama.url))?;
-    if let Err(problems) = check_expectations(&cfg.expect, &cfg.slots, &server) {
-        bail!(
-            "llama-server at {} does not match the config: {}",
-            cfg.llama.url,
-            problems.join("; ")
-        );
-    }
+    tracing::info!(endpoints = %cfg.llama.describe(), "waiting for llama-server");
+    let models = Arc::new(runtime.block_on(crate::route::start(&cfg))?);
+    let server = models.server().clone();
     // Only now is the slot size known: a configured result cap that would crowd it out is refused.
     if let Err(why) = cfg.r#loop.check_result_cap(server.n_ctx) {
         bail!("loop.tool_result_cap_bytes: {why}");
@@ -82,17 +71,21 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     let specs = crate::schedule::specs(&cfg).map_err(|e| anyhow::anyhow!("schedules: {e}"))?;
     let schedule_paths = Paths::of(&cfg);
     let metrics_config = cfg.metrics;
+    let (cfg_expect, health_interval_ms) = (cfg.expect.clone(), cfg.llama.health_interval_ms);
     let engine = Engine::new(EngineParts {
         cfg,
         store,
-        client,
+        models: Arc::clone(&models),
         port,
         tools,
         system,
-        server,
         blocking,
         meter: Arc::clone(&meter),
     });
+    // Watched from now on: a turn goes only where the last look found the model up.
+    let watching = tokio_util::sync::CancellationToken::new();
+    runtime.spawn(Arc::clone(&models).watch(cfg_expect, health_interval_ms, watching.clone()));
+    let _stop_watching = watching.drop_guard();
     runtime.block_on(async {
         // First: a port in use stops loopd before it serves anything or starts a schedule's
         // (catch-up) run, not with work in flight.

@@ -20,6 +20,7 @@ pub(crate) mod memory;
 pub mod meter;
 pub(crate) mod outcome;
 pub(crate) mod outputs;
+pub mod route;
 pub(crate) mod runtime;
 pub(crate) mod schedule;
 pub mod session;

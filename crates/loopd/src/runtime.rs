@@ -8,8 +8,8 @@
 use crate::blocking::Blocking;
 use crate::budget::Spend;
 use crate::config::Config;
-use crate::llama::Client;
 use crate::outcome::CallOutcome;
+use crate::route::Targets;
 use crate::session::Session;
 use crate::tools::{Registry, ToolPort};
 use bxcore::{ApprovalDecision, ApprovalId, CallId, ModelTimings, TurnEnd, TurnEvent, Usage};
@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Runtime<'a> {
     /// loopd's config.
     pub cfg: &'a Config,
-    /// The model server.
-    pub client: &'a Client,
+    /// Where each role's model calls go: an endpoint's client and slot (`route`).
+    pub models: &'a Targets,
     /// How this thread waits for the clients' futures (turns run on threads of their own).
     pub blocking: &'a Blocking,
     /// Where tools that loopd does not answer itself go (brokerd, or `FakeTools`).

@@ -156,7 +156,7 @@ pub fn run(
         return CallOutcome::not_run(&format!("Not run: the child session {id}: {e}"));
     }
     let mut cfg = rt.cfg.clone();
-    cfg.slots.main = rt.cfg.slots.subagent;
+    let models = rt.models.for_child();
     cfg.r#loop.max_steps = rt.cfg.subagent.max_steps;
     // A port that decides per session (brokerd) offers the child what `sub-*` grants allow,
     // which need not be what the parent may call.
@@ -167,7 +167,7 @@ pub fn run(
     let registry = registry_for(&base, &id, rt.cfg);
     let child_rt = Runtime {
         cfg: &cfg,
-        client: rt.client,
+        models: &models,
         blocking: rt.blocking,
         port: rt.port,
         registry: &registry,

@@ -77,21 +77,20 @@ pub fn missing(rt: &Runtime<'_>, session: &mut Session) -> Result<(), String> {
             ),
         });
         let request = ChatRequest {
-            slot: cfg.slots.background,
+            slot: rt.models.background.slot,
             messages,
             tools: Vec::new(),
             thinking: true,
         };
         // A summary counts in no turn's budget: it may generate no more than the day leaves.
         let capped;
+        let background = &rt.models.background.client;
         let client = match day_left {
-            Some(left) if left < u64::from(rt.client.options().max_tokens.unwrap_or(u32::MAX)) => {
-                capped = rt
-                    .client
-                    .with_max_tokens(u32::try_from(left).unwrap_or(u32::MAX));
+            Some(left) if left < u64::from(background.options().max_tokens.unwrap_or(u32::MAX)) => {
+                capped = background.with_max_tokens(u32::try_from(left).unwrap_or(u32::MAX));
                 &capped
             }
-            _ => rt.client,
+            _ => background,
         };
         let never = CancellationToken::new();
         let mut ignore = |_: &ChatEvent| {};

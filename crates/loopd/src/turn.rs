@@ -263,7 +263,7 @@ fn model_call(
         return Err(TurnError::Store(StoreError::Poisoned(session.id().clone())));
     };
     let request = ChatRequest {
-        slot: rt.cfg.slots.main,
+        slot: rt.models.main.slot,
         messages: compact::epoch_messages(session, baseline),
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
@@ -271,15 +271,14 @@ fn model_call(
     // The call may generate no more than the turn's and the day's budgets leave; none left,
     // and the turn was stopped at its budget.
     let capped;
+    let main = &rt.models.main.client;
     let client = match stop.spend().tokens_left(rt.meter.generated_today()) {
         Some(0) => return Ok(Err(stop.end())),
-        Some(left) if left < u64::from(rt.client.options().max_tokens.unwrap_or(u32::MAX)) => {
-            capped = rt
-                .client
-                .with_max_tokens(u32::try_from(left).unwrap_or(u32::MAX));
+        Some(left) if left < u64::from(main.options().max_tokens.unwrap_or(u32::MAX)) => {
+            capped = main.with_max_tokens(u32::try_from(left).unwrap_or(u32::MAX));
             &capped
         }
-        _ => rt.client,
+        _ => main,
     };
     // What has streamed, kept should the call be stopped: the client retries only tries
     // that streamed nothing, so this is all one try's.

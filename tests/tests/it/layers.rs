@@ -20,6 +20,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
             "text", "outcome", "blocking", "journal", "config", "session", "llama",
         ],
     ),
+    ("models", &["route"]),
     ("tools", &["tools", "broker"]),
     (
         "results and notes",

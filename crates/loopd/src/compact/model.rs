@@ -91,14 +91,18 @@ pub fn ask(
         .n_ctx
         .saturating_sub(answer_tokens + MEASURE_MARGIN_TOKENS);
     let request = |messages: Vec<ChatMessage>| ChatRequest {
-        slot: rt.cfg.slots.background,
+        slot: rt.models.background.slot,
         messages,
         tools: Vec::new(),
         thinking: rt.cfg.r#loop.thinking,
     };
     let measure = &mut |messages: &[ChatMessage]| {
-        rt.blocking
-            .wait(rt.client.prompt_tokens(&request(messages.to_vec())))
+        rt.blocking.wait(
+            rt.models
+                .background
+                .client
+                .prompt_tokens(&request(messages.to_vec())),
+        )
     };
     let messages = match fit(&parts, budget, measure) {
         Ok(messages) => messages,
@@ -116,7 +120,7 @@ pub fn ask(
             whole
         }
     };
-    let client: Client = rt.client.with_max_tokens(answer_tokens);
+    let client: Client = rt.models.background.client.with_max_tokens(answer_tokens);
     let never = CancellationToken::new();
     let started = Instant::now();
     let completion = rt.blocking.wait(client.chat_with_retry(

@@ -34,12 +34,15 @@ pub fn before_call(rt: &Runtime<'_>, session: &mut Session) -> Result<(), Baseli
         return Ok(());
     }
     let request = ChatRequest {
-        slot: rt.cfg.slots.main,
+        slot: rt.models.main.slot,
         messages,
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
     };
-    let tokens = match rt.blocking.wait(rt.client.prompt_tokens(&request)) {
+    let tokens = match rt
+        .blocking
+        .wait(rt.models.main.client.prompt_tokens(&request))
+    {
         Ok(tokens) => tokens,
         Err(e) => {
             tracing::debug!(session = %session.id(), error = %e, "cannot measure the next prompt");
@@ -89,12 +92,15 @@ pub fn for_carry(session: &Session, rt: &Runtime<'_>) -> Option<u32> {
     let mut messages = messages_with_carry(baseline, &[], Some(("", bxcore::Labels::PUBLIC)));
     messages.extend(carried_request(session).map(|content| ChatMessage::User { content }));
     let request = ChatRequest {
-        slot: rt.cfg.slots.main,
+        slot: rt.models.main.slot,
         messages,
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
     };
-    match rt.blocking.wait(rt.client.prompt_tokens(&request)) {
+    match rt
+        .blocking
+        .wait(rt.models.main.client.prompt_tokens(&request))
+    {
         Ok(fixed) => Some(
             rt.n_ctx
                 .saturating_sub(rt.cfg.compact.turn_room_tokens)

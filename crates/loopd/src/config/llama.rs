@@ -2,22 +2,38 @@
 
 use bxconfig::Problems;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The prefix of a `llama.url` naming a Unix socket: `unix:/path/to.sock`.
 pub const UNIX_URL_PREFIX: &str = "unix:";
 
-/// `[llama]`: the llama-server endpoint, its timeouts and the retry policy for 503 and refused
-/// connections.
+/// The URL of the one llama-server when neither `llama.url` nor `[[llama.endpoints]]` is set.
+pub const DEFAULT_LLAMA_URL: &str = "http://127.0.0.1:8080";
+
+/// `[llama]`: where the model servers are (one `url`, or `[[llama.endpoints]]`), the timeouts
+/// and retry policy every endpoint shares, and how often each is watched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Llama {
-    /// Base URL of llama-server: `http://host:port`, or `unix:/path/to.sock` for a Unix
-    /// socket (`--host PATH.sock`). Overridden by `--llama URL`.
-    pub url: String,
+    /// Base URL of the one llama-server: `http://host:port`, `https://host[:port]`, or
+    /// `unix:/path/to.sock` for a Unix socket (`--host PATH.sock`). Overridden by
+    /// `--llama URL`. Unset: [`DEFAULT_LLAMA_URL`], unless `endpoints` are listed (then it
+    /// must stay unset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// A file holding the API key llama-server was started with (`--api-key-file`); none: no key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_file: Option<PathBuf>,
+    /// For an `https` url: a PEM file of the one CA its certificate must chain to; none: the
+    /// system's roots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// Several model servers, each with its roles and slots (see `docs/scale-out.md`);
+    /// empty: the one `url`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<super::EndpointConfig>,
+    /// How often each endpoint's `/health` is asked while loopd runs, in milliseconds.
+    pub health_interval_ms: u64,
     /// The longest a TCP connect may take, in milliseconds.
     pub connect_timeout_ms: u64,
     /// The longest one model call (a whole streamed answer) may take, in milliseconds.
@@ -42,8 +58,11 @@ pub struct Llama {
 impl Default for Llama {
     fn default() -> Llama {
         Llama {
-            url: "http://127.0.0.1:8080".to_string(),
+            url: None,
             api_key_file: None,
+            ca_file: None,
+            endpoints: Vec::new(),
+            health_interval_ms: 5_000,
             connect_timeout_ms: 2_000,
             request_timeout_ms: 600_000,
             stall_timeout_ms: 60_000,
@@ -57,23 +76,25 @@ impl Default for Llama {
 }
 
 impl Llama {
+    /// The one llama-server's URL: `url`, or [`DEFAULT_LLAMA_URL`].
+    pub fn url(&self) -> &str {
+        self.url.as_deref().unwrap_or(DEFAULT_LLAMA_URL)
+    }
+
+    /// Names the endpoints' URLs for a log line or an error: one URL, or `name=url, ...`.
+    pub fn describe(&self) -> String {
+        if self.endpoints.is_empty() {
+            return self.url().to_string();
+        }
+        self.endpoints
+            .iter()
+            .map(|e| format!("{}={}", e.name, e.url))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub(super) fn check(&self, p: &mut Problems) {
-        match self.url.strip_prefix(UNIX_URL_PREFIX) {
-            Some("") => p.push(
-                "llama.url",
-                "unix: needs a socket path, as in unix:/run/llama.sock",
-            ),
-            Some(path) => p.socket_path("llama.url", Path::new(path)),
-            None if self.url.starts_with("https://") => p.push(
-                "llama.url",
-                "https is not supported: loopd reaches llama-server on loopback or a private \
-                 network; use http://HOST:PORT or unix:/path.sock",
-            ),
-            None => p.http_url("llama.url", &self.url),
-        }
-        if let Some(file) = &self.api_key_file {
-            p.path_non_empty("llama.api_key_file", file);
-        }
+        p.at_least("llama.health_interval_ms", self.health_interval_ms, 1);
         p.at_least("llama.connect_timeout_ms", self.connect_timeout_ms, 1);
         p.at_least("llama.request_timeout_ms", self.request_timeout_ms, 1);
         p.at_least("llama.stall_timeout_ms", self.stall_timeout_ms, 1);
@@ -131,11 +152,11 @@ mod tests {
 
     fn url_problems(url: &str) -> Vec<String> {
         let llama = Llama {
-            url: url.to_owned(),
+            url: Some(url.to_owned()),
             ..Llama::default()
         };
         let mut p = Problems::new();
-        llama.check(&mut p);
+        super::super::endpoints::check(&llama, &super::super::Slots::default(), None, &mut p);
         p.finish()
             .err()
             .unwrap_or_default()
@@ -156,5 +177,24 @@ mod tests {
         assert!(empty[0].contains("llama.url"), "{empty:?}");
         let long = format!("unix:/{}", "s".repeat(200));
         assert_eq!(url_problems(&long).len(), 1);
+        assert_eq!(url_problems("https://gpu.lan:8443"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn config_llama_ca_file_is_only_for_https() {
+        let problems = |url: &str| {
+            let llama = Llama {
+                url: Some(url.to_owned()),
+                ca_file: Some(PathBuf::from("/etc/boxmaker/lan-ca.pem")),
+                ..Llama::default()
+            };
+            let mut p = Problems::new();
+            super::super::endpoints::check(&llama, &super::super::Slots::default(), None, &mut p);
+            p.finish().err().unwrap_or_default()
+        };
+        assert!(problems("https://gpu.lan").is_empty());
+        let wrong = problems("http://127.0.0.1:8080");
+        assert_eq!(wrong.len(), 1, "{wrong:?}");
+        assert_eq!(wrong[0].key, "llama.ca_file");
     }
 }

@@ -7,6 +7,7 @@
 mod api;
 mod approvals;
 mod budgets;
+mod endpoints;
 mod heartbeat;
 mod llama;
 mod memory;
@@ -16,15 +17,20 @@ mod subagent;
 mod turn;
 
 #[cfg(test)]
+mod endpoint_tests;
+#[cfg(test)]
 mod tests;
 
 pub use api::{Api, Broker};
 pub use approvals::Approvals;
 pub use budgets::{Budgets, SessionBudgets, TurnBudgets};
+pub use endpoints::{
+    DEFAULT_ENDPOINT_NAME, EndpointConfig, EndpointPlan, MAX_ENDPOINTS, Role, RoleSlots, plans,
+};
 pub use heartbeat::{
     HEARTBEAT_MIN_MS, HEARTBEAT_OFF, HEARTBEAT_PROMPT_FILE, Heartbeat, QUIET_REPLY,
 };
-pub use llama::{Expect, Llama};
+pub use llama::{DEFAULT_LLAMA_URL, Expect, Llama};
 pub use memory::Memory;
 pub use schedules::{
     CHECK_RUN_TIMES, DEFAULT_TIMEZONE, HEARTBEAT_SCHEDULE, MAX_SCHEDULE_NAME_BYTES, MIN_EVERY_MS,
@@ -128,6 +134,7 @@ impl Validate for Config {
         p.socket_path("socket", &self.socket);
         p.path_non_empty("state_dir", &self.state_dir);
         self.llama.check(&mut p);
+        endpoints::check(&self.llama, &self.slots, self.expect.slots, &mut p);
         self.expect.check(&mut p);
         self.slots.check(self.expect.slots, &mut p);
         self.r#loop.check(self.expect.n_ctx, &mut p);

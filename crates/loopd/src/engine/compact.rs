@@ -5,6 +5,7 @@
 use super::{Inner, store_failure};
 use crate::api::ApiFailure;
 use crate::compact::{CompactError, compact_session};
+use crate::route::Lease;
 use crate::tools::Registry;
 use crate::turn::Stop;
 use bxcore::SessionId;
@@ -25,17 +26,21 @@ pub fn run(
         )));
         return;
     }
-    // The background slot is one: wait for it like a turn's background work does.
-    let Some(_permit) = inner.background_permit() else {
+    // Wait for a background slot like a turn's background work does.
+    let lease = inner
+        .parts
+        .models
+        .background_near(&inner.parts.models.home_of(id));
+    let Some(_permit) = inner.permit(&lease) else {
         let _ = reply.send(Err(ApiFailure::Unavailable(
             "loopd is shutting down".into(),
         )));
         return;
     };
-    let _ = reply.send(compact(inner, id));
+    let _ = reply.send(compact(inner, id, &lease));
 }
 
-fn compact(inner: &Inner, id: &SessionId) -> Result<CompactAnswer, ApiFailure> {
+fn compact(inner: &Inner, id: &SessionId, lease: &Lease) -> Result<CompactAnswer, ApiFailure> {
     let parts = &inner.parts;
     let mut session = inner
         .idle
@@ -44,7 +49,11 @@ fn compact(inner: &Inner, id: &SessionId) -> Result<CompactAnswer, ApiFailure> {
     // A compaction calls no tool and writes no baseline: the next turn does.
     let registry = Registry::new(Vec::new());
     let meter = parts.meter.task(id.clone(), &registry);
-    let rt = super::worker::runtime(parts, &registry, &crate::turn::NoOwner, &meter);
+    let mut models = parts.models.targets(&lease.target);
+    // Measuring the epoch counts tokens only: the background endpoint does it too.
+    models.main = lease.target.clone();
+    models.background = lease.target.clone();
+    let rt = super::worker::runtime(parts, &models, &registry, &crate::turn::NoOwner, &meter);
     if let Err(e) = crate::summarise::missing(&rt, &mut session) {
         tracing::warn!(session = %id, error = %e, "tool summary");
     }

@@ -28,8 +28,8 @@ use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted, UsageQuery};
 use crate::blocking::{Blocking, OnRuntimeThread};
 use crate::broker::Broker;
 use crate::config::Config;
-use crate::llama::{Client, ServerInfo};
 use crate::meter::Meter;
+use crate::route::{Lease, Router};
 use crate::schedule::Scheduler;
 use crate::session::{Store, StoreError};
 use crate::tools::{Registry, ToolPort};
@@ -43,7 +43,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-use tokio::sync::{Notify, Semaphore, broadcast, oneshot};
+use tokio::sync::{Notify, broadcast, oneshot};
 
 /// Everything the engine runs turns with.
 pub struct EngineParts {
@@ -51,16 +51,14 @@ pub struct EngineParts {
     pub cfg: Config,
     /// The sessions.
     pub store: Store,
-    /// The model server.
-    pub client: Arc<Client>,
+    /// The model servers, and where each session's calls go.
+    pub models: Arc<Router>,
     /// Tools that loopd does not answer itself.
     pub port: Arc<dyn ToolPort>,
     /// Where each task's registry comes from.
     pub tools: ToolSource,
     /// The system prompt.
     pub system: String,
-    /// What the model server reported at start.
-    pub server: ServerInfo,
     /// How turn threads wait for async work (the clients, a main or background slot), on
     /// the runtime the API runs on.
     pub blocking: Blocking,
@@ -113,11 +111,6 @@ pub struct Engine {
 struct Inner {
     parts: EngineParts,
     lanes: Mutex<HashMap<SessionId, Lane>>,
-    /// One permit per main slot: turns beyond that wait for a slot.
-    slots: Arc<Semaphore>,
-    /// One permit for the background slot: sessions' work after their turns (summaries,
-    /// compaction) waits here, not in llama-server's queue where its request timeout would run.
-    background: Arc<Semaphore>,
     started: Instant,
     shutting_down: AtomicBool,
     /// Read by a worker from its last look at `shutting_down` until its task's user record is
@@ -145,14 +138,12 @@ struct Inner {
 
 impl Engine {
     /// An engine over `parts`. Turns of different sessions run concurrently up to one per
-    /// main slot (one today: `[slots] main`).
+    /// main slot of the endpoints (`route`); a session waits for its own slot.
     pub fn new(parts: EngineParts) -> Engine {
         Engine {
             inner: Arc::new(Inner {
                 parts,
                 lanes: Mutex::new(HashMap::new()),
-                slots: Arc::new(Semaphore::new(1)),
-                background: Arc::new(Semaphore::new(1)),
                 started: Instant::now(),
                 shutting_down: AtomicBool::new(false),
                 starting: RwLock::new(()),
@@ -167,6 +158,11 @@ impl Engine {
                 scheduler: Mutex::new(None),
             }),
         }
+    }
+
+    /// The model servers and where each session's calls go.
+    pub fn models(&self) -> &Arc<Router> {
+        &self.inner.parts.models
     }
 
     /// Stops taking tasks (a new one is [`ApiFailure::Unavailable`], and no user record is
@@ -294,13 +290,12 @@ impl Inner {
         self.lanes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits (blocking: from a turn worker) for the background slot; `None` once it is
-    /// closed.
-    fn background_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let background = Arc::clone(&self.background);
+    /// Waits (blocking: from a turn worker) for `lease`'s slot; `None` if it cannot.
+    fn permit(&self, lease: &Lease) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let gate = Arc::clone(&lease.gate);
         self.parts
             .blocking
-            .wait(async { Ok::<_, OnRuntimeThread>(background.acquire_owned().await.ok()) })
+            .wait(async { Ok::<_, OnRuntimeThread>(gate.acquire_owned().await.ok()) })
             .ok()
             .flatten()
     }

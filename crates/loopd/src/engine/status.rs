@@ -3,11 +3,28 @@
 use super::Inner;
 use proto::api::{BrokerStatus, LlamaStatus, LoopdStatus, SlotRoles, Status};
 
-/// The status now; asks the model server's `/health`.
+/// The status now: the endpoints as the router last found them (it looks every `[llama]
+/// health_interval_ms`).
 pub async fn status(inner: &std::sync::Arc<Inner>) -> Status {
-    let (ok, error) = match inner.parts.client.health().await {
-        Ok(_) => (true, None),
-        Err(e) => (false, Some(e.to_string())),
+    let models = &inner.parts.models;
+    let endpoints = models.statuses();
+    let ok = endpoints.iter().any(|e| e.state == "up");
+    let error = if ok {
+        None
+    } else {
+        Some(
+            endpoints
+                .iter()
+                .map(|e| {
+                    let why = e.last_error.as_deref().unwrap_or(&e.state);
+                    match endpoints.len() {
+                        1 => why.to_string(),
+                        _ => format!("{}: {why}", e.name),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
     };
     let (running, queued) = {
         let lanes = inner.lock_lanes();
@@ -26,17 +43,18 @@ pub async fn status(inner: &std::sync::Arc<Inner>) -> Status {
         },
         broker: broker_status(&parts.tools).await,
         llama: LlamaStatus {
-            url: parts.cfg.llama.url.clone(),
+            url: parts.cfg.llama.describe(),
             ok,
             error,
-            n_ctx: u64::from(parts.server.n_ctx),
-            total_slots: u64::from(parts.server.total_slots),
-            model: parts.server.model.clone(),
+            n_ctx: u64::from(models.server().n_ctx),
+            total_slots: u64::from(models.server().total_slots),
+            model: models.server().model.clone(),
             slots: SlotRoles {
                 main: parts.cfg.slots.main,
                 background: parts.cfg.slots.background,
                 subagent: parts.cfg.slots.subagent,
             },
+            endpoints,
         },
         usage: parts.meter.usage_today(),
     }

@@ -5,6 +5,7 @@ use super::lane::{Pending, Work};
 use super::{EngineParts, Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
 use crate::blocking::OnRuntimeThread;
+use crate::route::{Lease, Targets};
 use crate::session::Session;
 use crate::tools::Registry;
 use crate::turn::{
@@ -14,7 +15,12 @@ use bxcore::{SessionId, TurnEnd, TurnEvent};
 use proto::api::TaskAccepted;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::sync::mpsc;
+
+/// How many times a session waiting for its main slot is routed again because its endpoint
+/// went down meanwhile.
+pub const MAX_REROUTES: u32 = 3;
 
 /// Runs session `id`'s work, from `first` to the end of its lane's queue, on a pool worker.
 pub(super) fn work(inner: &Arc<Inner>, id: &SessionId, first: Work, stop: Arc<Stop>) {
@@ -49,24 +55,27 @@ struct Ran {
     session: Session,
     registry: Registry,
     result: Result<TurnEnd, TurnError>,
+    /// Where its calls went: the background work goes near them.
+    models: Targets,
 }
 
 /// The runtime of a task of this engine with `registry`, whose calls wait for the owner
 /// through `owner` and whose spending goes to `meter`.
 pub(super) fn runtime<'a>(
     parts: &'a EngineParts,
+    models: &'a Targets,
     registry: &'a Registry,
     owner: &'a dyn Owner,
     meter: &'a dyn crate::turn::Meter,
 ) -> Runtime<'a> {
     Runtime {
         cfg: &parts.cfg,
-        client: &parts.client,
+        models,
         blocking: &parts.blocking,
         port: parts.port.as_ref(),
         registry,
         system: &parts.system,
-        n_ctx: parts.server.n_ctx,
+        n_ctx: parts.models.server().n_ctx,
         children: &crate::subagent::Subagents,
         owner,
         meter,
@@ -77,13 +86,8 @@ pub(super) fn runtime<'a>(
 /// The main-slot permit is given back on return, and the submitter's event stream ends (its
 /// sender is dropped here, after the turn's `ended` event). `None`: the task did not run.
 fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> Option<Ran> {
-    let slots = inner.slots.clone();
-    let permit = inner
-        .parts
-        .blocking
-        .wait(async { Ok::<_, OnRuntimeThread>(slots.acquire_owned().await.ok()) });
-    let permit = match permit {
-        Ok(Some(permit)) => permit,
+    let (lease, permit) = match main_slot(inner, id) {
+        Ok(Some(taken)) => taken,
         Ok(None) => {
             pending.refuse(ApiFailure::Unavailable("loopd is shutting down".into()));
             return None;
@@ -174,13 +178,14 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
     // approval, and on return.
     let owner = TurnOwner::new(
         &inner.approvals,
-        inner.slots.clone(),
+        lease.gate.clone(),
         permit,
         &parts.blocking,
         stop.clone(),
         pending.unattended,
     );
-    let rt = runtime(parts, &registry, &owner, &meter);
+    let models = parts.models.targets(&lease.target);
+    let rt = runtime(parts, &models, &registry, &owner, &meter);
     let ran = unwind::catch("a turn", id, || {
         run_foreground(&rt, &mut session, stop, &mut on_event)
     });
@@ -205,7 +210,35 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         session,
         registry,
         result,
+        models,
     })
+}
+
+/// Waits for session `id`'s main slot. Its endpoint may be found down while the session
+/// waits: then the slot is given back and the session routed again, at most
+/// [`MAX_REROUTES`] times (the last slot is kept: its calls fail or are retried there).
+/// `Ok(None)`: the gate was closed.
+fn main_slot(
+    inner: &Inner,
+    id: &SessionId,
+) -> Result<Option<(Lease, OwnedSemaphorePermit)>, OnRuntimeThread> {
+    let mut tries = 0;
+    loop {
+        let lease = inner.parts.models.main_for(id);
+        let gate = lease.gate.clone();
+        let taken = inner
+            .parts
+            .blocking
+            .wait(async { Ok::<_, OnRuntimeThread>(gate.acquire_owned().await.ok()) })?;
+        let Some(permit) = taken else {
+            return Ok(None);
+        };
+        tries += 1;
+        if tries > MAX_REROUTES || inner.parts.models.still_fit(&lease.target) {
+            return Ok(Some((lease, permit)));
+        }
+        tracing::info!(session = %id, endpoint = %lease.target.endpoint, "the endpoint went down while the session waited for its slot; routing it again");
+    }
 }
 
 /// The background work after a turn (`finish_turn`), one session at a time on the background
@@ -214,7 +247,11 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     if inner.shutting_down.load(Ordering::SeqCst) {
         return;
     }
-    let Some(_permit) = inner.background_permit() else {
+    let lease = inner
+        .parts
+        .models
+        .background_near(&ran.models.main.endpoint);
+    let Some(_permit) = inner.permit(&lease) else {
         return;
     };
     if inner.shutting_down.load(Ordering::SeqCst) {
@@ -223,7 +260,9 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     tracing::debug!(session = %id, "background work after the turn");
     // No tool runs after the turn: nothing there asks the owner.
     let meter = inner.parts.meter.task(id.clone(), &ran.registry);
-    let rt = runtime(&inner.parts, &ran.registry, &NoOwner, &meter);
+    let mut models = ran.models.clone();
+    models.background = lease.target;
+    let rt = runtime(&inner.parts, &models, &ran.registry, &NoOwner, &meter);
     finish_turn(&rt, &mut ran.session, &ran.result);
     inner.parts.meter.save_or_warn();
     if !inner.shutting_down.load(Ordering::SeqCst) {

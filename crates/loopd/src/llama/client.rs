@@ -4,6 +4,7 @@
 //! Async only: turn threads wait for its futures through `crate::blocking::Blocking`, the one
 //! blocking adapter.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
@@ -11,6 +12,7 @@ use http_body_util::BodyExt;
 use tokio::time::Instant;
 
 use super::error::InferError;
+use super::faults::Faults;
 use super::message::{ChatEvent, ChatRequest, Completion};
 pub use super::options::ClientOptions;
 use super::props::{Health, ServerInfo};
@@ -36,10 +38,15 @@ const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// The largest `/health` or `/props` answer read, in bytes (`/props` holds the chat template).
 const MAX_PROBE_BODY_BYTES: usize = 4 * 1024 * 1024;
 
-/// A llama-server client. Cheap to share: `Send + Sync`, one connection per request.
+/// A llama-server client. Cheap to share: `Send + Sync`, one connection per request. Its
+/// clones (and [`Client::with_max_tokens`]) share one [`Faults`].
+///
+/// Nothing it logs holds a prompt or an answer's text, at any level.
 #[derive(Debug, Clone)]
 pub struct Client {
     options: ClientOptions,
+    /// What it saw go wrong with the endpoint.
+    faults: Arc<Faults>,
 }
 
 fn stream_error(message: String) -> InferError {
@@ -50,14 +57,24 @@ fn stream_error(message: String) -> InferError {
 }
 
 impl Client {
-    /// A client with `options`.
+    /// A client with `options`, its endpoint not (yet) failing.
     pub fn new(options: ClientOptions) -> Client {
-        Client { options }
+        Client {
+            options,
+            faults: Arc::new(Faults::default()),
+        }
     }
 
     /// The options it was made with.
     pub fn options(&self) -> &ClientOptions {
         &self.options
+    }
+
+    /// What it saw go wrong with its endpoint: the final outcome of each chat (after its
+    /// retries), probe (`/health`, `/props`) and measure is recorded here; shared by its
+    /// clones.
+    pub fn faults(&self) -> &Arc<Faults> {
+        &self.faults
     }
 
     /// One try of a streamed chat completion: content and reasoning deltas go to `on_event`
@@ -73,8 +90,11 @@ impl Client {
         F: FnMut(&ChatEvent) + ?Sized,
     {
         let mut streamed = false;
-        self.chat_once(request, on_event, cancelled, &mut streamed)
-            .await
+        let outcome = self
+            .chat_once(request, on_event, cancelled, &mut streamed)
+            .await;
+        self.faults.note(&outcome);
+        outcome
     }
 
     /// [`Client::chat`], retried on 503 and connection errors with bounded exponential
@@ -89,30 +109,50 @@ impl Client {
     where
         F: FnMut(&ChatEvent) + ?Sized,
     {
-        self.chat_retrying(request, on_event, cancelled).await
+        let outcome = self.chat_retrying(request, on_event, cancelled).await;
+        self.faults.note(&outcome);
+        outcome
     }
 
     /// The tokens of the prompt `request` would be rendered into, as llama-server counts them
     /// (`/apply-template`, then `/tokenize`), without running it.
     pub async fn prompt_tokens(&self, request: &ChatRequest) -> Result<u32, InferError> {
-        super::measure::prompt_tokens(&self.options, request).await
+        let outcome = super::measure::prompt_tokens(&self.options, request).await;
+        self.faults.note(&outcome);
+        outcome
     }
 
     /// The tokens of `text` alone, as llama-server's tokeniser counts them (`/tokenize`).
     pub async fn text_tokens(&self, text: &str) -> Result<u32, InferError> {
-        super::measure::text_tokens(&self.options, text).await
+        let outcome = super::measure::text_tokens(&self.options, text).await;
+        self.faults.note(&outcome);
+        outcome
     }
 
     /// The same client with answers of at most `max_tokens` tokens (a compaction's answer is
-    /// bounded apart from a turn's).
+    /// bounded apart from a turn's); it shares this one's [`Faults`].
     pub fn with_max_tokens(&self, max_tokens: u32) -> Client {
         let mut options = self.options.clone();
         options.max_tokens = Some(max_tokens);
-        Client::new(options)
+        Client {
+            options,
+            faults: Arc::clone(&self.faults),
+        }
     }
 
-    /// Asks `/health`.
+    /// Asks `/health`. Probes leave [`Client::faults`] alone: those are what calls met (the
+    /// router keeps what its looks find apart, `route`), and a good answer must not clear
+    /// them: a server whose calls stall (a hung GPU) may still answer `/health`.
     pub async fn health(&self) -> Result<Health, InferError> {
+        self.ask_health().await
+    }
+
+    /// Reads `/props` (leaving [`Client::faults`] alone, as [`Client::health`]).
+    pub async fn props(&self) -> Result<ServerInfo, InferError> {
+        self.ask_props().await
+    }
+
+    async fn ask_health(&self) -> Result<Health, InferError> {
         let exchange = self.probe(HEALTH_PATH).await?;
         if exchange.status == 200 {
             return Ok(Health::Ok);
@@ -125,8 +165,7 @@ impl Client {
         }
     }
 
-    /// Reads `/props`.
-    pub async fn props(&self) -> Result<ServerInfo, InferError> {
+    async fn ask_props(&self) -> Result<ServerInfo, InferError> {
         let exchange = self.probe(PROPS_PATH).await?;
         let status = exchange.status;
         if status != 200 {
@@ -171,6 +210,8 @@ impl Client {
             tokio::time::sleep(step).await;
         }
         let info = self.props().await?;
+        // Ready at start: what the wait for it recorded (loading, refused) is over.
+        self.faults.clear();
         tracing::info!(
             n_ctx = info.n_ctx,
             slots = info.total_slots,
@@ -190,12 +231,7 @@ impl Client {
             event_stream: false,
             api_key: self.options.api_key.as_deref(),
         };
-        let send = transport::send(
-            &self.options.endpoint,
-            self.options.connect_timeout_ms,
-            PROBE_TIMEOUT_MS,
-            outgoing,
-        );
+        let send = transport::send(&self.options, PROBE_TIMEOUT_MS, outgoing);
         tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), send)
             .await
             .unwrap_or(Err(InferError::Timeout {
@@ -268,13 +304,32 @@ impl Client {
         let body = wire::chat_body(request, self.options.max_tokens)
             .map_err(|message| InferError::BadConfig { message })?;
         let limit_ms = self.options.request_timeout_ms;
-        tokio::select! {
+        // Sizes only: the messages are the prompt, which is never logged.
+        tracing::debug!(
+            url = %self.options.endpoint,
+            slot = request.slot,
+            messages = request.messages.len(),
+            tools = request.tools.len(),
+            body_bytes = body.len(),
+            "llama-server call"
+        );
+        let outcome = tokio::select! {
             result = self.stream_chat(body, on_event, cancelled, streamed) => result,
             () = cancelled.cancelled() => Err(InferError::Cancelled),
             () = tokio::time::sleep(Duration::from_millis(limit_ms)) => {
                 Err(InferError::Timeout { after_ms: limit_ms })
             }
+        };
+        if let Ok(done) = &outcome {
+            tracing::debug!(
+                finish_reason = %done.finish_reason,
+                prompt_tokens = done.usage.prompt_tokens,
+                completion_tokens = done.usage.completion_tokens,
+                tool_calls = done.tool_calls.len(),
+                "llama-server answered"
+            );
         }
+        outcome
     }
 
     async fn stream_chat<F>(
@@ -295,13 +350,7 @@ impl Client {
             api_key: self.options.api_key.as_deref(),
         };
         let stall_ms = self.options.stall_timeout_ms;
-        let exchange = transport::send(
-            &self.options.endpoint,
-            self.options.connect_timeout_ms,
-            stall_ms,
-            outgoing,
-        )
-        .await?;
+        let exchange = transport::send(&self.options, stall_ms, outgoing).await?;
         let status = exchange.status;
         if !(200..300).contains(&status) {
             let body = transport::read_body(exchange.body, MAX_ERROR_BODY_BYTES).await?;

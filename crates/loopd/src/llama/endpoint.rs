@@ -1,4 +1,5 @@
-//! Where llama-server listens: `http://host:port[/prefix]` or `unix:/path/to.sock`.
+//! Where llama-server listens: `http://host:port[/prefix]`, `https://host:port[/prefix]` or
+//! `unix:/path/to.sock`.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -9,11 +10,13 @@ use super::error::InferError;
 pub const UNIX_PREFIX: &str = "unix:";
 /// The port of an `http://` URL without one.
 const DEFAULT_HTTP_PORT: u16 = 80;
+/// The port of an `https://` URL without one.
+const DEFAULT_HTTPS_PORT: u16 = 443;
 
 /// A parsed llama-server base URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
-    /// HTTP over TCP.
+    /// HTTP over TCP, inside TLS for `https://`.
     Tcp {
         /// The host name or address (without brackets for IPv6).
         host: String,
@@ -22,6 +25,9 @@ pub enum Endpoint {
         /// A path prefix before the API paths (empty, or starting with `/` without a trailing
         /// `/`).
         base_path: String,
+        /// Whether the connection is TLS (`https://`): the server's certificate is checked
+        /// for `host` (see `ClientOptions::tls`).
+        tls: bool,
     },
     /// HTTP over a Unix socket.
     Unix {
@@ -31,11 +37,18 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    /// Parses `http://host[:port][/prefix]` or `unix:/path/to.sock`. `https` is refused:
-    /// loopd reaches llama-server over loopback or a socket, without TLS.
+    /// Parses `http://host[:port][/prefix]` (port 80 by default),
+    /// `https://host[:port][/prefix]` (port 443 by default) or `unix:/path/to.sock`; an error
+    /// names the setting `llama.url`.
     pub fn parse(url: &str) -> Result<Endpoint, InferError> {
+        Endpoint::parse_setting("llama.url", url)
+    }
+
+    /// [`Endpoint::parse`], with an error naming the setting `key` (e.g.
+    /// `llama.endpoints[1] (cupboard).url`) instead of `llama.url`.
+    pub fn parse_setting(key: &str, url: &str) -> Result<Endpoint, InferError> {
         let bad = |why: String| InferError::BadConfig {
-            message: format!("llama.url {url:?}: {why}"),
+            message: format!("{key} {url:?}: {why}"),
         };
         if let Some(path) = url.strip_prefix(UNIX_PREFIX) {
             if path.is_empty() {
@@ -46,15 +59,11 @@ impl Endpoint {
             });
         }
         let uri: http::Uri = url.parse().map_err(|e| bad(format!("not a URL ({e})")))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(bad(
-                    "https is not supported: use http:// on loopback or unix:/path".into(),
-                ));
-            }
-            _ => return Err(bad("must start with http:// or unix:".into())),
-        }
+        let (tls, default_port) = match uri.scheme_str() {
+            Some("http") => (false, DEFAULT_HTTP_PORT),
+            Some("https") => (true, DEFAULT_HTTPS_PORT),
+            _ => return Err(bad("must start with http://, https:// or unix:".into())),
+        };
         let host = uri
             .host()
             .filter(|h| !h.is_empty())
@@ -68,9 +77,15 @@ impl Endpoint {
         }
         Ok(Endpoint::Tcp {
             host: host.to_owned(),
-            port: uri.port_u16().unwrap_or(DEFAULT_HTTP_PORT),
+            port: uri.port_u16().unwrap_or(default_port),
             base_path: uri.path().trim_end_matches('/').to_owned(),
+            tls,
         })
+    }
+
+    /// Whether the endpoint is reached over TLS (`https://`).
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Endpoint::Tcp { tls: true, .. })
     }
 
     /// The `Host` header value.
@@ -95,8 +110,9 @@ impl fmt::Display for Endpoint {
     /// The URL, as it would be written in the config.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Endpoint::Tcp { base_path, .. } => {
-                write!(f, "http://{}{base_path}", self.host_header())
+            Endpoint::Tcp { base_path, tls, .. } => {
+                let scheme = if *tls { "https" } else { "http" };
+                write!(f, "{scheme}://{}{base_path}", self.host_header())
             }
             Endpoint::Unix { path } => write!(f, "{UNIX_PREFIX}{}", path.display()),
         }
@@ -112,6 +128,7 @@ mod tests {
     #[test]
     fn llama_endpoint_parses_tcp_and_unix() {
         let e = Endpoint::parse("http://127.0.0.1:8080").unwrap();
+        assert!(!e.is_tls());
         assert_eq!(e.target("/health"), "/health");
         assert_eq!(e.host_header(), "127.0.0.1:8080");
         assert_eq!(e.to_string(), "http://127.0.0.1:8080");
@@ -126,6 +143,38 @@ mod tests {
             }
         );
         assert_eq!(e.to_string(), "unix:/run/llama.sock");
+        assert!(!e.is_tls());
+    }
+
+    #[test]
+    fn llama_endpoint_parses_https_with_port_443_by_default() {
+        let e = Endpoint::parse("https://gpu.lan/llama/").unwrap();
+        assert_eq!(
+            e,
+            Endpoint::Tcp {
+                host: "gpu.lan".into(),
+                port: 443,
+                base_path: "/llama".into(),
+                tls: true,
+            }
+        );
+        assert!(e.is_tls());
+        assert_eq!(e.target("/health"), "/llama/health");
+        assert_eq!(e.to_string(), "https://gpu.lan:443/llama");
+        let e = Endpoint::parse("https://[::1]:8443").unwrap();
+        assert_eq!(e.host_header(), "[::1]:8443");
+        assert_eq!(e.to_string(), "https://[::1]:8443");
+    }
+
+    #[test]
+    fn llama_endpoint_errors_name_the_setting_given() {
+        let e =
+            Endpoint::parse_setting("llama.endpoints[1] (cupboard).url", "ftp://h").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("llama.endpoints[1] (cupboard).url \"ftp://h\""),
+            "{e}"
+        );
     }
 
     #[test]
@@ -133,8 +182,9 @@ mod tests {
         for bad in [
             "",
             "unix:",
-            "https://h:1",
             "ftp://h",
+            "https://",
+            "https://h/?q=1",
             "127.0.0.1:8080",
             "http://h/?q=1",
         ] {

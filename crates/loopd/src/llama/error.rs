@@ -44,6 +44,16 @@ pub enum InferError {
         /// What went wrong.
         message: String,
     },
+    /// The TLS handshake failed: the server's certificate was not accepted, or the server
+    /// does not speak TLS as expected. Not retried (another try meets the same certificate),
+    /// and not waited on at start.
+    #[error("cannot talk to llama-server at {url} over TLS: {message}")]
+    Tls {
+        /// Where it was looked for.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
     /// Any other HTTP error answer, with the server's status, type and message.
     #[error("llama-server failed (HTTP {status}{}): {message}", kind_note(.kind))]
     Server {
@@ -120,6 +130,28 @@ impl InferError {
             self,
             InferError::Unavailable { .. } | InferError::Connect { .. }
         )
+    }
+
+    /// Whether it tells that the endpoint itself is failing (so a new turn should go
+    /// elsewhere): it could not be reached, stalled, took too long, broke off or garbled its
+    /// answer, was unavailable (503) on every try, or a gateway in front of it answered 502 or
+    /// 504. Not: a full context, another HTTP error answer (the server is up), a cancel, or a
+    /// misconfigured loopd.
+    pub fn is_endpoint_fault(&self) -> bool {
+        match self {
+            InferError::Connect { .. }
+            | InferError::Tls { .. }
+            | InferError::Stalled { .. }
+            | InferError::Timeout { .. }
+            | InferError::Stream { .. }
+            | InferError::BadResponse { .. }
+            | InferError::Unavailable { .. } => true,
+            InferError::Server { status, .. } => matches!(status, 502 | 504),
+            InferError::SessionFull { .. }
+            | InferError::Cancelled
+            | InferError::BadConfig { .. }
+            | InferError::OnRuntimeThread(_) => false,
+        }
     }
 
     /// The error for an HTTP error answer with this status and body.

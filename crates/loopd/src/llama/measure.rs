@@ -71,13 +71,7 @@ async fn post<T: for<'de> Deserialize<'de>>(
         api_key: options.api_key.as_deref(),
     };
     let exchange = async {
-        let exchange = transport::send(
-            &options.endpoint,
-            options.connect_timeout_ms,
-            PROBE_TIMEOUT_MS,
-            outgoing,
-        )
-        .await?;
+        let exchange = transport::send(options, PROBE_TIMEOUT_MS, outgoing).await?;
         let status = exchange.status;
         let body = transport::read_body(exchange.body, MAX_MEASURE_BODY_BYTES).await?;
         Ok::<_, InferError>((status, body))

@@ -1,10 +1,12 @@
-//! The client's settings, from `[llama]` (and the API key file it names).
+//! The client's settings, from `[llama]` or one endpoint of it (and the API key and CA files
+//! they name).
 
 use std::fmt;
 use std::path::Path;
 
 use super::endpoint::Endpoint;
 use super::error::InferError;
+use super::tls::TlsOptions;
 use crate::config::Llama;
 
 /// How the client reaches llama-server and how it retries.
@@ -29,19 +31,59 @@ pub struct ClientOptions {
     pub retry_max_backoff_ms: u64,
     /// `max_tokens` sent with each chat request; `None`: the server's limit (the context).
     pub max_tokens: Option<u32>,
+    /// How the certificate of an `https://` endpoint is checked; `Some` exactly when
+    /// `endpoint` is https (a connection to an https endpoint without it fails as
+    /// [`InferError::BadConfig`]).
+    pub tls: Option<TlsOptions>,
 }
 
 impl ClientOptions {
-    /// The options `[llama]` describes, reading the API key from `api_key_file` when set
-    /// (its content without surrounding whitespace). A missing, unreadable or empty key file
-    /// is [`InferError::BadConfig`] naming the file.
+    /// The options `[llama]` describes: its `url`, `api_key_file` and `ca_file`, as
+    /// [`ClientOptions::for_endpoint`] with the setting path `llama`.
     pub fn from_config(llama: &Llama) -> Result<ClientOptions, InferError> {
-        let api_key = match &llama.api_key_file {
-            Some(path) => Some(read_key(path)?),
+        ClientOptions::for_endpoint(
+            llama,
+            "llama",
+            llama.url(),
+            llama.api_key_file.as_deref(),
+            llama.ca_file.as_deref(),
+        )
+    }
+
+    /// One endpoint's options: `url`, the API key read from `api_key_file` when set (its
+    /// content without surrounding whitespace), for https the certificate check (only the CA
+    /// of `ca_file` when set, else the system's roots); timeouts, retries and the answer
+    /// limit from `llama`. Errors are [`InferError::BadConfig`] naming the setting under
+    /// `what` (e.g. `llama.endpoints[1] (cupboard).api_key_file`) and the file: a bad URL, a
+    /// missing, unreadable or empty key file, a bad CA file, or a CA file for a URL that is
+    /// not https.
+    pub fn for_endpoint(
+        llama: &Llama,
+        what: &str,
+        url: &str,
+        api_key_file: Option<&Path>,
+        ca_file: Option<&Path>,
+    ) -> Result<ClientOptions, InferError> {
+        let endpoint = Endpoint::parse_setting(&format!("{what}.url"), url)?;
+        let api_key = match api_key_file {
+            Some(path) => Some(read_key(&format!("{what}.api_key_file"), path)?),
             None => None,
         };
+        let tls = match (endpoint.is_tls(), ca_file) {
+            (true, Some(path)) => Some(TlsOptions::ca_file(&format!("{what}.ca_file"), path)?),
+            (true, None) => Some(TlsOptions::system_roots()?),
+            (false, Some(path)) => {
+                return Err(InferError::BadConfig {
+                    message: format!(
+                        "{what}.ca_file {} is set but {what}.url {url:?} is not https://",
+                        path.display()
+                    ),
+                });
+            }
+            (false, None) => None,
+        };
         Ok(ClientOptions {
-            endpoint: Endpoint::parse(&llama.url)?,
+            endpoint,
             api_key,
             connect_timeout_ms: llama.connect_timeout_ms,
             request_timeout_ms: llama.request_timeout_ms,
@@ -50,34 +92,31 @@ impl ClientOptions {
             retry_initial_backoff_ms: llama.retry_initial_backoff_ms,
             retry_max_backoff_ms: llama.retry_max_backoff_ms,
             max_tokens: Some(llama.max_answer_tokens),
+            tls,
         })
     }
 
-    /// The default `[llama]` settings with another URL (handy in tests).
+    /// The default `[llama]` settings with another URL (handy in tests); an https URL trusts
+    /// the system's roots.
     pub fn for_url(url: &str) -> Result<ClientOptions, InferError> {
-        ClientOptions::from_config(&Llama {
-            url: url.to_owned(),
-            ..Llama::default()
-        })
+        ClientOptions::for_endpoint(&Llama::default(), "llama", url, None, None)
     }
 }
 
-fn read_key(path: &Path) -> Result<String, InferError> {
+/// The key in the file `path`, named by the setting `key` in errors.
+fn read_key(setting: &str, path: &Path) -> Result<String, InferError> {
     let text = std::fs::read_to_string(path).map_err(|e| InferError::BadConfig {
-        message: format!("cannot read llama.api_key_file {}: {e}", path.display()),
+        message: format!("cannot read {setting} {}: {e}", path.display()),
     })?;
     let key = text.trim();
     if key.is_empty() {
         return Err(InferError::BadConfig {
-            message: format!("llama.api_key_file {} is empty", path.display()),
+            message: format!("{setting} {} is empty", path.display()),
         });
     }
     if key.contains(['\n', '\r']) {
         return Err(InferError::BadConfig {
-            message: format!(
-                "llama.api_key_file {} must hold the key on one line",
-                path.display()
-            ),
+            message: format!("{setting} {} must hold the key on one line", path.display()),
         });
     }
     Ok(key.to_owned())
@@ -96,6 +135,7 @@ impl fmt::Debug for ClientOptions {
             .field("retry_initial_backoff_ms", &self.retry_initial_backoff_ms)
             .field("retry_max_backoff_ms", &self.retry_max_backoff_ms)
             .field("max_tokens", &self.max_tokens)
+            .field("tls", &self.tls)
             .finish()
     }
 }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::InferError;
-use crate::config::{Expect, Slots};
+use crate::config::{Expect, RoleSlots};
 
 /// What `/health` answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,11 +72,11 @@ impl ServerInfo {
 }
 
 /// Checks llama-server against the config: each `[expect]` value that is set must match
-/// (`expect.model` matches the alias or the path), and each slot `[slots]` names for a role
-/// must exist. Every problem is one sentence in the error list.
+/// (`expect.model` matches the alias or the path), and each slot the endpoint lists for a
+/// role (`[slots]`, or its `slots`) must exist. Every problem is one sentence in the error list.
 pub fn check_expectations(
     expect: &Expect,
-    slots: &Slots,
+    slots: &RoleSlots,
     info: &ServerInfo,
 ) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
@@ -102,7 +102,12 @@ pub fn check_expectations(
             info.model, info.model_path
         ));
     }
-    for (role, slot) in slots.by_role() {
+    for (role, slot) in crate::config::Role::ALL.into_iter().flat_map(|role| {
+        slots
+            .of(role)
+            .iter()
+            .map(move |slot| (role.as_str(), *slot))
+    }) {
         if slot >= info.total_slots {
             problems.push(format!(
                 "slots.{role} is slot {slot}, but llama-server has {} slots (0 to {})",
@@ -156,7 +161,7 @@ mod tests {
 
     #[test]
     fn llama_expectations_matching_and_unset_pass() {
-        let slots = Slots::default();
+        let slots = RoleSlots::from(&crate::config::Slots::default());
         assert_eq!(
             check_expectations(&Expect::default(), &slots, &info()),
             Ok(())
@@ -176,11 +181,11 @@ mod tests {
             slots: Some(4),
             model: Some("llama".into()),
         };
-        let slots = Slots {
+        let slots = RoleSlots::from(&crate::config::Slots {
             main: 0,
             background: 1,
             subagent: 3,
-        };
+        });
         let problems = check_expectations(&expect, &slots, &info()).unwrap_err();
         assert_eq!(problems.len(), 4, "{problems:?}");
         assert!(

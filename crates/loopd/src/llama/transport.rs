@@ -1,6 +1,8 @@
-//! One HTTP/1.1 exchange with llama-server over TCP or a Unix socket: connect (bounded),
-//! send, and the answer's status and body. One connection per request, closed when the
-//! [`Exchange`] is dropped.
+//! One HTTP/1.1 exchange with llama-server over TCP (plain, or TLS for `https://`) or a Unix
+//! socket: connect (bounded), send, and the answer's status and body. One connection per
+//! request, closed when the [`Exchange`] is dropped.
+//!
+//! Nothing here logs a request's or an answer's body: they hold the prompt and the answer.
 
 use std::time::Duration;
 
@@ -15,6 +17,9 @@ use tokio::net::{TcpStream, UnixStream};
 
 use super::endpoint::Endpoint;
 use super::error::InferError;
+use super::options::ClientOptions;
+use super::tls::{self, TlsOptions};
+use rustls::pki_types::ServerName;
 use tokio_util::task::AbortOnDropHandle;
 
 /// The `User-Agent` sent.
@@ -53,11 +58,16 @@ fn connect_error(endpoint: &Endpoint, message: String) -> InferError {
     }
 }
 
-async fn handshake<IO>(io: IO) -> hyper::Result<(SendRequest<Full<Bytes>>, AbortOnDropHandle<()>)>
+/// A connection ready for one request, and the task driving it.
+type Connection = (SendRequest<Full<Bytes>>, AbortOnDropHandle<()>);
+
+async fn handshake<IO>(endpoint: &Endpoint, io: IO) -> Result<Connection, InferError>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (sender, connection) = http1::handshake(TokioIo::new(io)).await?;
+    let (sender, connection) = http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| connect_error(endpoint, format!("HTTP handshake: {e}")))?;
     let task = tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!("llama-server connection ended with an error: {e}");
@@ -66,31 +76,65 @@ where
     Ok((sender, AbortOnDropHandle::new(task)))
 }
 
-async fn connect(
-    endpoint: &Endpoint,
-) -> Result<hyper::Result<(SendRequest<Full<Bytes>>, AbortOnDropHandle<()>)>, std::io::Error> {
-    Ok(match endpoint {
-        Endpoint::Tcp { host, port, .. } => {
-            let stream = TcpStream::connect((host.as_str(), *port)).await?;
-            stream.set_nodelay(true)?;
-            handshake(stream).await
+/// Connects to `endpoint` (TCP, then TLS for https, or a Unix socket) and does the HTTP
+/// handshake.
+async fn connect(endpoint: &Endpoint, tls: Option<&TlsOptions>) -> Result<Connection, InferError> {
+    let io_error = |e: std::io::Error| connect_error(endpoint, e.to_string());
+    match endpoint {
+        Endpoint::Tcp {
+            host,
+            port,
+            tls: secure,
+            ..
+        } => {
+            let stream = TcpStream::connect((host.as_str(), *port))
+                .await
+                .map_err(io_error)?;
+            stream.set_nodelay(true).map_err(io_error)?;
+            if !*secure {
+                return handshake(endpoint, stream).await;
+            }
+            let Some(tls) = tls else {
+                return Err(InferError::BadConfig {
+                    message: format!("{endpoint} is https but the client has no TLS settings"),
+                });
+            };
+            // SNI and the certificate's name: the URL's host (an IP address is checked
+            // against the certificate's IP addresses, and sent without SNI).
+            let name = ServerName::try_from(host.clone()).map_err(|_| InferError::BadConfig {
+                message: format!("{host:?} is not a host name TLS can check a certificate for"),
+            })?;
+            let stream = tokio_rustls::TlsConnector::from(tls.config())
+                .connect(name, stream)
+                .await
+                .map_err(|e| tls::handshake_error(endpoint.to_string(), &e))?;
+            handshake(endpoint, stream).await
         }
-        Endpoint::Unix { path } => handshake(UnixStream::connect(path).await?).await,
-    })
+        Endpoint::Unix { path } => {
+            let stream = UnixStream::connect(path).await.map_err(io_error)?;
+            handshake(endpoint, stream).await
+        }
+    }
 }
 
-/// Connects (within `connect_timeout_ms`), sends `outgoing` and waits (at most
-/// `head_timeout_ms`, else [`InferError::Stalled`]) for the answer's head. Failing to connect,
-/// or a connection closed before any byte of an answer, is [`InferError::Connect`].
+/// Connects (TCP or Unix socket, the TLS handshake and the HTTP handshake all within
+/// `options.connect_timeout_ms`), sends `outgoing` and waits (at most `head_timeout_ms`, else
+/// [`InferError::Stalled`]) for the answer's head. Failing to connect (a certificate not
+/// accepted included), or a connection closed before any byte of an answer, is
+/// [`InferError::Connect`].
 pub async fn send(
-    endpoint: &Endpoint,
-    connect_timeout_ms: u64,
+    options: &ClientOptions,
     head_timeout_ms: u64,
     outgoing: Outgoing<'_>,
 ) -> Result<Exchange, InferError> {
+    let endpoint = &options.endpoint;
+    let connect_timeout_ms = options.connect_timeout_ms;
     let request = build(endpoint, outgoing)?;
-    let connected =
-        tokio::time::timeout(Duration::from_millis(connect_timeout_ms), connect(endpoint)).await;
+    let connected = tokio::time::timeout(
+        Duration::from_millis(connect_timeout_ms),
+        connect(endpoint, options.tls.as_ref()),
+    )
+    .await;
     let (mut sender, connection) = match connected {
         Err(_) => {
             return Err(connect_error(
@@ -98,9 +142,7 @@ pub async fn send(
                 format!("no connection within {connect_timeout_ms} ms"),
             ));
         }
-        Ok(Err(e)) => return Err(connect_error(endpoint, e.to_string())),
-        Ok(Ok(Err(e))) => return Err(connect_error(endpoint, format!("HTTP handshake: {e}"))),
-        Ok(Ok(Ok(pair))) => pair,
+        Ok(connected) => connected?,
     };
     let head = tokio::time::timeout(
         Duration::from_millis(head_timeout_ms),

@@ -114,7 +114,7 @@ impl Bed {
         };
         let rt = Runtime {
             cfg: &cfg,
-            client: &client,
+            models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
             blocking: &blocking,
             port: &FetchPort,
             registry: &registry,
@@ -207,17 +207,20 @@ impl Bed {
         crate::engine::Engine::new(crate::engine::EngineParts {
             cfg: self.cfg.clone(),
             store: Store::new(&self.cfg.state_dir).unwrap(),
-            client: Arc::new(self.fake.client()),
             port: Arc::new(crate::tools::FakeTools::new()),
             tools: crate::engine::ToolSource::Fake(Registry::m2b()),
             system: SYSTEM.into(),
-            server: crate::llama::ServerInfo {
-                n_ctx: ROOMY_N_CTX,
-                total_slots: 3,
-                model: "fakellama".into(),
-                model_path: String::new(),
-                build_info: String::new(),
-            },
+            models: Arc::new(crate::route::Router::single(
+                self.fake.client(),
+                &crate::config::Slots::default(),
+                crate::llama::ServerInfo {
+                    n_ctx: ROOMY_N_CTX,
+                    total_slots: 3,
+                    model: "fakellama".into(),
+                    model_path: String::new(),
+                    build_info: String::new(),
+                },
+            )),
             blocking: self.fake.blocking(),
             meter: Arc::clone(meter),
         })

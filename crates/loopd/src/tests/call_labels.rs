@@ -46,7 +46,7 @@ fn run(script: &str, registry: &Registry) -> (Session, tempfile::TempDir) {
     let client = fake.client();
     let rt = Runtime {
         cfg: &cfg,
-        client: &client,
+        models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
         blocking: &blocking,
         port: &Broker,
         registry,

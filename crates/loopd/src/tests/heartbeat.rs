@@ -62,17 +62,20 @@ impl Bed {
         let engine = Engine::new(EngineParts {
             cfg: cfg.clone(),
             store: Store::new(&cfg.state_dir).unwrap(),
-            client: Arc::new(fake.client()),
             port,
             tools: ToolSource::Fake(Registry::m2b()),
             system: "You are a test.".into(),
-            server: ServerInfo {
-                n_ctx: fakellama::DEFAULT_N_CTX,
-                total_slots: 1,
-                model: "fakellama".into(),
-                model_path: String::new(),
-                build_info: String::new(),
-            },
+            models: Arc::new(crate::route::Router::single(
+                fake.client(),
+                &crate::config::Slots::default(),
+                ServerInfo {
+                    n_ctx: fakellama::DEFAULT_N_CTX,
+                    total_slots: 1,
+                    model: "fakellama".into(),
+                    model_path: String::new(),
+                    build_info: String::new(),
+                },
+            )),
             blocking: fake.blocking(),
             meter: Arc::new(Meter::load(&cfg, system_clock()).unwrap()),
         });

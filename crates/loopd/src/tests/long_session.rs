@@ -253,17 +253,20 @@ fn heartbeat_stays_clean(bed: &Bed) {
     let engine = Engine::new(EngineParts {
         cfg: cfg.clone(),
         store: Store::new(&cfg.state_dir).unwrap(),
-        client: Arc::new(bed.fake.client()),
         port: Arc::new(FakeTools::new()),
         tools: ToolSource::Fake(Registry::m2b()),
         system: crate::tests::bed::SYSTEM.into(),
-        server: ServerInfo {
-            n_ctx: ROOMY_N_CTX,
-            total_slots: 1,
-            model: "fakellama".into(),
-            model_path: String::new(),
-            build_info: String::new(),
-        },
+        models: Arc::new(crate::route::Router::single(
+            bed.fake.client(),
+            &crate::config::Slots::default(),
+            ServerInfo {
+                n_ctx: ROOMY_N_CTX,
+                total_slots: 1,
+                model: "fakellama".into(),
+                model_path: String::new(),
+                build_info: String::new(),
+            },
+        )),
         blocking: bed.fake.blocking(),
         meter: Arc::new(Meter::load(&cfg, system_clock()).unwrap()),
     });

@@ -60,7 +60,7 @@ impl Bed {
         let client = fake.client();
         let rt = Runtime {
             cfg: &self.cfg,
-            client: &client,
+            models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
             blocking: &blocking,
             port: &LongPort,
             registry,
@@ -226,7 +226,7 @@ fn read_output_refuses_unknown_handles_and_offsets_past_the_end() {
     let registry = Registry::m2b();
     let rt = Runtime {
         cfg: &bed.cfg,
-        client: &client,
+        models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
         blocking: &blocking,
         port: &LongPort,
         registry: &registry,

@@ -46,7 +46,7 @@ tool_calls = [{ name = "call_tool", arguments = "{\"name\":\"echo\",\"arguments\
     let registry = Registry::m2b();
     let rt = Runtime {
         cfg: &bed.cfg,
-        client: &client,
+        models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
         blocking: &blocking,
         port: &LongLog,
         registry: &registry,

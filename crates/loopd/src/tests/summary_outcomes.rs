@@ -70,7 +70,7 @@ fn go(bed: &Bed, session: &mut Session) -> TurnEnd {
     let registry = Registry::m2b();
     let rt = Runtime {
         cfg: &bed.cfg,
-        client: &client,
+        models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
         blocking: &blocking,
         port: &Outcomes,
         registry: &registry,

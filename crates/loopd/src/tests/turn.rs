@@ -44,7 +44,7 @@ impl Bed {
         let registry = Registry::m2b();
         let rt = Runtime {
             cfg: &self.cfg,
-            client: &client,
+            models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
             blocking: &blocking,
             port,
             registry: &registry,
@@ -309,7 +309,7 @@ fn a_cancelled_turn_ends_as_cancelled_and_a_shutdown_as_interrupted() {
         let registry = Registry::m2b();
         let rt = Runtime {
             cfg: &bed.cfg,
-            client: &client,
+            models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
             blocking: &blocking,
             port: &FakeTools::new(),
             registry: &registry,
@@ -429,7 +429,7 @@ fn a_cancelled_turn_keeps_what_had_streamed_and_never_replays_it() {
     let registry = Registry::m2b();
     let rt = Runtime {
         cfg: &bed.cfg,
-        client: &client,
+        models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
         blocking: &blocking,
         port: &FakeTools::new(),
         registry: &registry,

@@ -57,7 +57,7 @@ impl Bed {
         let port = FakeTools::new();
         let rt = Runtime {
             cfg: &self.cfg,
-            client: &client,
+            models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
             blocking: &blocking,
             port: &port,
             registry: &registry,

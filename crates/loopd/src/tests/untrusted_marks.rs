@@ -45,7 +45,7 @@ fn an_untrusted_result_reaches_the_model_marked_and_a_trusted_one_as_it_came() {
     let registry = Registry::m2b();
     let rt = Runtime {
         cfg: &bed.cfg,
-        client: &client,
+        models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
         blocking: &blocking,
         port: &Mixed,
         registry: &registry,

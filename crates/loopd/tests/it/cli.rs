@@ -33,10 +33,8 @@ fn cli_check_config_on_the_shipped_file_prints_toml_and_exits_0() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("[llama]"), "{stdout}");
-    assert!(
-        stdout.contains("url = \"http://127.0.0.1:8080\""),
-        "{stdout}"
-    );
+    // `url` is unset in the shipped file (its default, http://127.0.0.1:8080, applies).
+    assert!(stdout.contains("health_interval_ms = 5000"), "{stdout}");
     assert!(stdout.contains("max_steps = 32"), "{stdout}");
     // The file tools the shipped grants allow are core; the result cap follows the slot.
     assert!(
@@ -245,4 +243,25 @@ fn loopd_refuses_to_start_with_a_cap_larger_than_the_slot_allows() {
     assert!(stderr.contains("loop.tool_result_cap_bytes"), "{stderr}");
     assert!(stderr.contains("4096-token slot"), "{stderr}");
     assert!(!dir.path().join("loopd.sock").exists());
+}
+
+#[test]
+fn cli_check_config_takes_endpoints_and_refuses_the_llama_flag_beside_them() {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(
+        b"[[llama.endpoints]]\nname = \"local\"\nurl = \"unix:/run/boxmaker/llama.sock\"\n\
+          roles = [\"background\", \"subagent\"]\n\
+          [[llama.endpoints]]\nname = \"cupboard\"\nurl = \"https://gpu.lan:8443\"\n\
+          roles = [\"main\"]\nslots = { main = [0, 1] }\n",
+    )
+    .unwrap();
+    let path = f.path().to_str().unwrap();
+    let out = loopd(&["--check-config", path], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("name = \"cupboard\""));
+    let out = loopd(&["--check-config", path, "--llama", "http://h:1"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("llama.url"), "{stderr}");
+    assert!(stderr.contains("[[llama.endpoints]]"), "{stderr}");
 }

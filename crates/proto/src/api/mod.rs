@@ -295,8 +295,53 @@ pub struct LlamaStatus {
     pub total_slots: u64,
     /// The model alias or path.
     pub model: String,
-    /// Slot numbers by role.
+    /// Slot numbers by role (`[slots]`; each endpoint's own are in `endpoints`).
     pub slots: SlotRoles,
+    /// Each model server loopd uses (issue 20): one for `[llama] url`, or the
+    /// `[[llama.endpoints]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointStatus>,
+}
+
+/// One model server as loopd sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointStatus {
+    /// Its name (`default` for `[llama] url`).
+    pub name: String,
+    /// Its URL.
+    pub url: String,
+    /// `up`, `failing` (up at the last look, but a call failed since: no new turn goes
+    /// there until it is looked at again) or `down`.
+    pub state: String,
+    /// The model it serves, from its `/props` (none before it was reached).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Tokens of context per slot, from its `/props`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_ctx: Option<u64>,
+    /// Its slots in all, from its `/props`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_slots: Option<u64>,
+    /// The slots loopd uses there, by role.
+    pub slots: EndpointSlots,
+    /// Sessions whose turns keep to it.
+    pub sessions: u64,
+    /// The last error seen there (a probe's, or a call's), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// The slots loopd uses at one endpoint, by role (empty: a role it does not serve).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointSlots {
+    /// Turns.
+    pub main: Vec<u32>,
+    /// Summaries and compaction.
+    pub background: Vec<u32>,
+    /// Subagents.
+    pub subagent: Vec<u32>,
 }
 
 /// Which slot does what.

@@ -249,6 +249,7 @@ impl Backend for Stub {
                     background: 1,
                     subagent: 2,
                 },
+                endpoints: Vec::new(),
             },
             usage: usage::usage_today(),
         }

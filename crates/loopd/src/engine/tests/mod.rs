@@ -4,6 +4,7 @@
 mod approvals;
 mod background_work;
 mod budgets;
+mod endpoints;
 mod faults;
 
 use crate::config::Config;
@@ -23,17 +24,20 @@ fn engine_over(fake: &Fake, cfg: &Config, port: Arc<dyn ToolPort>) -> Engine {
     Engine::new(EngineParts {
         cfg: cfg.clone(),
         store,
-        client: Arc::new(fake.client()),
         port,
         tools: ToolSource::Fake(Registry::m2b()),
         system: "You are a test.".into(),
-        server: ServerInfo {
-            n_ctx: fakellama::DEFAULT_N_CTX,
-            total_slots: fakellama::DEFAULT_SLOTS,
-            model: "fakellama".into(),
-            model_path: String::new(),
-            build_info: String::new(),
-        },
+        models: Arc::new(crate::route::Router::single(
+            fake.client(),
+            &crate::config::Slots::default(),
+            ServerInfo {
+                n_ctx: fakellama::DEFAULT_N_CTX,
+                total_slots: fakellama::DEFAULT_SLOTS,
+                model: "fakellama".into(),
+                model_path: String::new(),
+                build_info: String::new(),
+            },
+        )),
         blocking: fake.blocking(),
         meter: Arc::new(Meter::load(cfg, system_clock()).unwrap()),
     })

@@ -251,7 +251,7 @@ fn api_key_file_from_the_config_is_used() {
     let key_file = dir.path().join("llama.key");
     std::fs::write(&key_file, "from-file\n").unwrap();
     let llama = crate::config::Llama {
-        url: fake.server.url(),
+        url: Some(fake.server.url()),
         api_key_file: Some(key_file),
         ..Default::default()
     };

@@ -4,5 +4,9 @@
 
 mod client;
 mod errors;
+mod faults;
+mod quiet;
 mod ready;
 pub(crate) mod support;
+mod tls;
+pub(crate) mod tls_proxy;

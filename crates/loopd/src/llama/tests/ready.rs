@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::blocking::Blocking;
-use crate::config::{Expect, Slots};
+use crate::config::{Expect, RoleSlots, Slots};
 use crate::llama::tests::support::{Fake, client_for, dead_url, runtime};
 use crate::llama::{Health, InferError, ServerInfo, check_expectations};
 
@@ -83,7 +83,11 @@ fn expectations_that_match_pass() {
     let info = server_info(4096, 3);
     assert_eq!((info.n_ctx, info.total_slots), (4096, 3));
     assert_eq!(
-        check_expectations(&Expect::default(), &Slots::default(), &info),
+        check_expectations(
+            &Expect::default(),
+            &RoleSlots::from(&Slots::default()),
+            &info
+        ),
         Ok(())
     );
     let expect = Expect {
@@ -92,7 +96,7 @@ fn expectations_that_match_pass() {
         model: Some(fakellama::MODEL_ALIAS.into()),
     };
     assert_eq!(
-        check_expectations(&expect, &Slots::default(), &info),
+        check_expectations(&expect, &RoleSlots::from(&Slots::default()), &info),
         Ok(())
     );
     let by_path = Expect {
@@ -100,7 +104,7 @@ fn expectations_that_match_pass() {
         ..Expect::default()
     };
     assert_eq!(
-        check_expectations(&by_path, &Slots::default(), &info),
+        check_expectations(&by_path, &RoleSlots::from(&Slots::default()), &info),
         Ok(())
     );
 }
@@ -113,7 +117,8 @@ fn expectations_that_differ_are_each_named() {
         slots: Some(4),
         model: Some("qwen3".into()),
     };
-    let problems = check_expectations(&expect, &Slots::default(), &info).unwrap_err();
+    let problems =
+        check_expectations(&expect, &RoleSlots::from(&Slots::default()), &info).unwrap_err();
     assert_eq!(problems.len(), 3, "{problems:?}");
     assert!(problems[0].contains("expect.n_ctx is 8192") && problems[0].contains("4096"));
     assert!(problems[1].contains("expect.slots is 4") && problems[1].contains("3 slots"));
@@ -123,7 +128,12 @@ fn expectations_that_differ_are_each_named() {
 #[test]
 fn a_role_slot_the_server_lacks_is_named() {
     let info = server_info(4096, 2);
-    let problems = check_expectations(&Expect::default(), &Slots::default(), &info).unwrap_err();
+    let problems = check_expectations(
+        &Expect::default(),
+        &RoleSlots::from(&Slots::default()),
+        &info,
+    )
+    .unwrap_err();
     assert_eq!(
         problems,
         ["slots.subagent is slot 2, but llama-server has 2 slots (0 to 1)"]

@@ -190,7 +190,7 @@ impl Bed {
         let registry = Registry::m2b();
         let rt = Runtime {
             cfg: &self.cfg,
-            client: &client,
+            models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
             blocking: &blocking,
             port,
             registry: &registry,

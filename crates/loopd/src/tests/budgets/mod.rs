@@ -189,7 +189,7 @@ impl Bed {
         let registry = registry_for(&Registry::m2b(), &sid, &self.cfg);
         let rt = Runtime {
             cfg: &self.cfg,
-            client: &client,
+            models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
             blocking: &blocking,
             port,
             registry: &registry,

@@ -37,17 +37,20 @@ fn a_scheduled_run_refused_by_the_day_budget_reads_failed_with_the_budgets_words
     let engine = Engine::new(EngineParts {
         cfg: cfg.clone(),
         store: Store::new(&cfg.state_dir).unwrap(),
-        client: Arc::new(fake.client()),
         port: Arc::new(FakeTools::new()),
         tools: ToolSource::Fake(Registry::m2b()),
         system: "You are a test.".into(),
-        server: ServerInfo {
-            n_ctx: fakellama::DEFAULT_N_CTX,
-            total_slots: 1,
-            model: "fakellama".into(),
-            model_path: String::new(),
-            build_info: String::new(),
-        },
+        models: Arc::new(crate::route::Router::single(
+            fake.client(),
+            &crate::config::Slots::default(),
+            ServerInfo {
+                n_ctx: fakellama::DEFAULT_N_CTX,
+                total_slots: 1,
+                model: "fakellama".into(),
+                model_path: String::new(),
+                build_info: String::new(),
+            },
+        )),
         blocking: fake.blocking(),
         meter: Arc::new(crate::meter::Meter::load(&cfg, crate::meter::system_clock()).unwrap()),
     });

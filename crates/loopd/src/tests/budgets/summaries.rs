@@ -134,7 +134,7 @@ fn finish(bed: &Bed, ran: &mut super::Ran, meter: &TestMeter) {
     let registry = crate::tools::Registry::m2b();
     let rt = crate::turn::Runtime {
         cfg: &bed.cfg,
-        client: &client,
+        models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
         blocking: &blocking,
         port: &Port::default(),
         registry: &registry,
@@ -199,7 +199,7 @@ fn compact(bed: &Bed, ran: &mut super::Ran, meter: &TestMeter) -> crate::compact
     let registry = crate::tools::Registry::m2b();
     let rt = crate::turn::Runtime {
         cfg: &bed.cfg,
-        client: &client,
+        models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
         blocking: &blocking,
         port: &Port::default(),
         registry: &registry,

@@ -307,6 +307,7 @@ pub fn status() -> Status {
                 background: 1,
                 subagent: 2,
             },
+            endpoints: Vec::new(),
         },
         usage: proto::api::UsageToday {
             day: "2026-12-01".into(),
