@@ -180,6 +180,13 @@ pub enum Command {
         #[arg(long, value_name = "DATE", value_parser = day)]
         day: Option<String>,
     },
+    /// Print a one-time link that signs a browser in to the web console (loopd's `[web]
+    /// listen`): open it within the time it says, once. The link goes to stdout alone.
+    Web {
+        /// Sign every browser out instead, and void the links not used yet.
+        #[arg(long)]
+        revoke: bool,
+    },
     /// Print a shell completion script to stdout.
     Completions {
         /// The shell.

@@ -10,7 +10,8 @@ use http_body_util::{BodyExt, Full};
 use proto::api::{
     ApiError, ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer,
     MemoryList, NotificationList, RecordsPage, SSE_EVENT_TURN, ScheduleInfo, ScheduleList,
-    ScheduleStarted, SessionList, Status, TaskAccepted, TaskRequest, UsageReport,
+    ScheduleStarted, SessionList, Status, TaskAccepted, TaskRequest, UsageReport, WebLink,
+    WebRevoked,
 };
 use serde::de::DeserializeOwned;
 use std::collections::VecDeque;
@@ -306,6 +307,16 @@ impl Client {
     pub async fn compact(&self, id: &SessionId) -> Result<Answer<CompactAnswer>, ClientError> {
         self.call_unbounded(Method::POST, &format!("/v1/sessions/{id}/compact"), None)
             .await
+    }
+
+    /// `POST /v1/web/link`: a one-time sign-in link for the web console.
+    pub async fn web_link(&self) -> Result<Answer<WebLink>, ClientError> {
+        self.call(Method::POST, "/v1/web/link", None).await
+    }
+
+    /// `POST /v1/web/revoke`: every browser session and unused link ended.
+    pub async fn web_revoke(&self) -> Result<Answer<WebRevoked>, ClientError> {
+        self.call(Method::POST, "/v1/web/revoke", None).await
     }
 
     /// `GET /v1/status`.

@@ -14,6 +14,7 @@ use proto::api::{ApprovalAnswer, OwnerAnswer, SSE_PING_COMMENT, TaskRequest, err
 use std::io::{self, IsTerminal, Write};
 
 mod schedules;
+mod web;
 
 /// Why a command stopped early.
 #[derive(Debug)]
@@ -120,6 +121,7 @@ pub async fn run(cli: Cli) -> u8 {
         Command::Schedules => schedules::schedules(&client, json).await,
         Command::Schedule { action } => schedules::schedule(&client, json, action).await,
         Command::Usage { session, day } => usage(&client, json, session, day).await,
+        Command::Web { revoke } => web::web(&client, json, revoke).await,
         Command::Completions { shell } => completions(shell),
     };
     match result {

@@ -67,6 +67,8 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     let (port, tools) = tool_port(&cfg, &blocking);
     let mut api_options = ApiOptions::from_config(&cfg.api)?;
     api_options.broker_socket = cfg.broker.socket.clone();
+    let console = crate::web::Console::from_config(&cfg.web).map(Arc::new);
+    api_options.web = console.as_ref().map(|c| Arc::clone(&c.sign_ins));
     let socket = cfg.socket.clone();
     let specs = crate::schedule::specs(&cfg).map_err(|e| anyhow::anyhow!("schedules: {e}"))?;
     let schedule_paths = Paths::of(&cfg);
@@ -93,6 +95,10 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
             Some(addr) => Some(bind_metrics(addr).await?),
             None => None,
         };
+        let web_tcp = match &console {
+            Some(console) => Some(bind_web(console.listen).await?),
+            None => None,
+        };
         let listener = bind_socket(&socket, api_options.allowed_gid)
             .with_context(|| format!("cannot serve on {}", socket.display()))?;
         tracing::info!(socket = %socket.display(), "loopd is serving");
@@ -109,7 +115,16 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         engine.set_scheduler(Arc::new(scheduler));
         let (metrics_stop, metrics_stopped) = tokio::sync::watch::channel(false);
         let metrics_listener =
-            metrics_tcp.map(|listener| serve_metrics(listener, &engine, metrics_stopped));
+            metrics_tcp.map(|listener| serve_metrics(listener, &engine, metrics_stopped.clone()));
+        let web_listener = web_tcp.zip(console).map(|(listener, console)| {
+            tracing::info!(origin = %console.origin.as_url(), "serving the web console");
+            tokio::spawn(crate::web::serve(
+                listener,
+                Arc::clone(&backend),
+                console,
+                metrics_stopped,
+            ))
+        });
         // The server stops when this resolves: only once the turns have ended, so that their
         // submitters get the `ended` event and the tasks still waiting get a 503, not a closed
         // connection.
@@ -123,11 +138,17 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
             engine.shutdown(SHUTDOWN_GRACE_MS).await;
         };
         serve(listener, backend, api_options, stopping).await;
+        // The TCP listeners stop with the API: turns have ended and their events gone out.
         let _ = metrics_stop.send(true);
         if let Some(listener) = metrics_listener
             && let Err(e) = listener.await
         {
             tracing::warn!(error = %e, "the metrics listener's task failed");
+        }
+        if let Some(listener) = web_listener
+            && let Err(e) = listener.await
+        {
+            tracing::warn!(error = %e, "the web console's task failed");
         }
         anyhow::Ok(())
     })
@@ -138,6 +159,13 @@ async fn bind_metrics(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::
     bxmetrics::listen::bind(addr)
         .await
         .with_context(|| format!("metrics.listen = \"{addr}\": cannot listen there"))
+}
+
+/// Binds `[web] listen` (checked as loopback, or allowed remote, by the config).
+async fn bind_web(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    crate::web::bind(addr)
+        .await
+        .with_context(|| format!("web.listen = \"{addr}\": cannot listen there"))
 }
 
 /// Serves `GET /metrics` on `listener` from the engine until `stop` turns true.

@@ -24,6 +24,7 @@ pub mod route;
 pub(crate) mod runtime;
 pub(crate) mod schedule;
 pub mod session;
+pub mod signin;
 pub mod subagent;
 pub(crate) mod summarise;
 pub(crate) mod text;
@@ -31,6 +32,7 @@ pub mod tools;
 pub(crate) mod toolset;
 pub mod turn;
 pub(crate) mod untrusted;
+pub mod web;
 
 #[cfg(test)]
 mod tests;

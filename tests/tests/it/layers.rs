@@ -17,7 +17,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
     (
         "foundation",
         &[
-            "text", "outcome", "blocking", "journal", "config", "session", "llama",
+            "text", "outcome", "blocking", "journal", "config", "session", "llama", "signin",
         ],
     ),
     ("models", &["route"]),
@@ -31,7 +31,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
     ("epoch work", &["summarise", "compact"]),
     ("turn", &["turn"]),
     ("local tools that run turns", &["subagent"]),
-    ("serving", &["api", "heartbeat", "schedule"]),
+    ("serving", &["api", "heartbeat", "schedule", "web"]),
     ("engine", &["engine"]),
     ("daemon", &["daemon"]),
     ("cross-layer tests", &["tests"]),

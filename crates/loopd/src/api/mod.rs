@@ -24,6 +24,7 @@ mod routes;
 mod server;
 mod sse;
 mod usage;
+mod web;
 
 pub use backend::{ApiFailure, Backend, Submitted, check_approval_answer};
 pub use bxhttp::Limits;
@@ -35,6 +36,8 @@ pub use options::{
     ApiOptions, MAX_PAGE_RECORDS, NAMES, SHUTDOWN_DRAIN_MS, SOCKET_MODE, SSE_PING_INTERVAL_MS,
     bind_socket, resolve_group,
 };
+pub(crate) use routes::{page_query, stopping};
 pub use server::serve;
 pub use sse::{comment_frame, turn_frame};
+pub(crate) use sse::{follow_stream, task_stream};
 pub use usage::{UsageQuery, parse_day};

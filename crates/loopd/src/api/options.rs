@@ -34,7 +34,7 @@ pub const SSE_PING_INTERVAL_MS: u64 = 15_000;
 pub const SHUTDOWN_DRAIN_MS: u64 = 2_000;
 
 /// How the API serves: its limits and who may connect.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ApiOptions {
     /// The largest request body accepted, in bytes; larger ones get 413.
     pub max_body_bytes: usize,
@@ -53,6 +53,9 @@ pub struct ApiOptions {
     /// brokerd's socket (`[broker] socket`): the owner's answers to approvals are refused from
     /// brokerd's descendants (its MCP servers, which run as loopd's user), found through it.
     pub broker_socket: Option<std::path::PathBuf>,
+    /// The web console's sign-ins, when `[web] listen` is set: `POST /v1/web/link` makes a
+    /// one-time link, `POST /v1/web/revoke` ends every browser session.
+    pub web: Option<std::sync::Arc<crate::signin::SignIns>>,
 }
 
 impl ApiOptions {
@@ -78,6 +81,7 @@ impl ApiOptions {
                 shutdown_drain_ms: SHUTDOWN_DRAIN_MS,
             },
             broker_socket: None,
+            web: None,
         })
     }
 }

@@ -21,7 +21,7 @@ pub(super) struct Ctx<B> {
 }
 
 /// Resolves once `shutdown` turns true (or its sender is gone).
-pub(super) async fn stopping(mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn stopping(mut shutdown: watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
@@ -45,6 +45,8 @@ enum Route<'a> {
     ScheduleResume(&'a str),
     Usage,
     Metrics,
+    WebLink,
+    WebRevoke,
 }
 
 impl Route<'_> {
@@ -71,6 +73,8 @@ impl Route<'_> {
             ["schedules", name, "pause"] => Route::SchedulePause(name),
             ["schedules", name, "resume"] => Route::ScheduleResume(name),
             ["usage"] => Route::Usage,
+            ["web", "link"] => Route::WebLink,
+            ["web", "revoke"] => Route::WebRevoke,
             _ => return None,
         })
     }
@@ -83,7 +87,9 @@ impl Route<'_> {
             | Route::Approval(_)
             | Route::ScheduleRun(_)
             | Route::SchedulePause(_)
-            | Route::ScheduleResume(_) => Method::POST,
+            | Route::ScheduleResume(_)
+            | Route::WebLink
+            | Route::WebRevoke => Method::POST,
             Route::Sessions
             | Route::Approvals
             | Route::Schedules
@@ -100,7 +106,7 @@ impl Route<'_> {
 
 /// `from` and `limit` of `?from=N&limit=M`: `limit` defaults to `default_limit` and is capped
 /// at [`MAX_PAGE_RECORDS`]; anything else in the query is an error that says what.
-pub(super) fn page_query(query: Option<&str>, default_limit: u64) -> Result<(u64, u64), String> {
+pub(crate) fn page_query(query: Option<&str>, default_limit: u64) -> Result<(u64, u64), String> {
     let (mut from, mut limit) = (0, default_limit);
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -250,6 +256,24 @@ where
             let body: ApprovalAnswer = read_json(request, ctx.options.max_body_bytes).await?;
             super::check_approval_answer(&body)?;
             answer(backend.answer_approval(&id, body, uid).await)
+        }
+        Route::WebLink | Route::WebRevoke => {
+            let peer = request
+                .extensions()
+                .get::<bxhttp::peer::PeerUser>()
+                .copied();
+            // A link signs a browser in, and a signed-in browser answers approvals: so it is
+            // refused to brokerd's descendants, like an answer itself.
+            super::owner::not_brokers_descendant(
+                ctx.options.broker_socket.as_deref(),
+                peer.and_then(|p| p.pid),
+            )
+            .await?;
+            let sign_ins = ctx.options.web.as_deref();
+            match route {
+                Route::WebLink => answer(super::web::link(sign_ins)),
+                _ => answer(super::web::revoke(sign_ins)),
+            }
         }
         Route::Schedules => answer(blocking(backend, |b| b.schedules()).await),
         Route::ScheduleRun(name) => answer(backend.run_schedule(name).await),

@@ -129,7 +129,7 @@ async fn produce<S: Source>(
 }
 
 /// A 200 SSE answer streaming one turn's events until the channel closes (after `Ended`).
-pub(super) fn task_stream(
+pub(crate) fn task_stream(
     events: mpsc::UnboundedReceiver<TurnEvent>,
     ping_ms: u64,
     shutdown: watch::Receiver<bool>,
@@ -141,7 +141,7 @@ pub(super) fn task_stream(
 
 /// A 200 SSE answer following a session's events until the sender goes away; a follower
 /// that fell behind gets a comment saying how many events it missed, and goes on.
-pub(super) fn follow_stream(
+pub(crate) fn follow_stream(
     events: broadcast::Receiver<TurnEvent>,
     ping_ms: u64,
     shutdown: watch::Receiver<bool>,

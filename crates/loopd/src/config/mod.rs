@@ -15,6 +15,7 @@ mod schedules;
 mod slots;
 mod subagent;
 mod turn;
+mod web;
 
 #[cfg(test)]
 mod endpoint_tests;
@@ -44,6 +45,7 @@ pub use turn::{
     DERIVED_RESULT_CAP_SLOT_DIVISOR, Loop, RESULT_BYTES_PER_TOKEN, derived_result_cap_bytes,
     max_result_cap_bytes,
 };
+pub use web::{MAX_WEB_SESSIONS, Origin, Web};
 
 use bxconfig::{LogConfig, Problem, Problems, Validate};
 use serde::{Deserialize, Serialize};
@@ -92,6 +94,8 @@ pub struct Config {
     pub budgets: Budgets,
     /// `[metrics]`: the optional TCP listener of `/metrics` (`docs/metrics.md`).
     pub metrics: bxmetrics::MetricsConfig,
+    /// `[web]`: the web console (`docs/web.md`); off unless `listen` is set.
+    pub web: Web,
     /// `[log]`: the log level.
     pub log: LogConfig,
 }
@@ -116,6 +120,7 @@ impl Default for Config {
             schedules: Vec::new(),
             budgets: Budgets::default(),
             metrics: bxmetrics::MetricsConfig::default(),
+            web: Web::default(),
             log: LogConfig::default(),
         }
     }
@@ -151,6 +156,7 @@ impl Validate for Config {
         if let Err(e) = self.metrics.check() {
             p.push("metrics.listen", e.to_string());
         }
+        self.web.check(&mut p);
         p.finish()
     }
 

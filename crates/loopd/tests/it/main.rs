@@ -5,6 +5,7 @@
 
 mod api_common;
 mod fake_llama;
+mod web_common;
 
 mod api_approvals;
 mod api_limits;
@@ -19,3 +20,4 @@ mod broker_status;
 mod cli;
 mod daemon_faults;
 mod daemon_usage;
+mod web_console;

@@ -18,6 +18,8 @@
 //! | `POST /v1/schedules/{name}/pause` | | [`ScheduleInfo`] once the paused flag is durable |
 //! | `POST /v1/schedules/{name}/resume` | | [`ScheduleInfo`] once the flag is durable |
 //! | `POST /v1/approvals/{id}` | [`ApprovalAnswer`] | [`ApprovalAnswered`] once the decision is in the session log; 404 when no call waits under that id (answered, timed out, void, or never asked) |
+//! | `POST /v1/web/link` | | [`WebLink`]: a one-time sign-in link for the web console; 400 when `[web] listen` is unset |
+//! | `POST /v1/web/revoke` | | [`WebRevoked`]: every browser session and unused link ended; 400 when the console is off |
 //!
 //! Every error is an [`ApiError`] with a status: 400 bad JSON or session id (or a request head
 //! that is not HTTP/1.1), 404 unknown session, approval or path, 409 the session's queue is full, 413
@@ -27,6 +29,7 @@
 mod approvals;
 mod schedules;
 mod usage;
+mod web;
 
 pub use approvals::{
     ApprovalAnswer, ApprovalAnswered, ApprovalList, MAX_DENY_REASON_BYTES, OwnerAnswer,
@@ -36,6 +39,7 @@ pub use schedules::{
     RunOutcome, RunTrigger, ScheduleInfo, ScheduleList, ScheduleRun, ScheduleStarted,
 };
 pub use usage::{SessionUsage, UsageReport, UsageToday, UsageTotals};
+pub use web::{WebLink, WebRevoked};
 
 use bxcore::{DataClass, LogRecord, MemoryNote, SessionId, TaskId, Timestamp, TurnEnd};
 use serde::{Deserialize, Serialize};

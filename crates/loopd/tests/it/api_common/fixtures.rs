@@ -45,3 +45,51 @@ pub fn stub_schedule(paused: bool) -> proto::api::ScheduleInfo {
         }),
     }
 }
+
+/// A session whose records hold markup and script, as a hostile page or tool might write them.
+pub const XSS_SESSION: &str = "xss";
+
+/// What every hostile text of [`hostile_page`] holds: a script that would mark the page.
+pub const HOSTILE: &str = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>";
+
+/// The records of [`XSS_SESSION`]: a task, an answer with a call, and an untrusted result,
+/// each holding [`HOSTILE`].
+pub fn hostile_page(id: &SessionId) -> proto::api::RecordsPage {
+    use bxcore::{CallId, LogRecord, ToolCall, ToolOutcome};
+    let time = Timestamp::parse("2026-01-02T03:04:05Z").unwrap();
+    proto::api::RecordsPage {
+        session: id.clone(),
+        from: 0,
+        records: vec![
+            LogRecord::User {
+                time,
+                turn: 1,
+                content: format!("fetch this {HOSTILE}"),
+                task_id: None,
+            },
+            LogRecord::Assistant {
+                time,
+                content: format!("calling {HOSTILE}"),
+                reasoning: None,
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "http_fetch".into(),
+                    arguments: serde_json::json!({ "url": HOSTILE }).to_string(),
+                }],
+                usage: None,
+            },
+            LogRecord::ToolResult {
+                time,
+                call: CallId(1),
+                tool_call_id: "c1".into(),
+                content: format!("page: {HOSTILE}"),
+                class: DataClass::Public,
+                untrusted: true,
+                truncated: false,
+                outcome: ToolOutcome::Ok,
+                by_loopd: false,
+            },
+        ],
+        next: None,
+    }
+}

@@ -5,7 +5,7 @@
 mod fixtures;
 mod usage;
 
-pub use fixtures::{stub_pending_approval, stub_schedule};
+pub use fixtures::{HOSTILE, XSS_SESSION, stub_pending_approval, stub_schedule};
 
 use bxcore::{
     CallId, DataClass, LogRecord, SessionId, Timestamp, ToolCall, ToolOutcome, TurnEnd, TurnEvent,
@@ -104,7 +104,7 @@ impl Stub {
 }
 
 fn known(id: &SessionId) -> Result<(), ApiFailure> {
-    if id.as_str() == "s1" {
+    if id.as_str() == "s1" || id.as_str() == XSS_SESSION {
         Ok(())
     } else {
         Err(ApiFailure::NotFound(format!("no session {id}")))
@@ -164,6 +164,9 @@ impl Backend for Stub {
 
     fn records(&self, id: &SessionId, from: u64, limit: u64) -> Result<RecordsPage, ApiFailure> {
         known(id)?;
+        if id.as_str() == XSS_SESSION {
+            return Ok(fixtures::hostile_page(id));
+        }
         *self.last_page.lock().unwrap() = Some((from, limit));
         let end = (from + limit).min(S1_RECORDS);
         Ok(RecordsPage {
@@ -344,6 +347,7 @@ pub fn test_options() -> ApiOptions {
             shutdown_drain_ms: 1_000,
         },
         broker_socket: None,
+        web: None,
     }
 }
 
