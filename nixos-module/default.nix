@@ -160,10 +160,11 @@ let
 in
 {
   # services.boxmaker.schedules, rendered into loopd.settings.schedules; services.boxmaker.metrics,
-  # rendered into loopd.settings.metrics; services.boxmaker.brokerd.secrets, rendered into
+  # rendered into loopd.settings.metrics; services.boxmaker.web, rendered into
+  # loopd.settings.web (docs/web.md); services.boxmaker.brokerd.secrets, rendered into
   # brokerd.settings.secrets and the unit's LoadCredential=, and the unit's ExecReload;
   # services.boxmaker.rpcWorker, a llama.cpp RPC worker's own unit (docs/scale-out.md).
-  imports = [ ./schedules.nix ./metrics.nix ./secrets.nix ./rpc-worker.nix ];
+  imports = [ ./schedules.nix ./metrics.nix ./web.nix ./secrets.nix ./rpc-worker.nix ];
 
   options.services.boxmaker = {
     enable = mkEnableOption "boxmaker, a private AI-agent appliance";

@@ -89,6 +89,10 @@ schedule-bad-name|fail|is not of type `string matching the pattern [A-Za-z0-9._-
 schedule-with-config-file|fail|services.boxmaker.schedules cannot go into services.boxmaker.loopd.configFile
 metrics-port-out-of-range|fail|services.boxmaker.metrics.port' is not of type `16 bit unsigned integer
 metrics-with-config-file|fail|services.boxmaker.metrics cannot go into services.boxmaker.loopd.configFile: write `[metrics] listen = "127.0.0.1:9464"` into that file
+web-port-out-of-range|fail|services.boxmaker.web.port' is not of type `16 bit unsigned integer
+web-with-config-file|fail|services.boxmaker.web cannot go into services.boxmaker.loopd.configFile: write `[web]` with `listen = "127.0.0.1:8740"` into that file
+web-origin-with-config-file|fail|write `[web]` with `listen = "127.0.0.1:8740"` and `origin = "https://box.example.com"` into that file
+web-origin-not-a-string|fail|services.boxmaker.web.origin' is not of type `null or string'
 secret-nix-path|fail|services.boxmaker.brokerd.secrets.github.file is a Nix path (/
 secret-nix-path|fail|Nix copies a path into the Nix store, which every user of the machine can read
 secret-in-store|fail|services.boxmaker.brokerd.secrets.github.file is in the Nix store (/nix/store/0000000000000000000000000000000a-github), which every user of the machine can read
@@ -104,7 +108,7 @@ rpc-worker-without-rpc-build|warn|services.boxmaker.rpcWorker.package is built w
 rpc-worker-port-out-of-range|fail|services.boxmaker.rpcWorker.port' is not of type `16 bit unsigned integer
 CASES
 
-echo "nix-checks: the nix blocks of docs/operations.md, docs/secrets.md and docs/scale-out.md parse"
+echo "nix-checks: the nix blocks of docs/operations.md, docs/secrets.md, docs/scale-out.md and docs/web.md parse"
 # Each block is an expression (the flake) or a module's attribute definitions (a snippet to put
 # into the system's configuration): it must parse as one or, wrapped into a module (which gives
 # it `config`, `lib` and `pkgs`), as the other.
@@ -112,7 +116,7 @@ python3 - "$work/docs" <<'PY'
 import os, re, sys
 out = sys.argv[1]
 os.makedirs(out)
-for doc in ("operations", "secrets", "scale-out"):
+for doc in ("operations", "secrets", "scale-out", "web"):
     text = open("docs/%s.md" % doc).read()
     for n, block in enumerate(re.findall(r"^```nix\n(.*?)^```", text, re.S | re.M)):
         open(os.path.join(out, "block-%02d--%s.nix" % (n, doc)), "w").write(block)

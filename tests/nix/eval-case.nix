@@ -41,6 +41,11 @@ let
     # Metrics: a port is a port, and the module cannot write into a loopd config file.
     metrics-port-out-of-range = { user = base // { metrics = { enable = true; port = 70000; }; }; };
     metrics-with-config-file = { user = base // { metrics.enable = true; loopd.configFile = "/etc/loopd.toml"; }; };
+    # Web console: the same, and an origin that is not a string.
+    web-port-out-of-range = { user = base // { web = { enable = true; port = 70000; }; }; };
+    web-with-config-file = { user = base // { web.enable = true; loopd.configFile = "/etc/loopd.toml"; }; };
+    web-origin-with-config-file = { user = base // { web = { enable = true; origin = "https://box.example.com"; }; loopd.configFile = "/etc/loopd.toml"; }; };
+    web-origin-not-a-string = { user = base // { web = { enable = true; origin = true; }; }; };
     # Secrets: a Nix path would be copied into the world-readable store (the file does not exist:
     # were the module to copy it, the evaluation would fail on that instead of the assertion).
     secret-nix-path = { user = base // { brokerd.secrets.github.file = ./no-such-secret; }; };

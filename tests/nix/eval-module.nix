@@ -18,9 +18,10 @@ let
       llama.retry_max_attempts = 3;
     };
     brokerd.settings.log.level = "debug";
-    # The config build below runs loopd --check-config on them, and on [metrics].
+    # The config build below runs loopd --check-config on them, on [metrics] and on [web].
     schedules = [ morning hourly ];
     metrics.enable = true;
+    web = { enable = true; origin = "https://box.example.com"; };
     grants = [
       { tool = "clock"; sessions = [ "*" ]; }
       { tool = "read_file"; sessions = [ "main" ]; paths = [ "/var/lib/boxmaker/files" ]; result_class = "private"; }
@@ -84,6 +85,10 @@ let
   metricsOn = config;
   metricsPort = (evalBox { user = user // { metrics = { enable = true; port = 9500; }; }; }).config;
   metricsOff = (evalBox { user = user // { metrics.enable = false; }; }).config;
+  # The web console: on behind a proxy (origin), on another port without origin, off.
+  webOn = config;
+  webPort = (evalBox { user = user // { web = { enable = true; port = 8800; }; }; }).config;
+  webOff = (evalBox { user = user // { web.enable = false; }; }).config;
   # The loopd.toml the config build checks, as the module rendered it.
   renderedLoopd = c: builtins.readFile (builtins.head
     (builtins.match ".*/bin/loopd --check-config ([^ \n]*).*" c.services.boxmaker.configDir.script));
@@ -118,7 +123,7 @@ let
     ca_file = "/etc/boxmaker/lan-ca.pem"; roles = [ "main" "background" ]; slots.main = [ 0 1 ];
   }];
   withEndpoints = (evalBox { user = user // { loopd.settings.llama.endpoints = endpoints; }; }).config;
-  configFileNoUrl = (evalBox { user = user // { loopd.configFile = "/etc/loopd.toml"; loopd.passLlamaUrl = false; schedules = [ ]; metrics.enable = false; }; }).config;
+  configFileNoUrl = (evalBox { user = user // { loopd.configFile = "/etc/loopd.toml"; loopd.passLlamaUrl = false; schedules = [ ]; metrics.enable = false; web.enable = false; }; }).config;
   loopdArgs = c: builtins.head (builtins.match ".*\\[\\[children]]\nargs = (\\[[^]]*]).*name = \"loopd\".*" (renderedBoxd c));
 
   checks = [
@@ -199,6 +204,18 @@ let
     (check "metrics off: loopd's settings have no [metrics]" (!(metricsOff.services.boxmaker.loopd.settings ? metrics)))
     (check "metrics do not open the firewall"
       (metricsOn.networking.firewall.allowedTCPPorts == [ ] && metricsPort.networking.firewall.allowedTCPPorts == [ ]))
+    (check "web: loopd's console on 127.0.0.1 at the default port, with the origin"
+      (webOn.services.boxmaker.loopd.settings.web == { listen = "127.0.0.1:8740"; origin = "https://box.example.com"; }))
+    (check "web rendered as [web] listen and origin in loopd.toml"
+      (lib.hasInfix "\n[web]\nlisten = \"127.0.0.1:8740\"\norigin = \"https://box.example.com\"\n" (renderedLoopd webOn)))
+    (check "web.port is the port loopd listens on; no origin: none written"
+      (webPort.services.boxmaker.loopd.settings.web == { listen = "127.0.0.1:8800"; }
+        && lib.hasInfix "\n[web]\nlisten = \"127.0.0.1:8800\"\n" (renderedLoopd webPort)
+        && !(lib.hasInfix "origin" (renderedLoopd webPort))))
+    (check "web off: loopd's settings and loopd.toml have no [web]"
+      (!(webOff.services.boxmaker.loopd.settings ? web) && !(lib.hasInfix "[web]" (renderedLoopd webOff))))
+    (check "web does not open the firewall"
+      (webOn.networking.firewall.allowedTCPPorts == [ ] && webPort.networking.firewall.allowedTCPPorts == [ ]))
     (check "boxd serves /metrics on its socket in the run dir, for the boxmaker group"
       (let text = renderedBoxd config; in
         lib.hasInfix "\nsocket = \"/run/boxmaker/boxd.sock\"\n" text
