@@ -67,8 +67,7 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     let (port, tools) = tool_port(&cfg, &blocking);
     let mut api_options = ApiOptions::from_config(&cfg.api)?;
     api_options.broker_socket = cfg.broker.socket.clone();
-    let console = crate::web::Console::from_config(&cfg.web).map(Arc::new);
-    api_options.web = console.as_ref().map(|c| Arc::clone(&c.sign_ins));
+    let web_config = cfg.web.clone();
     let socket = cfg.socket.clone();
     let specs = crate::schedule::specs(&cfg).map_err(|e| anyhow::anyhow!("schedules: {e}"))?;
     let schedule_paths = Paths::of(&cfg);
@@ -95,10 +94,16 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
             Some(addr) => Some(bind_metrics(addr).await?),
             None => None,
         };
-        let web_tcp = match &console {
-            Some(console) => Some(bind_web(console.listen).await?),
+        // Bound first, so that `listen` with port 0 (tests) gives the link its real port.
+        let web_tcp = match web_config.listen {
+            Some(addr) => Some(bind_web(addr).await?),
             None => None,
         };
+        let console = match &web_tcp {
+            Some(listener) => web_console(&web_config, listener)?,
+            None => None,
+        };
+        api_options.web = console.as_ref().map(|c| Arc::clone(&c.sign_ins));
         let listener = bind_socket(&socket, api_options.allowed_gid)
             .with_context(|| format!("cannot serve on {}", socket.display()))?;
         tracing::info!(socket = %socket.display(), "loopd is serving");
@@ -166,6 +171,21 @@ async fn bind_web(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpL
     crate::web::bind(addr)
         .await
         .with_context(|| format!("web.listen = \"{addr}\": cannot listen there"))
+}
+
+/// The console of `[web]`, on the address `listener` took.
+fn web_console(
+    web: &crate::config::Web,
+    listener: &tokio::net::TcpListener,
+) -> anyhow::Result<Option<Arc<crate::web::Console>>> {
+    let listen = listener
+        .local_addr()
+        .context("web.listen: cannot read the bound address")?;
+    let bound = crate::config::Web {
+        listen: Some(listen),
+        ..web.clone()
+    };
+    Ok(crate::web::Console::from_config(&bound).map(Arc::new))
 }
 
 /// Serves `GET /metrics` on `listener` from the engine until `stop` turns true.
