@@ -8,7 +8,9 @@
 #   - bubblewrap (Debian's), the sandbox of the exec tool (crates/bxsandbox);
 #   - prometheus and promtool from Debian's prometheus package, unpacked into the cache (never
 #     installed: on a machine with systemd that would start a Prometheus service on :9090), for
-#     `promtool check metrics` and the end-to-end test that scrapes a stack (docs/metrics.md).
+#     `promtool check metrics` and the end-to-end test that scrapes a stack (docs/metrics.md);
+#   - chromium and chromedriver (Debian's chromium, chromium-driver), installed with apt-get when
+#     missing, for the web console's real-browser tests (tests/src/browser.rs).
 # Why PyPI: these machines reach only PyPI, Debian, crates.io and npm, Debian 12 has no
 # llama.cpp, and PyPI's prebuilt llama.cpp wheels crash on these CPUs (docs/real-model.md).
 # Production takes llama-server and models from nixpkgs; this is for development only.
@@ -17,11 +19,11 @@
 # pays (the build takes ~10 minutes on 2 cores); later runs take about a second. Models are
 # checked against sha256 digests pinned below: a file that does not match is refused.
 #
-# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|rpc-server|smollm2|qwen|bubblewrap|prometheus|all]
+# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|rpc-server|smollm2|qwen|bubblewrap|prometheus|browser|all]
 #   (default: all; llama-server and rpc-server name the same build, which makes both)
 #   --print-paths  after ensuring the parts, print NAME=PATH lines on stdout, for `eval`:
 #                  LLAMA_SERVER=...  RPC_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...
-#                  BWRAP=...  PROMETHEUS=...  PROMTOOL=...
+#                  BWRAP=...  PROMETHEUS=...  PROMTOOL=...  CHROMIUM=...  CHROMEDRIVER=...
 #   --verify       re-hash cached models even when their stamp says they were checked
 # Progress lines ("==> ...") go to stderr, so stdout carries only the --print-paths lines:
 #   eval "$(scripts/fetch-parts.sh --print-paths)"
@@ -334,6 +336,12 @@ ensure_qwen() {
 # shellcheck source=lib/prometheus.sh
 . "$(dirname "$0")/lib/prometheus.sh"
 
+# ---- browser -------------------------------------------------------------------------------
+
+# ensure_browser (and CHROMIUM, CHROMEDRIVER), in its own file to keep this one short.
+# shellcheck source=lib/browser.sh
+. "$(dirname "$0")/lib/browser.sh"
+
 # ---- main ----------------------------------------------------------------------------------
 
 PRINT_PATHS=0
@@ -344,7 +352,7 @@ for arg in "$@"; do
     --print-paths) PRINT_PATHS=1 ;;
     --verify) VERIFY=1 ;;
     -h | --help) usage 0 ;;
-    llama-server | rpc-server | smollm2 | qwen | bubblewrap | prometheus | all)
+    llama-server | rpc-server | smollm2 | qwen | bubblewrap | prometheus | browser | all)
         [ -z "$TARGET" ] || { printf '%s: give one part, not several\n' "$PROG" >&2; usage; }
         TARGET=$arg
         ;;
@@ -384,9 +392,11 @@ smollm2) ensure_smollm2 ;;
 qwen) ensure_qwen ;;
 bubblewrap) ensure_bubblewrap ;;
 prometheus) ensure_prometheus ;;
+browser) ensure_browser ;;
 all)
     ensure_bubblewrap
     ensure_prometheus
+    ensure_browser
     # Models first: they take seconds, and a registry problem shows before a 10-minute build.
     ensure_smollm2
     ensure_qwen
@@ -406,6 +416,11 @@ if [ "$PRINT_PATHS" -eq 1 ]; then
     case $TARGET in prometheus | all)
         printf 'PROMETHEUS=%q\n' "$PROMETHEUS"
         printf 'PROMTOOL=%q\n' "$PROMTOOL"
+        ;;
+    esac
+    case $TARGET in browser | all)
+        printf 'CHROMIUM=%q\n' "$CHROMIUM"
+        printf 'CHROMEDRIVER=%q\n' "$CHROMEDRIVER"
         ;;
     esac
 fi

