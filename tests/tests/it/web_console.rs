@@ -274,3 +274,55 @@ fn markup_in_a_task_a_tool_result_and_an_answer_runs_nothing() {
         "markup reached the page"
     );
 }
+
+/// Answers every request on a Unix socket at `path` as brokerd's health does: for a loopd
+/// whose `[broker] socket` is this test process, so every child the test starts "descends from
+/// brokerd", as an MCP server would.
+fn stand_in_brokerd(path: &Path) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                line.clear();
+            }
+            let body = r#"{"status":"ok"}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+}
+
+#[test]
+fn no_link_for_brokerds_descendants_and_none_while_the_console_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = dir.path().join("brokerd.sock");
+    stand_in_brokerd(&broker);
+    let stack = Stack::start(StackOptions {
+        loopd_toml: format!("{WEB_TOML}[broker]\nsocket = {broker:?}\n"),
+        ..Default::default()
+    })
+    .unwrap();
+    // boxctl is this test's child, and this test answers on brokerd's socket.
+    let out = stack.boxctl(&["web"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("descends from brokerd"), "{err}");
+    assert!(out.stdout.is_empty(), "no link: {}", show(&out));
+
+    let off = Stack::start(StackOptions::default()).unwrap();
+    let out = off.boxctl(&["web"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the web console is off: set [web] listen in loopd.toml"),
+        "{err}"
+    );
+}
