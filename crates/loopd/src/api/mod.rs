@@ -36,7 +36,7 @@ pub use options::{
     ApiOptions, MAX_PAGE_RECORDS, NAMES, SHUTDOWN_DRAIN_MS, SOCKET_MODE, SSE_PING_INTERVAL_MS,
     bind_socket, resolve_group,
 };
-pub(crate) use routes::{page_query, stopping};
+pub(crate) use routes::{blocking, page_query, stopping};
 pub use server::serve;
 pub use sse::{comment_frame, turn_frame};
 pub(crate) use sse::{follow_stream, task_stream};

@@ -148,8 +148,26 @@ fn wants_event_stream(headers: &http::HeaderMap) -> bool {
         .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
 }
 
+/// The request's peer, refused (403) when it descends from brokerd: what the owner alone
+/// may do (answer an approval, let a browser in) is never done by an MCP server.
+async fn owner_peer<B, I>(
+    ctx: &Ctx<B>,
+    request: &Request<I>,
+) -> Result<Option<bxhttp::peer::PeerUser>, ApiFailure> {
+    let peer = request
+        .extensions()
+        .get::<bxhttp::peer::PeerUser>()
+        .copied();
+    super::owner::not_brokers_descendant(
+        ctx.options.broker_socket.as_deref(),
+        peer.and_then(|p| p.pid),
+    )
+    .await?;
+    Ok(peer)
+}
+
 /// Runs a backend call that may touch the disk off the async threads.
-async fn blocking<B, T, F>(backend: &Arc<B>, call: F) -> Result<T, ApiFailure>
+pub(crate) async fn blocking<B, T, F>(backend: &Arc<B>, call: F) -> Result<T, ApiFailure>
 where
     B: Backend,
     T: Send + 'static,
@@ -243,32 +261,15 @@ where
         Route::Approvals => answer(backend.approvals()),
         Route::Approval(raw) => {
             let id = approval_id(raw)?;
-            let peer = request
-                .extensions()
-                .get::<bxhttp::peer::PeerUser>()
-                .copied();
-            super::owner::not_brokers_descendant(
-                ctx.options.broker_socket.as_deref(),
-                peer.and_then(|p| p.pid),
-            )
-            .await?;
-            let uid = peer.map(|p| p.uid);
+            let uid = owner_peer(ctx, &request).await?.map(|p| p.uid);
             let body: ApprovalAnswer = read_json(request, ctx.options.max_body_bytes).await?;
             super::check_approval_answer(&body)?;
             answer(backend.answer_approval(&id, body, uid).await)
         }
         Route::WebLink | Route::WebRevoke => {
-            let peer = request
-                .extensions()
-                .get::<bxhttp::peer::PeerUser>()
-                .copied();
             // A link signs a browser in, and a signed-in browser answers approvals: so it is
             // refused to brokerd's descendants, like an answer itself.
-            super::owner::not_brokers_descendant(
-                ctx.options.broker_socket.as_deref(),
-                peer.and_then(|p| p.pid),
-            )
-            .await?;
+            owner_peer(ctx, &request).await?;
             let sign_ins = ctx.options.web.as_deref();
             match route {
                 Route::WebLink => answer(super::web::link(sign_ins)),

@@ -29,6 +29,9 @@ pub struct Web {
     pub link_ttl_ms: u64,
     /// The most browsers signed in at once; a new sign-in past it ends the oldest.
     pub max_sessions: usize,
+    /// The largest request body the console reads (a task's text, a denial's reason), in
+    /// bytes; a larger one gets 413.
+    pub max_body_bytes: usize,
 }
 
 impl Default for Web {
@@ -40,6 +43,7 @@ impl Default for Web {
             session_ttl_ms: 12 * 60 * 60 * 1000,
             link_ttl_ms: 5 * 60 * 1000,
             max_sessions: 16,
+            max_body_bytes: 256 * 1024,
         }
     }
 }
@@ -118,6 +122,7 @@ impl Web {
         p.at_least("web.session_ttl_ms", self.session_ttl_ms, 1_000);
         p.at_least("web.link_ttl_ms", self.link_ttl_ms, 1_000);
         p.at_least("web.max_sessions", self.max_sessions, 1);
+        p.at_least("web.max_body_bytes", self.max_body_bytes, 1024);
         p.check(
             self.max_sessions <= MAX_WEB_SESSIONS,
             "web.max_sessions",
@@ -202,10 +207,16 @@ mod tests {
             session_ttl_ms: 0,
             link_ttl_ms: 5,
             max_sessions: 0,
+            max_body_bytes: 10,
             ..Web::default()
         };
         let found = problems(&web).join("\n");
-        for key in ["web.session_ttl_ms", "web.link_ttl_ms", "web.max_sessions"] {
+        for key in [
+            "web.session_ttl_ms",
+            "web.link_ttl_ms",
+            "web.max_sessions",
+            "web.max_body_bytes",
+        ] {
             assert!(found.contains(key), "{key}: {found}");
         }
         assert!(serde_json::from_str::<Web>(r#"{"port": 1}"#).is_err());

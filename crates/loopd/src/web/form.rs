@@ -1,62 +1,33 @@
-//! Request bodies: an HTML form's fields or a script's JSON, read within [`MAX_FORM_BYTES`].
+//! Request bodies: an HTML form's fields or a script's JSON, read within
+//! `[web] max_body_bytes` (bxhttp's reader: 413 past it, by `Content-Length` and while
+//! reading).
 
-use super::MAX_FORM_BYTES;
+use bxhttp::Names;
+use bxhttp::answer::Problem;
 use bytes::Bytes;
-use http::{Request, header};
-use http_body_util::{BodyExt, Limited};
+use http::Request;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 
-/// Why a body could not be read, in words for the person who sent it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BodyError {
-    /// Over [`MAX_FORM_BYTES`].
-    #[error("the request is larger than the {MAX_FORM_BYTES} bytes the console reads")]
-    TooLarge,
-    /// The connection failed while it was read.
-    #[error("cannot read the request: {0}")]
-    Unreadable(String),
-    /// Not what the route takes.
-    #[error("{0}")]
-    Malformed(String),
-}
+/// The console's words in bxhttp's errors: its body cap is `web.max_body_bytes`.
+const NAMES: Names = Names::new("loopd", "api.socket_group", "web");
 
-/// Reads the whole body, at most [`MAX_FORM_BYTES`] of it.
-pub async fn read<B>(request: Request<B>) -> Result<Bytes, BodyError>
+/// Reads the whole body, at most `max_body_bytes` of it.
+pub async fn read<B>(request: Request<B>, max_body_bytes: usize) -> Result<Bytes, Problem>
 where
     B: hyper::body::Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_FORM_BYTES as u64) {
-        return Err(BodyError::TooLarge);
-    }
-    match Limited::new(request.into_body(), MAX_FORM_BYTES)
-        .collect()
-        .await
-    {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(BodyError::TooLarge)
-        }
-        Err(e) => Err(BodyError::Unreadable(e.to_string())),
-    }
+    bxhttp::request::read_body(request, &NAMES, max_body_bytes).await
 }
 
 /// An `application/x-www-form-urlencoded` body's fields; a field given twice is refused, so
 /// no field means two things.
-pub fn fields(body: &[u8]) -> Result<HashMap<String, String>, BodyError> {
+pub fn fields(body: &[u8]) -> Result<HashMap<String, String>, Problem> {
     let mut found = HashMap::new();
     for (name, value) in form_urlencoded::parse(body) {
         if found.insert(name.to_string(), value.into_owned()).is_some() {
-            return Err(BodyError::Malformed(format!(
+            return Err(Problem::bad_request(format!(
                 "the form field {name:?} is given twice"
             )));
         }
@@ -65,8 +36,9 @@ pub fn fields(body: &[u8]) -> Result<HashMap<String, String>, BodyError> {
 }
 
 /// A JSON body, as a `T`.
-pub fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, BodyError> {
-    serde_json::from_slice(body).map_err(|e| BodyError::Malformed(format!("not valid: {e}")))
+pub fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
+    serde_json::from_slice(body)
+        .map_err(|e| Problem::bad_request(format!("the request body is not valid: {e}")))
 }
 
 #[cfg(test)]
@@ -79,16 +51,18 @@ mod tests {
         let found = fields(b"text=a+%3Cb%3E&csrf=x").unwrap();
         assert_eq!(found["text"], "a <b>");
         assert_eq!(found["csrf"], "x");
-        let twice = fields(b"csrf=a&csrf=b").unwrap_err().to_string();
-        assert!(twice.contains("csrf"), "{twice}");
+        let twice = fields(b"csrf=a&csrf=b").unwrap_err();
+        assert!(twice.message.contains("csrf"), "{twice:?}");
     }
 
     #[tokio::test]
-    async fn a_body_over_the_cap_is_refused() {
-        let big = vec![b'a'; MAX_FORM_BYTES + 1];
+    async fn a_body_over_the_cap_is_refused_naming_the_key() {
+        let big = vec![b'a'; 2_000];
         let request = Request::new(http_body_util::Full::new(Bytes::from(big)));
-        assert_eq!(read(request).await, Err(BodyError::TooLarge));
+        let refused = read(request, 1_024).await.unwrap_err();
+        assert_eq!(refused.status, http::StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(refused.message.contains("web.max_body_bytes"), "{refused:?}");
         let small = Request::new(http_body_util::Full::new(Bytes::from_static(b"ok")));
-        assert_eq!(read(small).await.unwrap(), Bytes::from_static(b"ok"));
+        assert_eq!(read(small, 1_024).await.unwrap(), Bytes::from_static(b"ok"));
     }
 }

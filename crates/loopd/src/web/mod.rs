@@ -11,7 +11,7 @@
 //! - `server`: the TCP listener (a connection cap, the header-read timeout), until shutdown.
 //! - `routes`: which path and method does what; the security headers on every answer.
 //! - `guard`: the Host, cookie, Origin and CSRF checks.
-//! - `form`: request bodies (forms and JSON) within [`MAX_FORM_BYTES`].
+//! - `form`: request bodies (forms and JSON) within `[web] max_body_bytes`.
 //! - `pages`: the HTML of each page; `assets`: the script and the style sheet.
 
 mod assets;
@@ -28,8 +28,6 @@ use std::sync::Arc;
 
 pub use server::{MAX_WEB_CONNECTIONS, WEB_HEADER_READ_TIMEOUT_MS, bind, serve};
 
-/// The largest request body the console reads (a task's text, an approval's reason), in bytes.
-pub const MAX_FORM_BYTES: usize = 256 * 1024;
 /// The most records one transcript page shows; later ones are a link away.
 pub const TRANSCRIPT_PAGE_RECORDS: u64 = 500;
 /// The name of the session cookie.
@@ -46,6 +44,8 @@ pub struct Console {
     pub origin: Origin,
     /// How often an idle event stream gets a ping, in milliseconds.
     pub sse_ping_interval_ms: u64,
+    /// The largest request body it reads, in bytes (`[web] max_body_bytes`).
+    pub max_body_bytes: usize,
 }
 
 impl Console {
@@ -66,6 +66,7 @@ impl Console {
             listen,
             origin,
             sse_ping_interval_ms: crate::api::SSE_PING_INTERVAL_MS,
+            max_body_bytes: web.max_body_bytes,
         })
     }
 }

@@ -2,7 +2,7 @@
 //! answer anyone on the console's host; everything else needs a browser session, and every
 //! POST its CSRF token from the console's own origin.
 
-use super::form::{self, BodyError};
+use super::form;
 use super::guard::{self, CSRF_HEADER};
 use super::{Console, TRANSCRIPT_PAGE_RECORDS, assets, pages};
 use crate::api::{Backend, check_approval_answer};
@@ -115,17 +115,6 @@ fn not_signed_in() -> Problem {
     )
 }
 
-fn body_problem(e: BodyError) -> Problem {
-    match e {
-        BodyError::TooLarge => problem(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            error_kind::TOO_LARGE,
-            e.to_string(),
-        ),
-        other => Problem::bad_request(other.to_string()),
-    }
-}
-
 fn see_other(location: &str) -> Response<Body> {
     let mut response = Response::new(http_body_util::Empty::new().map_err(|e| match e {}).boxed());
     *response.status_mut() = StatusCode::SEE_OTHER;
@@ -139,22 +128,14 @@ fn session_id(raw: &str) -> Result<SessionId, Problem> {
     SessionId::new(raw).map_err(|e| Problem::bad_request(format!("bad session id: {e}")))
 }
 
-/// Runs a backend call that may read the disk off the async threads.
+/// [`crate::api::blocking`], its failure as the problem it answers with.
 async fn blocking<B, T, F>(backend: &Arc<B>, call: F) -> Result<T, Problem>
 where
     B: Backend,
     T: Send + 'static,
     F: FnOnce(&B) -> Result<T, crate::api::ApiFailure> + Send + 'static,
 {
-    let backend = Arc::clone(backend);
-    match tokio::task::spawn_blocking(move || call(&backend)).await {
-        Ok(result) => result.map_err(Problem::from),
-        Err(e) => Err(problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            error_kind::INTERNAL,
-            format!("the request's task failed: {e}"),
-        )),
-    }
+    crate::api::blocking(backend, call).await.map_err(Problem::from)
 }
 
 async fn answer<B, I>(
@@ -208,11 +189,11 @@ where
             .get(CSRF_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(String::from);
-        let body = form::read(request).await.map_err(body_problem)?;
+        let body = form::read(request, console.max_body_bytes).await?;
         let given = if route.is_api() {
             header_token
         } else {
-            form = form::fields(&body).map_err(body_problem)?;
+            form = form::fields(&body)?;
             form.get("csrf").cloned()
         };
         if !guard::csrf_ok(given.as_deref(), &signed.csrf) {
@@ -223,7 +204,7 @@ where
             ));
         }
         if route == Route::ApiTask {
-            let task: TaskRequest = form::json(&body).map_err(body_problem)?;
+            let task: TaskRequest = form::json(&body)?;
             return submit_streaming(ctx, task).await;
         }
         return post(ctx, route, cookie.as_deref(), &form).await;

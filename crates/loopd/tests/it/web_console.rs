@@ -265,7 +265,7 @@ async fn a_task_streams_its_events_and_a_form_task_goes_to_its_session() {
     let big = format!(
         "csrf={}&text={}",
         b.csrf,
-        "a".repeat(loopd::web::MAX_FORM_BYTES)
+        "a".repeat(Web::default().max_body_bytes)
     );
     let too_big = web
         .send(
@@ -276,6 +276,7 @@ async fn a_task_streams_its_events_and_a_form_task_goes_to_its_session() {
         )
         .await;
     assert_eq!(too_big.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(too_big.body.contains("web.max_body_bytes"), "{}", too_big.body);
     web.stop().await;
 }
 
@@ -336,5 +337,21 @@ async fn every_page_answers_signed_in_and_the_whole_console_is_small() {
         approvals.body.contains("/srv/notes/a.txt"),
         "whole arguments"
     );
+    web.stop().await;
+}
+
+#[tokio::test]
+async fn signing_out_ends_the_session_and_clears_the_cookie() {
+    let web = start_web(Web::default()).await;
+    let b = web.sign_in().await;
+    let cookie = [("cookie", b.cookie.as_str())];
+    let refused = web.send(Method::POST, "/signout", &cookie, "").await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "no CSRF token");
+    assert_eq!(web.get("/", &cookie).await.status, StatusCode::OK);
+    let form = format!("csrf={}", b.csrf);
+    let out = web.send(Method::POST, "/signout", &cookie, &form).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert!(out.header("set-cookie").contains("Max-Age=0"), "{}", out.header("set-cookie"));
+    assert_eq!(web.get("/", &cookie).await.status, StatusCode::UNAUTHORIZED);
     web.stop().await;
 }
