@@ -233,7 +233,11 @@ fn a_session_waiting_for_its_slot_is_routed_again_when_its_endpoint_fails_meanwh
         .engine
         .models()
         .main_for(&bxcore::SessionId::new("w").unwrap());
-    let permit = held.gate.clone().try_acquire_owned().unwrap();
+    // The first turn's worker gives the slot back just after its `ended` event: wait for it.
+    let permit = bed
+        .rt
+        .block_on(bounded(held.gate.clone().acquire_owned(), "a's main slot"))
+        .unwrap();
     let routed = bed.engine.models().routed();
     let engine = bed.engine.clone();
     let task: TaskRequest =
