@@ -61,7 +61,10 @@ mod tests {
         let request = Request::new(http_body_util::Full::new(Bytes::from(big)));
         let refused = read(request, 1_024).await.unwrap_err();
         assert_eq!(refused.status, http::StatusCode::PAYLOAD_TOO_LARGE);
-        assert!(refused.message.contains("web.max_body_bytes"), "{refused:?}");
+        assert!(
+            refused.message.contains("web.max_body_bytes"),
+            "{refused:?}"
+        );
         let small = Request::new(http_body_util::Full::new(Bytes::from_static(b"ok")));
         assert_eq!(read(small, 1_024).await.unwrap(), Bytes::from_static(b"ok"));
     }

@@ -135,7 +135,9 @@ where
     T: Send + 'static,
     F: FnOnce(&B) -> Result<T, crate::api::ApiFailure> + Send + 'static,
 {
-    crate::api::blocking(backend, call).await.map_err(Problem::from)
+    crate::api::blocking(backend, call)
+        .await
+        .map_err(Problem::from)
 }
 
 async fn answer<B, I>(

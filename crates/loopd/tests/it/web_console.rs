@@ -276,7 +276,11 @@ async fn a_task_streams_its_events_and_a_form_task_goes_to_its_session() {
         )
         .await;
     assert_eq!(too_big.status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert!(too_big.body.contains("web.max_body_bytes"), "{}", too_big.body);
+    assert!(
+        too_big.body.contains("web.max_body_bytes"),
+        "{}",
+        too_big.body
+    );
     web.stop().await;
 }
 
@@ -351,7 +355,11 @@ async fn signing_out_ends_the_session_and_clears_the_cookie() {
     let form = format!("csrf={}", b.csrf);
     let out = web.send(Method::POST, "/signout", &cookie, &form).await;
     assert_eq!(out.status, StatusCode::SEE_OTHER);
-    assert!(out.header("set-cookie").contains("Max-Age=0"), "{}", out.header("set-cookie"));
+    assert!(
+        out.header("set-cookie").contains("Max-Age=0"),
+        "{}",
+        out.header("set-cookie")
+    );
     assert_eq!(web.get("/", &cookie).await.status, StatusCode::UNAUTHORIZED);
     web.stop().await;
 }
