@@ -5,6 +5,7 @@ use super::lane::{Pending, Work};
 use super::{EngineParts, Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
 use crate::blocking::OnRuntimeThread;
+use crate::kv::Occupant;
 use crate::route::{Lease, Targets};
 use crate::session::Session;
 use crate::tools::Registry;
@@ -186,9 +187,17 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
     );
     let models = parts.models.targets(&lease.target);
     let rt = runtime(parts, &models, &registry, &owner, &meter);
+    let place = crate::kv::Place {
+        endpoint: Arc::clone(&lease.target.endpoint),
+        slot: lease.target.slot,
+    };
+    warm_up(parts, &place, &lease, &session);
     let ran = unwind::catch("a turn", id, || {
         run_foreground(&rt, &mut session, stop, &mut on_event)
     });
+    if let Some(kv) = parts.models.kv() {
+        kv.after_turn(&place, &lease.target.client, Occupant::of(&session));
+    }
     let result = match ran {
         Ok(result) => Some(result),
         Err(why) => {
@@ -212,6 +221,22 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         result,
         models,
     })
+}
+
+/// Before a turn at `place`: the slot's last session saved to its KV file when it was
+/// another, and this session's file restored when it has one that matches (`kv`). What
+/// fails is logged there; the turn then prefills as it always could.
+fn warm_up(parts: &EngineParts, place: &crate::kv::Place, lease: &Lease, session: &Session) {
+    let Some(kv) = parts.models.kv() else {
+        return;
+    };
+    let occupant = Occupant::of(session);
+    let warmed = parts.blocking.wait(async {
+        Ok::<_, OnRuntimeThread>(kv.before_turn(place, &lease.target.client, occupant).await)
+    });
+    if let Ok(warmth) = warmed {
+        tracing::debug!(session = %session.id(), ?warmth, "the slot before the turn");
+    }
 }
 
 /// Waits for session `id`'s main slot. Its endpoint may be found down while the session
@@ -263,7 +288,14 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     let mut models = ran.models.clone();
     models.background = lease.target;
     let rt = runtime(&inner.parts, &models, &ran.registry, &NoOwner, &meter);
+    let epoch = ran.session.epoch();
     finish_turn(&rt, &mut ran.session, &ran.result);
+    if ran.session.epoch() != epoch
+        && let Some(kv) = inner.parts.models.kv()
+    {
+        // Compacted: the old epoch's cache is never restored again.
+        kv.drop_session(id);
+    }
     inner.parts.meter.save_or_warn();
     if !inner.shutting_down.load(Ordering::SeqCst) {
         inner.idle.keep(ran.session);

@@ -17,6 +17,7 @@ mod message;
 mod options;
 mod props;
 mod retry;
+mod slot_files;
 mod sse;
 mod stream;
 #[cfg(test)]
@@ -30,6 +31,7 @@ pub use error::InferError;
 pub use faults::{FaultState, Faults};
 pub use message::{ChatEvent, ChatMessage, ChatRequest, Completion, Timings};
 pub use props::{ServerInfo, check_expectations};
+pub use slot_files::{Restored, SLOT_FILE_TIMEOUT_MS, Saved};
 pub use proto::ToolSchema;
 pub use tls::TlsOptions;
 

@@ -23,6 +23,7 @@ pub use target::{Target, Targets};
 pub use watch::{StartError, start};
 
 use crate::config::{Role, RoleSlots, Slots};
+use crate::kv::SlotFiles;
 use crate::llama::{Client, ServerInfo};
 use bxcore::SessionId;
 use member::Member;
@@ -50,6 +51,8 @@ pub struct Router {
     reference: ServerInfo,
     /// Turns routed so far ([`Router::main_for`] calls).
     routed: AtomicU64,
+    /// The sessions' KV files (`[kv]`), when on.
+    kv: Option<Arc<SlotFiles>>,
 }
 
 impl Router {
@@ -83,7 +86,19 @@ impl Router {
             sticky: Mutex::default(),
             reference,
             routed: AtomicU64::new(0),
+            kv: None,
         }
+    }
+
+    /// This router with the sessions' KV files `kv` (none: sessions prefill after a switch).
+    pub fn with_kv(mut self, kv: Option<SlotFiles>) -> Router {
+        self.kv = kv.map(Arc::new);
+        self
+    }
+
+    /// The sessions' KV files, when `[kv]` is on.
+    pub fn kv(&self) -> Option<&SlotFiles> {
+        self.kv.as_deref()
     }
 
     /// What every endpoint reports (the context size turns are planned for, the model).

@@ -1,0 +1,1 @@
+//! Tests of the KV files with fakellama in-process.
