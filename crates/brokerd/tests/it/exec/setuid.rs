@@ -16,7 +16,15 @@ fn setuid_id(tree: &Tree) -> PathBuf {
     std::fs::create_dir(&dir).unwrap();
     open(&dir, 0o755);
     let id = dir.join("id");
-    std::fs::copy("/usr/bin/id", &id).unwrap();
+    // Copied by `cp`, not in this process: another test thread's fork between our open and
+    // close would inherit the writable descriptor, and executing the copy then fails with
+    // "Text file busy" (ETXTBSY) until that child execs (seen in a full run).
+    let copied = std::process::Command::new("cp")
+        .arg("/usr/bin/id")
+        .arg(&id)
+        .status()
+        .unwrap();
+    assert!(copied.success(), "cp /usr/bin/id failed: {copied}");
     // The copy is root's (the test runs as root); chmod after the copy keeps the setuid bit.
     open(&id, 0o4755);
     id
