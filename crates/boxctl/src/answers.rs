@@ -119,7 +119,10 @@ pub fn kv_line(kv: &proto::api::KvStatus) -> String {
     }
     if !kv.off.is_empty() {
         let off: Vec<String> = kv.off.iter().map(|e| one_line(e, None)).collect();
-        line.push_str(&format!("; off on {} (no --slot-save-path)", off.join(", ")));
+        line.push_str(&format!(
+            "; off on {} (no --slot-save-path)",
+            off.join(", ")
+        ));
     }
     line.push('\n');
     line

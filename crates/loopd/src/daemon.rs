@@ -35,13 +35,14 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     let blocking = Blocking::new(runtime.handle().clone());
     tracing::info!(endpoints = %cfg.llama.describe(), "waiting for llama-server");
     let routed = runtime.block_on(crate::route::start(&cfg))?;
-    let kv = crate::kv::SlotFiles::open(&cfg.kv, &cfg.state_dir, routed.server())
-        .with_context(|| {
+    let kv = crate::kv::SlotFiles::open(&cfg.kv, &cfg.state_dir, routed.server()).with_context(
+        || {
             format!(
                 "kv.dir: cannot use {}",
                 cfg.kv.dir_in(&cfg.state_dir).display()
             )
-        })?;
+        },
+    )?;
     if let Some(kv) = &kv {
         tracing::info!(dir = %kv.dir().display(), endpoints = ?cfg.kv.endpoints, "sessions' KV caches are kept in files between their turns");
     }

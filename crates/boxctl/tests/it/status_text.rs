@@ -218,9 +218,18 @@ fn the_kv_files_get_a_line_before_the_usage_with_their_hit_rate() {
     let text = status_text(&st);
     let lines: Vec<&str> = text.lines().collect();
     let kv = lines[lines.len() - 2];
-    assert!(kv.starts_with("kv      3 files, 30 MiB of 4096 MiB"), "{kv}");
-    assert!(kv.contains("3 restored, 1 missed, 0 failed (75% hit); 5 saved"), "{kv}");
+    assert!(
+        kv.starts_with("kv      3 files, 30 MiB of 4096 MiB"),
+        "{kv}"
+    );
+    assert!(
+        kv.contains("3 restored, 1 missed, 0 failed (75% hit); 5 saved"),
+        "{kv}"
+    );
     assert!(kv.contains("off on gpu"), "{kv}");
     assert!(!kv.contains('\u{1b}'), "{kv}");
-    assert!(lines[lines.len() - 1].starts_with("usage   today"), "{text}");
+    assert!(
+        lines[lines.len() - 1].starts_with("usage   today"),
+        "{text}"
+    );
 }

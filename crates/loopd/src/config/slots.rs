@@ -174,10 +174,12 @@ mod tests {
             ..Slots::default()
         });
         assert!(none[0].contains("lists no slot"), "{none:?}");
-        assert!(found(Slots {
-            main: MainSlots(vec![0, 3]),
-            ..Slots::default()
-        })
-        .is_empty());
+        assert!(
+            found(Slots {
+                main: MainSlots(vec![0, 3]),
+                ..Slots::default()
+            })
+            .is_empty()
+        );
     }
 }

@@ -83,11 +83,8 @@ impl Pair {
     pub fn read_note(&self) -> Option<Note> {
         let file = std::fs::File::open(&self.note).ok()?;
         let mut text = String::new();
-        std::io::Read::read_to_string(
-            &mut std::io::Read::take(file, MAX_NOTE_BYTES),
-            &mut text,
-        )
-        .ok()?;
+        std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_NOTE_BYTES), &mut text)
+            .ok()?;
         serde_json::from_str(&text).ok()
     }
 

@@ -19,8 +19,6 @@
 
 mod files;
 mod holders;
-#[cfg(test)]
-mod tests;
 
 pub use files::{KV_SUFFIX, Note, name_of};
 pub use holders::{Occupant, Place};
@@ -84,7 +82,11 @@ impl SlotFiles {
     /// The files of `[kv]` in `dir_in(state_dir)` (made when missing), on servers reporting
     /// `server`; what a crash left is removed and the limits applied now. `None` when `[kv]`
     /// is off.
-    pub fn open(kv: &Kv, state_dir: &Path, server: &ServerInfo) -> std::io::Result<Option<SlotFiles>> {
+    pub fn open(
+        kv: &Kv,
+        state_dir: &Path,
+        server: &ServerInfo,
+    ) -> std::io::Result<Option<SlotFiles>> {
         if !kv.enabled || kv.endpoints.is_empty() {
             return Ok(None);
         }
@@ -158,7 +160,8 @@ impl SlotFiles {
     /// Drops `session`'s file and forgets the slots it holds (its cache there is of an epoch
     /// that is over: saving it would only make a file never used). After a compaction.
     pub fn drop_session(&self, session: &SessionId) {
-        self.holders().retain(|_, (held, _)| held.session != *session);
+        self.holders()
+            .retain(|_, (held, _)| held.session != *session);
         self.pair(session).remove();
     }
 
@@ -243,6 +246,10 @@ impl SlotFiles {
 
     /// Restores `now`'s file into `place` when its note matches `now` and this server.
     async fn restore(&self, place: &Place, client: &Client, now: &Occupant) -> Warmth {
+        if now.baseline.is_none() {
+            // Its first turn: nothing was ever cached for it.
+            return Warmth::Cold;
+        }
         let pair = self.pair(&now.session);
         let Some(mut note) = pair.read_note() else {
             self.counts.misses.fetch_add(1, Ordering::Relaxed);

@@ -31,8 +31,8 @@ pub use error::InferError;
 pub use faults::{FaultState, Faults};
 pub use message::{ChatEvent, ChatMessage, ChatRequest, Completion, Timings};
 pub use props::{ServerInfo, check_expectations};
-pub use slot_files::{Restored, SLOT_FILE_TIMEOUT_MS, Saved};
 pub use proto::ToolSchema;
+pub use slot_files::{Restored, SLOT_FILE_TIMEOUT_MS, Saved};
 pub use tls::TlsOptions;
 
 pub use client::{HEALTH_POLL_INTERVAL_MS, PROBE_TIMEOUT_MS};

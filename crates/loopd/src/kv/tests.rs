@@ -1,1 +1,0 @@
-//! Tests of the KV files with fakellama in-process.
