@@ -175,8 +175,14 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
             let _ = feed.send(event.clone());
         }
     };
+    let place = crate::kv::Place {
+        endpoint: Arc::clone(&lease.target.endpoint),
+        slot: lease.target.slot,
+    };
+    let occupant = Occupant::of(&session);
     // The permit rides with the turn's owner: given back while a call waits for the owner's
-    // approval, and on return.
+    // approval (another session may use the slot meanwhile: the cache is brought back when
+    // the turn takes it again), and on return.
     let owner = TurnOwner::new(
         &inner.approvals,
         lease.gate.clone(),
@@ -184,14 +190,11 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         &parts.blocking,
         stop.clone(),
         pending.unattended,
-    );
+    )
+    .with_rewarm(|| warm_up(parts, &place, &lease, occupant.clone()));
     let models = parts.models.targets(&lease.target);
     let rt = runtime(parts, &models, &registry, &owner, &meter);
-    let place = crate::kv::Place {
-        endpoint: Arc::clone(&lease.target.endpoint),
-        slot: lease.target.slot,
-    };
-    warm_up(parts, &place, &lease, &session);
+    warm_up(parts, &place, &lease, occupant.clone());
     let ran = unwind::catch("a turn", id, || {
         run_foreground(&rt, &mut session, stop, &mut on_event)
     });
@@ -226,16 +229,16 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
 /// Before a turn at `place`: the slot's last session saved to its KV file when it was
 /// another, and this session's file restored when it has one that matches (`kv`). What
 /// fails is logged there; the turn then prefills as it always could.
-fn warm_up(parts: &EngineParts, place: &crate::kv::Place, lease: &Lease, session: &Session) {
+fn warm_up(parts: &EngineParts, place: &crate::kv::Place, lease: &Lease, occupant: Occupant) {
     let Some(kv) = parts.models.kv() else {
         return;
     };
-    let occupant = Occupant::of(session);
+    let session = occupant.session.clone();
     let warmed = parts.blocking.wait(async {
         Ok::<_, OnRuntimeThread>(kv.before_turn(place, &lease.target.client, occupant).await)
     });
     if let Ok(warmth) = warmed {
-        tracing::debug!(session = %session.id(), ?warmth, "the slot before the turn");
+        tracing::debug!(%session, ?warmth, "the slot before the turn");
     }
 }
 

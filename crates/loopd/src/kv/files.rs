@@ -31,7 +31,8 @@ pub struct Note {
     /// The session's epoch when its cache was saved.
     pub epoch: u32,
     /// The SHA-256 (hex) of that epoch's baseline: a prompt with another baseline shares no
-    /// prefix worth restoring.
+    /// prefix worth restoring. Empty when the session's first turn had not written it yet
+    /// when the cache was saved (the epoch alone is checked then).
     pub baseline: String,
     /// The model the server reported (`/props`): a cache is never restored into another.
     pub model: String,

@@ -181,9 +181,10 @@ impl SlotFiles {
 
     /// Saves `held`'s cache from `place` to its file; a failure is logged and leaves no file.
     async fn save(&self, place: &Place, client: &Client, held: &Occupant) {
-        let Some(baseline) = held.baseline.clone() else {
-            return;
-        };
+        // Unknown when the session's first turn had not yet written its baseline when it
+        // took the slot (it gave the slot back to wait for the owner): such a file is
+        // checked by its epoch alone.
+        let baseline = held.baseline.clone().unwrap_or_default();
         let pair = self.pair(&held.session);
         let temp = format!("{}{}", name_of(&held.session), files::KV_TEMP_SUFFIX);
         let saved = match client.save_slot(place.slot, &temp).await {
@@ -246,13 +247,12 @@ impl SlotFiles {
 
     /// Restores `now`'s file into `place` when its note matches `now` and this server.
     async fn restore(&self, place: &Place, client: &Client, now: &Occupant) -> Warmth {
-        if now.baseline.is_none() {
-            // Its first turn: nothing was ever cached for it.
-            return Warmth::Cold;
-        }
         let pair = self.pair(&now.session);
         let Some(mut note) = pair.read_note() else {
-            self.counts.misses.fetch_add(1, Ordering::Relaxed);
+            // A session before its first turn (no baseline yet) has nothing to miss.
+            if now.baseline.is_some() {
+                self.counts.misses.fetch_add(1, Ordering::Relaxed);
+            }
             return Warmth::Cold;
         };
         if let Some(why) = self.mismatch(&note, now) {
@@ -295,7 +295,9 @@ impl SlotFiles {
                 note.model, note.n_ctx, self.server.model, self.server.n_ctx
             ));
         }
-        if note.epoch != now.epoch || Some(&note.baseline) != now.baseline.as_ref() {
+        let baseline_differs =
+            !note.baseline.is_empty() && Some(&note.baseline) != now.baseline.as_ref();
+        if note.epoch != now.epoch || baseline_differs {
             return Some(format!(
                 "it holds epoch {}, the session is at epoch {} (or its baseline changed)",
                 note.epoch, now.epoch
