@@ -91,7 +91,16 @@ impl SlotFiles {
             return Ok(None);
         }
         let dir = kv.dir_in(state_dir);
-        std::fs::create_dir_all(&dir)?;
+        if !dir.is_dir() {
+            // The files hold what sessions said: for loopd's user (and llama-server, which
+            // runs as the same user under boxd) alone. A directory that exists keeps the
+            // mode its owner gave it (a group shared with a llama-server of its own user).
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)?;
+        }
         let files = SlotFiles {
             dir,
             endpoints: kv.endpoints.clone(),

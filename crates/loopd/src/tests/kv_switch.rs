@@ -250,3 +250,23 @@ fn a_restore_that_fails_or_a_server_without_files_leaves_the_turn_to_prefill() {
     assert_eq!(status.files, 0);
     stop(&plain, &engine, false);
 }
+
+#[test]
+fn the_directory_is_made_for_loopds_user_alone_and_off_means_no_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let state = tempfile::tempdir().unwrap();
+    let files = SlotFiles::open(&Kv::default(), state.path(), &info())
+        .unwrap()
+        .unwrap();
+    let mode = std::fs::metadata(files.dir()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    let off = Kv {
+        enabled: false,
+        ..Kv::default()
+    };
+    assert!(
+        SlotFiles::open(&off, state.path(), &info())
+            .unwrap()
+            .is_none()
+    );
+}
