@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Sessions keep their KV cache across switches on the real llama-server (issue 22): SmolLM2
-//! with `--slot-save-path` set to loopd's `[kv]` directory and one main slot; two sessions
+//! (and the default model, Qwen2.5-Coder-0.5B, without the restart) with `--slot-save-path`
+//! set to loopd's `[kv]` directory and one main slot; two sessions
 //! alternate five turns each; after its first turn, every turn of each session reuses the
 //! whole prompt of its turn before (the server's own `timings.cache_n`, in the log's usage),
 //! with and without a restart of loopd in the middle. The server runs with `--cache-ram 0`:
@@ -19,9 +20,9 @@ const STOP_LIMIT: Duration = Duration::from_secs(30);
 /// Turns per session.
 const TURNS: usize = 5;
 
-/// llama-server on SmolLM2 with its slot files in `<dir>/state/kv` (loopd's default `[kv]`
+/// llama-server on `model` with its slot files in `<dir>/state/kv` (loopd's default `[kv]`
 /// directory there), then loopd on it with short answers.
-fn stack(parts: &RealParts) -> Stack {
+fn stack(parts: &RealParts, model: &std::path::Path) -> Stack {
     let dir = tempfile::tempdir().unwrap();
     let kv = dir.path().join("state/kv");
     std::fs::create_dir_all(&kv).unwrap();
@@ -42,7 +43,7 @@ fn stack(parts: &RealParts) -> Stack {
         "--cache-ram",
         "0",
     ];
-    let server = LlamaServer::start(&parts.llama_server, &parts.smollm2, &args).unwrap();
+    let server = LlamaServer::start(&parts.llama_server, &model.to_path_buf(), &args).unwrap();
     Stack::with_model(
         dir,
         server.running,
@@ -128,13 +129,24 @@ fn two_sessions_alternating_on_one_slot_evaluate_only_their_new_tokens() {
         return;
     };
     let _alone = one_at_a_time();
-    let mut stack = stack(&parts);
+    let mut stack = stack(&parts, &parts.smollm2);
     alternate(&mut stack, None);
     assert_every_later_turn_reuses_the_one_before(&stack, "no restart");
     let kv = stack.dir.path().join("state/kv");
     assert!(kv.join("alpha.bin").is_file() && kv.join("alpha.json").is_file());
 
-    let mut restarted = self::stack(&parts);
+    let mut restarted = self::stack(&parts, &parts.smollm2);
     alternate(&mut restarted, Some(3));
     assert_every_later_turn_reuses_the_one_before(&restarted, "loopd restarted before round 4");
+}
+
+#[test]
+fn the_default_model_comes_back_to_its_cache_too() {
+    let Some(parts) = RealParts::from_env() else {
+        return;
+    };
+    let _alone = one_at_a_time();
+    let mut stack = stack(&parts, &parts.qwen);
+    alternate(&mut stack, None);
+    assert_every_later_turn_reuses_the_one_before(&stack, "Qwen2.5-Coder-0.5B");
 }
