@@ -144,9 +144,14 @@ impl SlotFiles {
         if !self.serves(&place.endpoint) {
             return Warmth::Off;
         }
-        let before = self
-            .holders()
-            .insert(place.clone(), (now.clone(), client.clone()));
+        let before = {
+            let mut holders = self.holders();
+            let before = holders.insert(place.clone(), (now.clone(), client.clone()));
+            // Its cache is here from now on: a slot it left keeps an older one, which must
+            // never be saved over the file of the newer.
+            holders.retain(|p, (held, _)| p == place || held.session != now.session);
+            before
+        };
         match before {
             Some((held, _)) if held.session == now.session => return Warmth::Kept,
             Some((held, held_client)) => self.save(place, &held_client, &held).await,
