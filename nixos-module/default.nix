@@ -33,6 +33,15 @@ let
   stateDirOk = builtins.match "/var/lib(/[A-Za-z0-9_][A-Za-z0-9_.-]*)+" cfg.stateDir != null;
   stateDirName = lib.removePrefix "/var/lib/" cfg.stateDir;
 
+  # Sessions' KV caches between their turns (docs/kv.md): llama-server writes them here
+  # (--slot-save-path), loopd names, notes, renames and prunes them. It is loopd's `[kv] dir`
+  # default, `<state dir>/kv`, with loopd's state dir the `--state-dir` below. Both run as the
+  # boxmaker user (boxd starts its children as itself), so a directory of that user's alone
+  # (0700: the files hold what the sessions said) is all the access either needs. It is a
+  # StateDirectory, so systemd makes it, owned by boxmaker, before boxd starts and it exists
+  # when llama-server checks it; ExecStartPre narrows it from StateDirectoryMode to 0700.
+  kvDir = "${cfg.stateDir}/loopd/kv";
+
   # The value given to llama-server's GPU-layers flag in extraFlags, or null.
   gpuLayers =
     let
@@ -97,6 +106,7 @@ let
           "-m" (toString cfg.model)
           "-c" (toString cfg.contextSize)
           "--parallel" (toString cfg.slots)
+          "--slot-save-path" kvDir
         ]
         ++ lib.optionals (cfg.llama.chatTemplateFile != null) [
           "--chat-template-file" (toString cfg.llama.chatTemplateFile)
@@ -258,7 +268,8 @@ in
       type = types.str;
       default = "/var/lib/boxmaker";
       description = ''
-        State of loopd (sessions) and brokerd (audit log): a directory under /var/lib, which
+        State of loopd (sessions; in loopd/kv the sessions' KV caches, llama-server's
+        --slot-save-path) and brokerd (audit log): a directory under /var/lib, which
         systemd creates as the unit's StateDirectory (the only place ProtectSystem=strict leaves
         writable). Anything else fails the evaluation with a message.
       '';
@@ -419,6 +430,11 @@ in
         assertion = stateDirOk;
         message = "services.boxmaker.stateDir must be a directory under /var/lib/, got \"${cfg.stateDir}\": systemd creates it as the unit's StateDirectory, the only place ProtectSystem=strict leaves writable (no trailing \"/\", and no part starting with \".\").";
       }
+      {
+        # loopd and llama-server must agree on the directory, and the unit can write only there.
+        assertion = (cfg.loopd.settings.kv.dir or kvDir) == kvDir;
+        message = "services.boxmaker.loopd.settings.kv.dir must be left unset or be \"${kvDir}\", got ${builtins.toJSON (cfg.loopd.settings.kv.dir or null)}: llama-server is started with --slot-save-path ${kvDir}, a StateDirectory of the unit, the only place ProtectSystem=strict leaves writable (docs/kv.md).";
+      }
     ];
 
     # With RPC workers, -ngl puts layers on them, which needs no local GPU.
@@ -458,8 +474,11 @@ in
         TimeoutStopSec = "90s";
         Restart = "on-failure";
         RestartSec = "10s";
-        StateDirectory = "${stateDirName} ${stateDirName}/loopd ${stateDirName}/brokerd";
+        # loopd/kv: llama-server's --slot-save-path, which must exist when it starts.
+        StateDirectory = "${stateDirName} ${stateDirName}/loopd ${stateDirName}/loopd/kv ${stateDirName}/brokerd";
         StateDirectoryMode = "0750";
+        # As the unit's user, after systemd made the StateDirectory, before boxd starts.
+        ExecStartPre = "${pkgs.coreutils}/bin/chmod 0700 ${kvDir}";
         RuntimeDirectory = "boxmaker";
         RuntimeDirectoryMode = "0750";
         WorkingDirectory = cfg.stateDir;

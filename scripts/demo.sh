@@ -11,8 +11,9 @@
 # the grants put under `approve = "always"` (docs/approvals.md): each runs in the background
 # and waits for the owner; the demo approves the first with `boxctl approve` and shows the file,
 # and denies the second with `boxctl deny --reason "not now"` and shows the model's answer;
-# shows the sessions' logs and what they cost (`boxctl usage`); then stops boxd with SIGTERM (it stops its children in reverse order)
-# and checks every child is gone.
+# shows the sessions' logs, `boxctl status` (its kv line: the sessions' KV caches kept in
+# files between their turns, docs/kv.md) and what they cost (`boxctl usage`); then stops boxd
+# with SIGTERM (it stops its children in reverse order) and checks every child is gone.
 # The first run takes minutes (it builds llama-server and downloads the model, with progress);
 # later runs take seconds. Everything goes under .dev/demo; nothing leaves loopback (the model
 # server listens on a Unix socket).
@@ -28,6 +29,12 @@ dev=$(cd "${BOXMAKER_DEV_DIR:-$PWD/.dev/demo}" && pwd)
 model="${BOXMAKER_MODEL:-qwen}"
 bin="${BOXMAKER_BIN_DIR:-}"
 mkdir -p "$dev/files" "$dev/work" "$dev/notes"
+# Sessions' KV caches between their turns (docs/kv.md): loopd's [kv] dir, <state_dir>/kv, is
+# the model server's --slot-save-path, which must exist before the server starts; the files
+# hold what the sessions said, so the directory is this user's alone.
+kv="$dev/state/kv"
+mkdir -p "$kv"
+chmod 0700 "$kv"
 # Where the note tasks save their notes (write_file's grant root); a note left by an earlier
 # run would make write_file refuse to overwrite it.
 notes="$dev/notes"
@@ -142,7 +149,8 @@ if [ "$model" = fake ]; then
     model_child=$(cat <<TOML
 name = "fakellama"
 command = "$bin/fakellama"
-args = ["--listen", "$run/llama.sock", "--script", "$pinned", "--delay-ms", "10"]
+args = ["--listen", "$run/llama.sock", "--script", "$pinned", "--delay-ms", "10",
+        "--slot-save-path", "$kv"]
 TOML
 )
 else
@@ -151,7 +159,8 @@ else
 name = "llama-server"
 command = "$LLAMA_SERVER"
 args = ["-m", "$QWEN_GGUF", "-c", "12288", "--parallel", "3", "--temp", "0", "--seed", "7",
-        "--no-webui", "--chat-template-file", "$pinned", "--host", "$run/llama.sock"]
+        "--no-webui", "--chat-template-file", "$pinned", "--host", "$run/llama.sock",
+        "--slot-save-path", "$kv"]
 TOML
 )
 fi
@@ -316,6 +325,11 @@ for shown in "$session" "$session-wc" "$session-note1" "$session-note2"; do
     echo "\$ boxctl show $shown"
     "$bin/boxctl" show "$shown" || status=$?
 done
+# How the box is. Its kv line: the sessions took turns on one main slot, and each one's cache
+# went to a KV file when the next took the slot (docs/kv.md); none came back, so none restored.
+echo
+echo "\$ boxctl status"
+"$bin/boxctl" status || status=$?
 # What the demo cost, from loopd's usage accounts (docs/budgets.md): today, every session.
 echo
 echo "\$ boxctl usage"

@@ -106,6 +106,7 @@ rpc-worker-exposed|warn|services.boxmaker.rpcWorker.host = "0.0.0.0" is not a lo
 rpc-worker-firewall-on-loopback|warn|services.boxmaker.rpcWorker.openFirewall opens port 50052, but the worker listens on 127.0.0.1 (loopback)
 rpc-worker-without-rpc-build|warn|services.boxmaker.rpcWorker.package is built without llama.cpp's RPC backend (its cmakeFlags lack -DGGML_RPC=ON), so it has no llama-rpc-server
 rpc-worker-port-out-of-range|fail|services.boxmaker.rpcWorker.port' is not of type `16 bit unsigned integer
+kv-dir-elsewhere|fail|services.boxmaker.loopd.settings.kv.dir must be left unset or be "/var/lib/boxmaker/loopd/kv", got "/srv/kv"
 CASES
 
 echo "nix-checks: the nix blocks of docs/operations.md, docs/secrets.md, docs/scale-out.md and docs/web.md parse"

@@ -62,6 +62,8 @@ let
     rpc-worker-firewall-on-loopback = { user = base // { rpcWorker = { enable = true; openFirewall = true; }; }; };
     rpc-worker-without-rpc-build = { user = base // { rpcWorker = { enable = true; package = llamaCpp false; }; }; };
     rpc-worker-port-out-of-range = { user = base // { rpcWorker = { enable = true; port = 70000; }; }; };
+    # [kv] dir is llama-server's --slot-save-path: the module makes that one directory.
+    kv-dir-elsewhere = { user = base // { loopd.settings.kv.dir = "/srv/kv"; }; };
   };
 
   picked = cases.${case} or (throw "eval-case: no case ${case}");

@@ -138,7 +138,7 @@ let
     (has "RestrictAddressFamilies" [ "AF_INET" "AF_INET6" "AF_UNIX" ])
     (has "RuntimeDirectory" "boxmaker")
     (check "SystemCallFilter has @system-service" (builtins.elem "@system-service" sc.SystemCallFilter))
-    (has "StateDirectory" "boxmaker boxmaker/loopd boxmaker/brokerd")
+    (has "StateDirectory" "boxmaker boxmaker/loopd boxmaker/loopd/kv boxmaker/brokerd")
     (has "WorkingDirectory" "/var/lib/boxmaker")
     (check "TimeoutStopSec" (sc ? TimeoutStopSec))
     (check "ExecStart runs boxd with the checked config"
@@ -169,7 +169,7 @@ let
     (check "[[mcp]] servers (a JIT, Node.js) turn MemoryDenyWriteExecute off" (!withMcp.MemoryDenyWriteExecute))
     (check "memoryDenyWriteExecute = true wins over [[mcp]]" withMcpForced.MemoryDenyWriteExecute)
     (check "stateDir under /var/lib derives StateDirectory"
-      (otherState.systemd.services.boxmaker.serviceConfig.StateDirectory == "box/main box/main/loopd box/main/brokerd"
+      (otherState.systemd.services.boxmaker.serviceConfig.StateDirectory == "box/main box/main/loopd box/main/loopd/kv box/main/brokerd"
         && otherState.systemd.services.boxmaker.serviceConfig.WorkingDirectory == "/var/lib/box/main"
         && otherState.services.boxmaker.loopd.settings.state_dir == "/var/lib/box/main/loopd"))
     (check "bubblewrap on the unit's path (for brokerd's exec tool)"
@@ -247,6 +247,16 @@ let
     (check "a llama.cpp built with RPC: no warning, for the head or the worker, and the worker runs it"
       (rpcBuilt.warnings == [ ] && lib.hasPrefix "${rpcBuild.outPath}/bin/" rpcBuilt.systemd.services.boxmaker-rpc-worker.serviceConfig.ExecStart))
     (check "no rpcServers: no --rpc" (!(lib.hasInfix "--rpc" (renderedBoxd config))))
+    (check "llama-server keeps slot files in loopd's [kv] dir (<loopd's state dir>/kv), beside an explicit --parallel"
+      (lib.hasInfix "\"--parallel\", \"3\", \"--slot-save-path\", \"/var/lib/boxmaker/loopd/kv\"" (renderedBoxd config)
+        && lib.hasInfix "\"--state-dir\", \"/var/lib/boxmaker/loopd\"" (loopdArgs config)
+        && !(cfg.loopd.settings ? kv)))
+    (check "the slot files' directory is the boxmaker user's alone before boxd starts"
+      (sc.ExecStartPre == "/nix/store/00000000000000000000000000000000-coreutils/bin/chmod 0700 /var/lib/boxmaker/loopd/kv"
+        && sc.User == "boxmaker"))
+    (check "another stateDir moves the slot files with loopd's state"
+      (lib.hasInfix "\"--slot-save-path\", \"/var/lib/box/main/loopd/kv\"" (renderedBoxd otherState)
+        && lib.hasSuffix " 0700 /var/lib/box/main/loopd/kv" otherState.systemd.services.boxmaker.serviceConfig.ExecStartPre))
     (check "no rpcWorker: no worker unit, no open port"
       (!(config.systemd.services ? boxmaker-rpc-worker) && config.networking.firewall.allowedTCPPorts == [ ]))
     (check "rpcWorker: rpc-server on loopback at its port, with its threads"

@@ -109,6 +109,7 @@ let
     llama-cpp = fake "llama-cpp";
     bubblewrap = fake "bubblewrap";
     procps = fake "procps";
+    coreutils = fake "coreutils";
     formats.toml = _: {
       # nixpkgs' pkgs.formats.toml type (pkgs/pkgs-lib/formats.nix): no null, unlike JSON's.
       type =

@@ -41,7 +41,8 @@ pub fn sessions_table(list: &SessionList) -> String {
 }
 
 /// The status as four lines: loopd, broker, llama and today's usage; one more under the
-/// broker when brokerd reports the walls of its `exec` tool.
+/// broker when brokerd reports the walls of its `exec` tool, and one for the KV files when
+/// they are on (before the usage, which stays last).
 pub fn status_text(status: &Status) -> String {
     let loopd = &status.loopd;
     let broker = &status.broker;
@@ -89,8 +90,42 @@ pub fn status_text(status: &Status) -> String {
             slots.subagent
         ));
     }
+    if let Some(kv) = &status.kv {
+        text.push_str(&kv_line(kv));
+    }
     text.push_str(&crate::usage::today_line(&status.usage));
     text
+}
+
+/// The KV files (issue 22): how many, how big against the cap, and how switches went.
+pub fn kv_line(kv: &proto::api::KvStatus) -> String {
+    let mib = |bytes: u64| bytes / (1024 * 1024);
+    let hits = match kv.hit_percent() {
+        Some(p) => format!("{p}% hit"),
+        None => "no switch yet".to_string(),
+    };
+    let mut line = format!(
+        "kv      {} files, {} MiB of {} MiB; switches: {} restored, {} missed, {} failed ({hits}); {} saved",
+        kv.files,
+        mib(kv.bytes),
+        mib(kv.max_bytes),
+        kv.restores,
+        kv.misses,
+        kv.restore_failures,
+        kv.saves
+    );
+    if kv.save_failures > 0 {
+        line.push_str(&format!(", {} saves failed", kv.save_failures));
+    }
+    if !kv.off.is_empty() {
+        let off: Vec<String> = kv.off.iter().map(|e| one_line(e, None)).collect();
+        line.push_str(&format!(
+            "; off on {} (no --slot-save-path)",
+            off.join(", ")
+        ));
+    }
+    line.push('\n');
+    line
 }
 
 /// Several model servers (issue 20): a line for the set, then one per endpoint with its

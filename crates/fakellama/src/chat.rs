@@ -7,7 +7,6 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
-use crate::model::MODEL_PATH;
 use crate::record::RecordedRequest;
 use crate::reply::{Answer, ReplySource};
 use crate::request::ChatRequest;
@@ -136,7 +135,7 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
 
     let meta = Meta {
         id: format!("chatcmpl-{}", state.next_id()),
-        model: MODEL_PATH.to_owned(),
+        model: state.model_path.clone(),
     };
     let mid_stream_error = rule.and_then(|r| r.error_mid_stream.as_ref());
     sleep_ms(rule_delay).await;

@@ -24,6 +24,13 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The slot save path ([`crate::Options::slot_save_path`]) is not an existing
+    /// directory (llama-server's message).
+    #[error("not a directory: {}", path.display())]
+    SlotSavePath {
+        /// The path given.
+        path: PathBuf,
+    },
 }
 
 /// Why a script could not be read or is not valid.

@@ -1,4 +1,5 @@
-//! Routing: loading period, API key, body cap, and the endpoints.
+//! Routing: loading period, API key, body cap, and the endpoints (slot actions in
+//! [`crate::slot_actions`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -11,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::chat::{ChatReply, chat};
 use crate::error::ApiError;
-use crate::model::{MODEL_ALIAS, MODEL_PATH};
 use crate::reply::END_OF_TURN;
+use crate::slot_actions::slot_action;
 use crate::sse::{BUILD_INFO, unix_now};
 use crate::state::State;
 use crate::template::{CHAT_TEMPLATE, CHAT_TEMPLATE_WITHOUT_TOOLS};
@@ -64,9 +65,9 @@ fn props(state: &State) -> Value {
             "params": { "n_predict": -1, "cache_prompt": true },
         },
         "total_slots": state.slots.snapshot().len(),
-        "model_alias": MODEL_ALIAS,
+        "model_alias": state.model_path,
         "model_ftype": MODEL_FTYPE,
-        "model_path": MODEL_PATH,
+        "model_path": state.model_path,
         "modalities": { "vision": false, "video": false, "audio": false },
         "endpoint_slots": true,
         "endpoint_props": false,
@@ -110,7 +111,7 @@ fn models(state: &State) -> Value {
     json!({
         "object": "list",
         "data": [{
-            "id": MODEL_ALIAS,
+            "id": state.model_path,
             "object": "model",
             "created": unix_now(),
             "owned_by": "llamacpp",
@@ -135,6 +136,18 @@ where
     if required_key.is_some_and(|key| !authorized(request.headers(), key)) {
         tracing::debug!(%path, "rejected: bad or missing API key");
         return Ok(error_response(&ApiError::unauthorized()));
+    }
+    if method == Method::POST
+        && let Some(id) = path.strip_prefix("/slots/").filter(|id| !id.contains('/'))
+    {
+        let query = request.uri().query().map(str::to_owned);
+        let body = read_body(request).await;
+        return Ok(
+            match slot_action(&state, id, query.as_deref(), body).await {
+                Ok(value) => json_response(StatusCode::OK, &value),
+                Err(error) => error_response(&error),
+            },
+        );
     }
     let response = match (&method, path.as_str()) {
         (&Method::GET, "/health" | "/v1/health") => {

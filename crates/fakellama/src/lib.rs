@@ -1,6 +1,7 @@
 //! fakellama: a scripted stand-in for llama.cpp's `llama-server`, speaking the same HTTP API
 //! (`/health`, `/props`, `/slots`, `/v1/chat/completions` streamed or not, `/tokenize`,
-//! `/apply-template`), for tests and benchmarks of the agent loop.
+//! `/apply-template`, slot files by `POST /slots/{id}?action=save|restore|erase`), for tests
+//! and benchmarks of the agent loop.
 //!
 //! It renders each request's messages and tools into a ChatML-like prompt
 //! ([`template`] rules), tokenises it deterministically ([`tokenize`]),
@@ -28,6 +29,8 @@ mod reply;
 mod request;
 mod script;
 mod server;
+mod slot_actions;
+mod slot_files;
 mod slots;
 mod sse;
 mod state;

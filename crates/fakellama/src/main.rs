@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use fakellama::{DEFAULT_N_CTX, DEFAULT_SLOTS, Listen, Options, Script};
+use fakellama::{DEFAULT_N_CTX, DEFAULT_SLOTS, Listen, MODEL_PATH, Options, Script};
 
 /// A scripted stand-in for llama.cpp's llama-server, speaking the same HTTP API.
 #[derive(Debug, Parser)]
@@ -36,6 +36,13 @@ struct Args {
     /// ignored, tool calls come back as JSON text in `content`.
     #[arg(long)]
     no_tool_template: bool,
+    /// The model path to report (`/props`, `/v1/models`, answers) and to record in slot files.
+    #[arg(long, short = 'm', default_value = MODEL_PATH)]
+    model: String,
+    /// Directory for `POST /slots/{id}?action=save|restore` slot files (must exist); without
+    /// it slot actions answer 501.
+    #[arg(long)]
+    slot_save_path: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -61,6 +68,8 @@ async fn main() -> anyhow::Result<()> {
         delay_ms: args.delay_ms,
         loading_ms: args.loading_ms,
         tool_template: !args.no_tool_template,
+        model_path: args.model,
+        slot_save_path: args.slot_save_path,
         script,
     })
     .await?;

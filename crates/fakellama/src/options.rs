@@ -1,9 +1,11 @@
-//! How to run the server: where to listen, slots, context, key, delays, script.
+//! How to run the server: where to listen, slots, context, key, delays, model, slot files,
+//! script.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use crate::model::MODEL_PATH;
 use crate::script::Script;
 
 /// Tokens of context per slot unless told otherwise.
@@ -70,13 +72,22 @@ pub struct Options {
     /// tool calls come back as their JSON text in `content`, and `/props` says
     /// `chat_template_caps.supports_tools: false`.
     pub tool_template: bool,
+    /// The model path the server pretends to serve (llama-server's `--model`): `/props`
+    /// `model_path` and `model_alias` (llama-server without `--alias`), the `/v1/models` id,
+    /// every answer's `model`, and the model recorded in slot files (a file from another
+    /// model is refused on restore). Default [`MODEL_PATH`].
+    pub model_path: String,
+    /// Where `POST /slots/{id}?action=save|restore` keep slot files (llama-server's
+    /// `--slot-save-path`); it must be an existing directory. `None`: slot actions answer
+    /// 501 `not_supported_error`.
+    pub slot_save_path: Option<PathBuf>,
     /// How to answer chat requests.
     pub script: Script,
 }
 
 impl Default for Options {
     /// `127.0.0.1:0`, [`DEFAULT_N_CTX`], [`DEFAULT_SLOTS`], no key, no delays, a template
-    /// with tool support, the fixed reply.
+    /// with tool support, [`MODEL_PATH`], no slot files, the fixed reply.
     fn default() -> Self {
         Self {
             listen: Listen::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))),
@@ -86,6 +97,8 @@ impl Default for Options {
             delay_ms: 0,
             loading_ms: 0,
             tool_template: true,
+            model_path: MODEL_PATH.to_owned(),
+            slot_save_path: None,
             script: Script::default(),
         }
     }

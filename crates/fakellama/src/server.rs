@@ -36,8 +36,14 @@ pub struct Handle {
     task: Option<JoinHandle<()>>,
 }
 
-/// Binds the listener and spawns the server on the current tokio runtime.
+/// Checks the slot save path, binds the listener and spawns the server on the current tokio
+/// runtime.
 pub async fn start(options: Options) -> Result<Handle, Error> {
+    if let Some(path) = &options.slot_save_path
+        && !path.is_dir()
+    {
+        return Err(Error::SlotSavePath { path: path.clone() });
+    }
     let (listener, addr) = match &options.listen {
         Listen::Tcp(requested) => {
             let listener = TcpListener::bind(requested)

@@ -52,6 +52,9 @@ pub struct SlotLease {
     slots: Arc<Slots>,
     id: usize,
     cache: Vec<String>,
+    /// Whether releasing it counts as a use for the least recently used choice (a chat
+    /// request does; a slot action does not, as in llama-server).
+    counts_as_use: bool,
 }
 
 impl Slots {
@@ -94,22 +97,50 @@ impl Slots {
         id_slot: Option<u64>,
         prompt: &[String],
     ) -> (SlotLease, usize) {
+        self.wait_for(|slots| {
+            let id = choose(slots, id_slot, prompt)?;
+            let lcp = common_prefix_len(&slots[id].cache, prompt);
+            Some((id, prompt.to_vec(), lcp))
+        })
+        .await
+    }
+
+    /// Takes slot `id_slot % n_slots` for a slot action (save, restore, erase), waiting
+    /// while it is busy, as llama-server defers such a task until the slot is released.
+    /// The lease starts with the slot's cache ([`SlotLease::cache`]), and releasing it does
+    /// not count as a use of the slot (the least recently used choice is unchanged).
+    pub async fn hold(self: &Arc<Self>, id_slot: u64) -> SlotLease {
+        let (mut lease, ()) = self
+            .wait_for(|slots| {
+                let id = usize::try_from(id_slot % slots.len() as u64).unwrap_or(0);
+                (!slots[id].busy).then(|| (id, slots[id].cache.clone(), ()))
+            })
+            .await;
+        lease.counts_as_use = false;
+        lease
+    }
+
+    /// Waits until `take` picks an idle slot (its id, the lease's starting cache and a
+    /// value to hand back), marks it busy and leases it.
+    async fn wait_for<T>(
+        self: &Arc<Self>,
+        mut take: impl FnMut(&[SlotState]) -> Option<(usize, Vec<String>, T)>,
+    ) -> (SlotLease, T) {
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
             {
                 let mut inner = self.lock();
-                if let Some(id) = choose(&inner.slots, id_slot, prompt) {
-                    let slot = &mut inner.slots[id];
-                    slot.busy = true;
-                    let lcp = common_prefix_len(&slot.cache, prompt);
+                if let Some((id, cache, value)) = take(&inner.slots) {
+                    inner.slots[id].busy = true;
                     let lease = SlotLease {
                         slots: Arc::clone(self),
                         id,
-                        cache: prompt.to_vec(),
+                        cache,
+                        counts_as_use: true,
                     };
-                    return (lease, lcp);
+                    return (lease, value);
                 }
             }
             freed.await;
@@ -141,6 +172,12 @@ impl SlotLease {
         self.id
     }
 
+    /// What the slot will hold once released: for a chat request the prompt (then what
+    /// [`SlotLease::set_cache`] set), for a slot action the slot's cache when it was taken.
+    pub fn cache(&self) -> &[String] {
+        &self.cache
+    }
+
     /// Sets what the slot holds once released: the prompt and the evaluated generated tokens.
     pub fn set_cache(&mut self, tokens: Vec<String>) {
         self.cache = tokens;
@@ -151,11 +188,13 @@ impl Drop for SlotLease {
     fn drop(&mut self) {
         {
             let mut inner = self.slots.lock();
-            inner.clock += 1;
-            let clock = inner.clock;
+            if self.counts_as_use {
+                inner.clock += 1;
+                let clock = inner.clock;
+                inner.slots[self.id].last_used = clock;
+            }
             let slot = &mut inner.slots[self.id];
             slot.busy = false;
-            slot.last_used = clock;
             slot.cache = std::mem::take(&mut self.cache);
         }
         self.slots.freed.notify_waiters();
@@ -210,5 +249,35 @@ mod tests {
         assert!(!waiter.is_finished());
         drop(lease);
         assert_eq!(waiter.await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_slot_action_waits_for_the_request_and_sees_its_cache() {
+        let slots = Slots::new(2);
+        let prompt = tokenize("alpha beta");
+        let (mut lease, _) = slots.acquire(Some(1), &prompt).await;
+        let other = Arc::clone(&slots);
+        // 3 % 2 = slot 1, busy: the action waits until the request releases it.
+        let waiter = tokio::spawn(async move { other.hold(3).await.cache().to_vec() });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        lease.set_cache(prompt.clone());
+        drop(lease);
+        assert_eq!(waiter.await.unwrap(), prompt);
+    }
+
+    #[tokio::test]
+    async fn a_slot_action_does_not_count_as_a_use() {
+        let slots = Slots::new(2);
+        let (lease, _) = slots.acquire(Some(0), &[]).await;
+        drop(lease);
+        // Slot 1 was never used, so it is the least recently used one, before and after an
+        // action on it; the action's cache stays.
+        let mut held = slots.hold(1).await;
+        held.set_cache(tokenize("restored"));
+        drop(held);
+        assert_eq!(slots.snapshot()[1].n_cached_tokens, 2);
+        let (lease, _) = slots.acquire(None, &tokenize("zzz")).await;
+        assert_eq!(lease.id(), 1);
     }
 }

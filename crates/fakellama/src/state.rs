@@ -1,5 +1,6 @@
 //! What all connections of one server share.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,6 +28,10 @@ pub struct State {
     pub ready_at: Instant,
     /// Whether the template supports tools ([`Options::tool_template`]).
     pub tool_template: bool,
+    /// The model path reported and recorded in slot files ([`Options::model_path`]).
+    pub model_path: String,
+    /// The slot files' directory ([`Options::slot_save_path`]).
+    pub slot_save_path: Option<PathBuf>,
     /// The slots.
     pub slots: Arc<Slots>,
     /// The recorded chat requests.
@@ -44,6 +49,8 @@ impl State {
             delay: Duration::from_millis(options.delay_ms),
             ready_at: Instant::now() + Duration::from_millis(options.loading_ms),
             tool_template: options.tool_template,
+            model_path: options.model_path,
+            slot_save_path: options.slot_save_path,
             slots: Slots::new(usize::try_from(options.slots).unwrap_or(1)),
             records: Recorder::default(),
             script: Mutex::new(ScriptState::new(options.script)),

@@ -34,7 +34,19 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     let system = read_system_prompt(&cfg.baseline.system)?;
     let blocking = Blocking::new(runtime.handle().clone());
     tracing::info!(endpoints = %cfg.llama.describe(), "waiting for llama-server");
-    let models = Arc::new(runtime.block_on(crate::route::start(&cfg))?);
+    let routed = runtime.block_on(crate::route::start(&cfg))?;
+    let kv = crate::kv::SlotFiles::open(&cfg.kv, &cfg.state_dir, routed.server()).with_context(
+        || {
+            format!(
+                "kv.dir: cannot use {}",
+                cfg.kv.dir_in(&cfg.state_dir).display()
+            )
+        },
+    )?;
+    if let Some(kv) = &kv {
+        tracing::info!(dir = %kv.dir().display(), endpoints = ?cfg.kv.endpoints, "sessions' KV caches are kept in files between their turns");
+    }
+    let models = Arc::new(routed.with_kv(kv));
     let server = models.server().clone();
     // Only now is the slot size known: a configured result cap that would crowd it out is refused.
     if let Err(why) = cfg.r#loop.check_result_cap(server.n_ctx) {
@@ -143,6 +155,10 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
             engine.shutdown(SHUTDOWN_GRACE_MS).await;
         };
         serve(listener, backend, api_options, stopping).await;
+        // Every slot's last session to its file, so that a restarted loopd finds it warm.
+        if let Some(kv) = models.kv() {
+            kv.save_all().await;
+        }
         // The TCP listeners stop with the API: turns have ended and their events gone out.
         let _ = metrics_stop.send(true);
         if let Some(listener) = metrics_listener

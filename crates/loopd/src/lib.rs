@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod engine;
 pub(crate) mod heartbeat;
 pub(crate) mod journal;
+pub mod kv;
 pub mod llama;
 pub(crate) mod memory;
 pub mod meter;

@@ -20,7 +20,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
             "text", "outcome", "blocking", "journal", "config", "session", "llama", "signin",
         ],
     ),
-    ("models", &["route"]),
+    ("models", &["kv", "route"]),
     ("tools", &["tools", "broker"]),
     (
         "results and notes",

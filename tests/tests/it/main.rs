@@ -21,6 +21,7 @@ mod prometheus;
 mod queueing;
 mod real_compaction;
 mod real_day;
+mod real_kv;
 mod real_metrics;
 mod real_model;
 mod real_model_recovery;

@@ -34,6 +34,7 @@ fn status(broker: BrokerStatus) -> Status {
             totals: proto::api::UsageTotals::default(),
             max_generated_tokens_per_day: None,
         },
+        kv: None,
     }
 }
 
@@ -197,4 +198,38 @@ fn format_status_lists_each_endpoint_with_state_model_slots_and_last_error() {
     // One endpoint: the one line of before.
     st.llama.endpoints.truncate(1);
     assert!(status_text(&st).contains("llama   http://127.0.0.1:8080: ok; model qwen"));
+}
+
+#[test]
+fn the_kv_files_get_a_line_before_the_usage_with_their_hit_rate() {
+    let mut st = status(brokerd(None));
+    st.kv = Some(proto::api::KvStatus {
+        dir: "/var/lib/boxmaker/loopd/kv".into(),
+        files: 3,
+        bytes: 30 * 1024 * 1024,
+        max_bytes: 4096 * 1024 * 1024,
+        saves: 5,
+        save_failures: 0,
+        restores: 3,
+        misses: 1,
+        restore_failures: 0,
+        off: vec!["gpu\u{1b}[2J".into()],
+    });
+    let text = status_text(&st);
+    let lines: Vec<&str> = text.lines().collect();
+    let kv = lines[lines.len() - 2];
+    assert!(
+        kv.starts_with("kv      3 files, 30 MiB of 4096 MiB"),
+        "{kv}"
+    );
+    assert!(
+        kv.contains("3 restored, 1 missed, 0 failed (75% hit); 5 saved"),
+        "{kv}"
+    );
+    assert!(kv.contains("off on gpu"), "{kv}");
+    assert!(!kv.contains('\u{1b}'), "{kv}");
+    assert!(
+        lines[lines.len() - 1].starts_with("usage   today"),
+        "{text}"
+    );
 }

@@ -3,7 +3,6 @@
 
 use crate::common;
 
-use std::io::BufRead;
 use std::time::Duration;
 
 use common::*;
@@ -255,48 +254,20 @@ async fn listens_on_a_unix_socket() {
     assert!(!path.exists(), "socket file removed on shutdown");
 }
 
-/// Kills the child when dropped, so a failing test leaves no process behind.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn binary_prints_its_address_and_answers() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("script.toml");
     std::fs::write(&script, "default_reply = \"from the binary\"\n").unwrap();
-    let mut child = Child(
-        std::process::Command::new(env!("CARGO_BIN_EXE_fakellama"))
-            .args(["--listen", "127.0.0.1:0", "--slots", "2", "--n-ctx", "1024"])
-            .arg("--no-tool-template")
-            .arg("--script")
-            .arg(&script)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let stdout = child.0.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("no listening line");
-    let addr: std::net::SocketAddr = line
-        .trim()
-        .strip_prefix("fakellama listening on ")
-        .unwrap_or_else(|| panic!("unexpected line {line:?}"))
-        .parse()
-        .unwrap();
+    let (child, addr) = spawn_binary([
+        "--slots".as_ref(),
+        "2".as_ref(),
+        "--n-ctx".as_ref(),
+        "1024".as_ref(),
+        "--no-tool-template".as_ref(),
+        "--script".as_ref(),
+        script.as_os_str(),
+    ]);
     assert_eq!(get(addr, "/health").await.status, 200);
     let props = get(addr, "/props").await.json();
     assert_eq!(props["total_slots"], 2);

@@ -8,3 +8,4 @@ mod chat;
 mod endpoints;
 mod like_llama_server;
 mod script;
+mod slot_files;

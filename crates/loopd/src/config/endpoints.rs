@@ -150,7 +150,7 @@ fn resolved_slots(e: &EndpointConfig, defaults: &Slots) -> RoleSlots {
     for role in served(e) {
         let listed = given.of(role);
         *out.of_mut(role) = if listed.is_empty() {
-            vec![default_slot(defaults, role)]
+            default_slots(defaults, role)
         } else {
             listed.to_vec()
         };
@@ -158,11 +158,11 @@ fn resolved_slots(e: &EndpointConfig, defaults: &Slots) -> RoleSlots {
     out
 }
 
-fn default_slot(defaults: &Slots, role: Role) -> u32 {
+fn default_slots(defaults: &Slots, role: Role) -> Vec<u32> {
     match role {
-        Role::Main => defaults.main,
-        Role::Background => defaults.background,
-        Role::Subagent => defaults.subagent,
+        Role::Main => defaults.main.0.clone(),
+        Role::Background => vec![defaults.background],
+        Role::Subagent => vec![defaults.subagent],
     }
 }
 
@@ -381,10 +381,10 @@ fn check_slots(
 }
 
 impl From<&Slots> for RoleSlots {
-    /// `[slots]`'s one slot per role.
+    /// `[slots]`'s main slots, and one slot for each other role.
     fn from(slots: &Slots) -> RoleSlots {
         RoleSlots {
-            main: vec![slots.main],
+            main: slots.main.0.clone(),
             background: vec![slots.background],
             subagent: vec![slots.subagent],
         }

@@ -9,6 +9,7 @@ mod approvals;
 mod budgets;
 mod endpoints;
 mod heartbeat;
+mod kv;
 mod llama;
 mod memory;
 mod schedules;
@@ -31,6 +32,7 @@ pub use endpoints::{
 pub use heartbeat::{
     HEARTBEAT_MIN_MS, HEARTBEAT_OFF, HEARTBEAT_PROMPT_FILE, Heartbeat, QUIET_REPLY,
 };
+pub use kv::{Kv, MAX_KV_FILES};
 pub use llama::{DEFAULT_LLAMA_URL, Expect, Llama};
 pub use memory::Memory;
 pub use schedules::{
@@ -38,7 +40,7 @@ pub use schedules::{
     Missed, NEW_SESSION, Notify, Schedule, TaskSource, Timing, parse_cron, parse_every,
     parse_timezone,
 };
-pub use slots::Slots;
+pub use slots::{MAX_MAIN_SLOTS, MainSlots, Slots};
 pub use subagent::Subagent;
 pub use turn::{
     Baseline, CONFIGURED_RESULT_CAP_SLOT_DIVISOR, Compact, DERIVED_RESULT_CAP_MAX_BYTES,
@@ -96,6 +98,8 @@ pub struct Config {
     pub metrics: bxmetrics::MetricsConfig,
     /// `[web]`: the web console (`docs/web.md`); off unless `listen` is set.
     pub web: Web,
+    /// `[kv]`: sessions' KV caches kept in files between turns (`docs/kv.md`).
+    pub kv: Kv,
     /// `[log]`: the log level.
     pub log: LogConfig,
 }
@@ -121,6 +125,7 @@ impl Default for Config {
             budgets: Budgets::default(),
             metrics: bxmetrics::MetricsConfig::default(),
             web: Web::default(),
+            kv: Kv::default(),
             log: LogConfig::default(),
         }
     }
@@ -157,6 +162,7 @@ impl Validate for Config {
             p.push("metrics.listen", e.to_string());
         }
         self.web.check(&mut p);
+        self.kv.check(&mut p);
         p.finish()
     }
 

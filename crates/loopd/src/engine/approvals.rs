@@ -141,9 +141,18 @@ pub(crate) struct TurnOwner<'a> {
     stop: Stop,
     /// Whether nobody watches the turn (a schedule's run; its children share this owner).
     unattended: bool,
+    /// Run once the slot is taken again after a wait: another session may have used it
+    /// meanwhile, so the turn's cache is brought back (`kv`).
+    rewarm: Option<Box<dyn Fn() + Send + Sync + 'a>>,
 }
 
 impl<'a> TurnOwner<'a> {
+    /// This owner, running `rewarm` whenever the turn takes its slot again after a wait.
+    pub(crate) fn with_rewarm(mut self, rewarm: impl Fn() + Send + Sync + 'a) -> TurnOwner<'a> {
+        self.rewarm = Some(Box::new(rewarm));
+        self
+    }
+
     /// The owner of a turn that holds `permit` of `slots` and is stopped by `stop`;
     /// `unattended` when nobody watches it.
     pub(crate) fn new(
@@ -161,6 +170,7 @@ impl<'a> TurnOwner<'a> {
             blocking,
             stop,
             unattended,
+            rewarm: None,
         }
     }
 
@@ -201,6 +211,9 @@ impl Owner for TurnOwner<'_> {
         match taken {
             Ok(Some(permit)) => {
                 *self.permit() = Some(permit);
+                if let Some(rewarm) = &self.rewarm {
+                    rewarm();
+                }
                 true
             }
             Ok(None) => false,

@@ -59,6 +59,12 @@ fn compact(inner: &Inner, id: &SessionId, lease: &Lease) -> Result<CompactAnswer
     }
     let compacted = compact_session(&mut session, &rt);
     parts.meter.save_or_warn();
+    if compacted.is_ok()
+        && let Some(kv) = parts.models.kv()
+    {
+        // A new epoch: the old one's cache is never restored again.
+        kv.drop_session(id);
+    }
     match compacted {
         Ok(done) => Ok(CompactAnswer {
             session: id.clone(),

@@ -50,13 +50,14 @@ pub async fn status(inner: &std::sync::Arc<Inner>) -> Status {
             total_slots: u64::from(models.server().total_slots),
             model: models.server().model.clone(),
             slots: SlotRoles {
-                main: parts.cfg.slots.main,
+                main: parts.cfg.slots.main.first(),
                 background: parts.cfg.slots.background,
                 subagent: parts.cfg.slots.subagent,
             },
             endpoints,
         },
         usage: parts.meter.usage_today(),
+        kv: models.kv().map(|kv| kv.status()),
     }
 }
 

@@ -5,6 +5,7 @@ use super::lane::{Pending, Work};
 use super::{EngineParts, Inner, store_failure, unwind};
 use crate::api::{ApiFailure, Submitted};
 use crate::blocking::OnRuntimeThread;
+use crate::kv::Occupant;
 use crate::route::{Lease, Targets};
 use crate::session::Session;
 use crate::tools::Registry;
@@ -174,8 +175,14 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
             let _ = feed.send(event.clone());
         }
     };
+    let place = crate::kv::Place {
+        endpoint: Arc::clone(&lease.target.endpoint),
+        slot: lease.target.slot,
+    };
+    let occupant = Occupant::of(&session);
     // The permit rides with the turn's owner: given back while a call waits for the owner's
-    // approval, and on return.
+    // approval (another session may use the slot meanwhile: the cache is brought back when
+    // the turn takes it again), and on return.
     let owner = TurnOwner::new(
         &inner.approvals,
         lease.gate.clone(),
@@ -183,12 +190,17 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         &parts.blocking,
         stop.clone(),
         pending.unattended,
-    );
+    )
+    .with_rewarm(|| warm_up(parts, &place, &lease, occupant.clone()));
     let models = parts.models.targets(&lease.target);
     let rt = runtime(parts, &models, &registry, &owner, &meter);
+    warm_up(parts, &place, &lease, occupant.clone());
     let ran = unwind::catch("a turn", id, || {
         run_foreground(&rt, &mut session, stop, &mut on_event)
     });
+    if let Some(kv) = parts.models.kv() {
+        kv.after_turn(&place, &lease.target.client, Occupant::of(&session));
+    }
     let result = match ran {
         Ok(result) => Some(result),
         Err(why) => {
@@ -212,6 +224,22 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         result,
         models,
     })
+}
+
+/// Before a turn at `place`: the slot's last session saved to its KV file when it was
+/// another, and this session's file restored when it has one that matches (`kv`). What
+/// fails is logged there; the turn then prefills as it always could.
+fn warm_up(parts: &EngineParts, place: &crate::kv::Place, lease: &Lease, occupant: Occupant) {
+    let Some(kv) = parts.models.kv() else {
+        return;
+    };
+    let session = occupant.session.clone();
+    let warmed = parts.blocking.wait(async {
+        Ok::<_, OnRuntimeThread>(kv.before_turn(place, &lease.target.client, occupant).await)
+    });
+    if let Ok(warmth) = warmed {
+        tracing::debug!(%session, ?warmth, "the slot before the turn");
+    }
 }
 
 /// Waits for session `id`'s main slot. Its endpoint may be found down while the session
@@ -263,7 +291,14 @@ fn background(inner: &Inner, id: &SessionId, mut ran: Ran) {
     let mut models = ran.models.clone();
     models.background = lease.target;
     let rt = runtime(&inner.parts, &models, &ran.registry, &NoOwner, &meter);
+    let epoch = ran.session.epoch();
     finish_turn(&rt, &mut ran.session, &ran.result);
+    if ran.session.epoch() != epoch
+        && let Some(kv) = inner.parts.models.kv()
+    {
+        // Compacted: the old epoch's cache is never restored again.
+        kv.drop_session(id);
+    }
     inner.parts.meter.save_or_warn();
     if !inner.shutting_down.load(Ordering::SeqCst) {
         inner.idle.keep(ran.session);

@@ -17,6 +17,7 @@ use super::message::{ChatEvent, ChatRequest, Completion};
 pub use super::options::ClientOptions;
 use super::props::{Health, ServerInfo};
 use super::retry::{backoff_ms, wait_unless_cancelled};
+use super::slot_files::{Restored, Saved};
 use super::sse::{SseEvent, SseParser};
 use super::stream::{Assembler, Progress};
 use super::transport::{self, Exchange, Outgoing};
@@ -138,6 +139,17 @@ impl Client {
             options,
             faults: Arc::clone(&self.faults),
         }
+    }
+
+    /// Saves slot `slot`'s KV cache to `filename` in the server's `--slot-save-path`.
+    pub async fn save_slot(&self, slot: u32, filename: &str) -> Result<Saved, InferError> {
+        super::slot_files::save(&self.options, slot, filename).await
+    }
+
+    /// Fills slot `slot`'s KV cache from `filename` in the server's `--slot-save-path`; a
+    /// failure leaves the slot empty (the turn then prefills its whole prompt).
+    pub async fn restore_slot(&self, slot: u32, filename: &str) -> Result<Restored, InferError> {
+        super::slot_files::restore(&self.options, slot, filename).await
     }
 
     /// Asks `/health`. Probes leave [`Client::faults`] alone: those are what calls met (the

@@ -154,6 +154,18 @@ impl InferError {
         }
     }
 
+    /// Whether the server answered that it does not do this (501: llama-server's slot files
+    /// without `--slot-save-path`).
+    pub fn is_not_supported(&self) -> bool {
+        matches!(self, InferError::Server { status: 501, .. })
+    }
+
+    /// Whether the server refused the request as it was (a 4xx answer: a slot file it cannot
+    /// read, a name it does not take).
+    pub fn is_refused(&self) -> bool {
+        matches!(self, InferError::Server { status, .. } if (400..500).contains(status))
+    }
+
     /// The error for an HTTP error answer with this status and body.
     pub(crate) fn from_answer(status: u16, body: &[u8]) -> InferError {
         match serde_json::from_slice::<ErrorDocument>(body) {

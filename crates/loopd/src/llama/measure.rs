@@ -63,6 +63,17 @@ async fn post<T: for<'de> Deserialize<'de>>(
     path: &str,
     body: Vec<u8>,
 ) -> Result<T, InferError> {
+    post_within(options, path, body, PROBE_TIMEOUT_MS).await
+}
+
+/// One JSON POST within `timeout_ms`, its answer (2xx) read as `T`; any other status is the
+/// server's error ([`InferError::from_answer`]).
+pub(super) async fn post_within<T: for<'de> Deserialize<'de>>(
+    options: &ClientOptions,
+    path: &str,
+    body: Vec<u8>,
+    timeout_ms: u64,
+) -> Result<T, InferError> {
     let outgoing = Outgoing {
         method: Method::POST,
         path,
@@ -71,15 +82,15 @@ async fn post<T: for<'de> Deserialize<'de>>(
         api_key: options.api_key.as_deref(),
     };
     let exchange = async {
-        let exchange = transport::send(options, PROBE_TIMEOUT_MS, outgoing).await?;
+        let exchange = transport::send(options, timeout_ms, outgoing).await?;
         let status = exchange.status;
         let body = transport::read_body(exchange.body, MAX_MEASURE_BODY_BYTES).await?;
         Ok::<_, InferError>((status, body))
     };
-    let (status, body) = tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), exchange)
+    let (status, body) = tokio::time::timeout(Duration::from_millis(timeout_ms), exchange)
         .await
         .unwrap_or(Err(InferError::Timeout {
-            after_ms: PROBE_TIMEOUT_MS,
+            after_ms: timeout_ms,
         }))?;
     if !(200..300).contains(&status) {
         return Err(InferError::from_answer(status, &body));

@@ -17,6 +17,7 @@ mod message;
 mod options;
 mod props;
 mod retry;
+mod slot_files;
 mod sse;
 mod stream;
 #[cfg(test)]
@@ -31,6 +32,7 @@ pub use faults::{FaultState, Faults};
 pub use message::{ChatEvent, ChatMessage, ChatRequest, Completion, Timings};
 pub use props::{ServerInfo, check_expectations};
 pub use proto::ToolSchema;
+pub use slot_files::{Restored, SLOT_FILE_TIMEOUT_MS, Saved};
 pub use tls::TlsOptions;
 
 pub use client::{HEALTH_POLL_INTERVAL_MS, PROBE_TIMEOUT_MS};

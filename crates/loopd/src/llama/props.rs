@@ -181,11 +181,7 @@ mod tests {
             slots: Some(4),
             model: Some("llama".into()),
         };
-        let slots = RoleSlots::from(&crate::config::Slots {
-            main: 0,
-            background: 1,
-            subagent: 3,
-        });
+        let slots = RoleSlots::from(&crate::config::Slots::one_main(0, 1, 3));
         let problems = check_expectations(&expect, &slots, &info()).unwrap_err();
         assert_eq!(problems.len(), 4, "{problems:?}");
         assert!(

@@ -23,6 +23,7 @@ pub use target::{Target, Targets};
 pub use watch::{StartError, start};
 
 use crate::config::{Role, RoleSlots, Slots};
+use crate::kv::SlotFiles;
 use crate::llama::{Client, ServerInfo};
 use bxcore::SessionId;
 use member::Member;
@@ -50,6 +51,8 @@ pub struct Router {
     reference: ServerInfo,
     /// Turns routed so far ([`Router::main_for`] calls).
     routed: AtomicU64,
+    /// The sessions' KV files (`[kv]`), when on.
+    kv: Option<Arc<SlotFiles>>,
 }
 
 impl Router {
@@ -83,7 +86,19 @@ impl Router {
             sticky: Mutex::default(),
             reference,
             routed: AtomicU64::new(0),
+            kv: None,
         }
+    }
+
+    /// This router with the sessions' KV files `kv` (none: sessions prefill after a switch).
+    pub fn with_kv(mut self, kv: Option<SlotFiles>) -> Router {
+        self.kv = kv.map(Arc::new);
+        self
+    }
+
+    /// The sessions' KV files, when `[kv]` is on.
+    pub fn kv(&self) -> Option<&SlotFiles> {
+        self.kv.as_deref()
     }
 
     /// What every endpoint reports (the context size turns are planned for, the model).
@@ -102,11 +117,16 @@ impl Router {
         let mut sticky = self.sticky();
         let before = sticky.get(session);
         let place = match before {
-            Some(place) if self.members[place.member].is_healthy() => place,
+            // Its slot, or while another session's turn runs there, a free main slot of the
+            // same endpoint (its cache follows it there through its KV file, `kv`).
+            Some(home) if self.members[home.member].is_healthy() => {
+                self.free_beside(home, &sticky).unwrap_or(home)
+            }
             // Nowhere better: it waits where its prefix is cached.
             Some(place) if !self.any_healthy_for(Role::Main) => place,
             _ => self.least_loaded(&sticky),
         };
+        sticky.used(place);
         if before != Some(place) {
             sticky.set(session, place);
         }
@@ -120,7 +140,7 @@ impl Router {
                 from_slot = from.slot,
                 to = %member.name,
                 to_slot = place.slot,
-                "the session moves to another endpoint or slot; its prompt prefix is rebuilt there once"
+                "the session moves to another endpoint or slot; its prompt prefix is rebuilt there once (restored from its KV file instead, when [kv] keeps one there)"
             );
         }
         Lease {
@@ -147,6 +167,28 @@ impl Router {
     pub fn still_fit(&self, main: &Target) -> bool {
         let here = self.members.iter().find(|m| m.name == main.endpoint);
         here.is_some_and(|m| m.is_healthy()) || !self.any_healthy_for(Role::Main)
+    }
+
+    /// `home` when its gate is free; else the free main slot of the same endpoint used least
+    /// recently; `None` when every one is busy (the session then waits for `home`). Never
+    /// another endpoint: a KV file is where that endpoint's server wrote it.
+    fn free_beside(&self, home: Place, sticky: &Sticky) -> Option<Place> {
+        let member = &self.members[home.member];
+        let free = |slot: u32| member.gate(Role::Main, slot).available_permits() > 0;
+        if free(home.slot) {
+            return Some(home);
+        }
+        member
+            .slots
+            .main
+            .iter()
+            .copied()
+            .filter(|slot| *slot != home.slot && free(*slot))
+            .map(|slot| Place {
+                member: home.member,
+                slot,
+            })
+            .min_by_key(|place| sticky.last_used(*place))
     }
 
     /// The healthy main slot fewest sessions keep to; any main slot when none is healthy.

@@ -29,6 +29,9 @@ pub(super) struct Sticky {
     /// How many entries keep to each place: what routing compares, kept as entries change
     /// rather than counted under the lock.
     counts: HashMap<Place, usize>,
+    /// When each place was last chosen for a turn, on `clock`: a session whose own slot is
+    /// busy goes to the free one used least recently.
+    chosen: HashMap<Place, u64>,
     clock: u64,
 }
 
@@ -78,6 +81,17 @@ impl Sticky {
         {
             *count = count.saturating_sub(1);
         }
+    }
+
+    /// Notes that a turn was routed to `place` now.
+    pub fn used(&mut self, place: Place) {
+        self.clock += 1;
+        self.chosen.insert(place, self.clock);
+    }
+
+    /// When a turn was last routed to `place` (0: never).
+    pub fn last_used(&self, place: Place) -> u64 {
+        self.chosen.get(&place).copied().unwrap_or(0)
     }
 
     /// How many sessions keep to `place`.

@@ -35,7 +35,7 @@ impl Targets {
             endpoint: Arc::from(crate::config::DEFAULT_ENDPOINT_NAME),
         };
         Targets {
-            main: on(slots.main),
+            main: on(slots.main.first()),
             background: on(slots.background),
             subagent: on(slots.subagent),
         }

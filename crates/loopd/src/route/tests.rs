@@ -87,6 +87,40 @@ fn sessions_spread_over_every_main_slot_and_keep_to_theirs() {
 }
 
 #[test]
+fn a_session_whose_slot_is_busy_takes_the_free_main_slot_of_its_endpoint_used_least_recently() {
+    let router = Router::fixed(
+        vec![(
+            "a".into(),
+            client_for(&dead_url(), |_| {}),
+            slots(&[0, 3, 4], &[1], &[2]),
+        )],
+        info(4096),
+    );
+    let (s, t) = (id(0), id(1));
+    assert_eq!(place(&router, &s), ("a".into(), 0));
+    assert_eq!(place(&router, &t), ("a".into(), 3));
+    // Slot 0 runs another turn: s goes to the free slot used least recently (4, never),
+    // not to 3, which t used last.
+    let busy = router.main_for(&s).gate.try_acquire_owned().unwrap();
+    assert_eq!(place(&router, &s), ("a".into(), 4));
+    // Its home is 4 now; with 4 free, it stays there.
+    drop(busy);
+    assert_eq!(place(&router, &s), ("a".into(), 4));
+    // Every main slot busy: it waits for its own.
+    let held: Vec<_> = [0, 3, 4]
+        .iter()
+        .map(|slot| {
+            router.members[0]
+                .gate(Role::Main, *slot)
+                .try_acquire_owned()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(place(&router, &s), ("a".into(), 4));
+    drop(held);
+}
+
+#[test]
 fn a_session_whose_endpoint_fails_moves_and_does_not_move_back() {
     let router = two();
     let s = id(0);

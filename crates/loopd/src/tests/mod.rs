@@ -18,6 +18,7 @@ mod compact_answers;
 mod compact_fallback;
 mod engine_compact;
 mod heartbeat;
+mod kv_switch;
 mod long_session;
 mod memory;
 mod read_output;

@@ -27,6 +27,7 @@
 //! request head too large, 503 not ready, 507 the disk is full.
 
 mod approvals;
+mod kv;
 mod schedules;
 mod usage;
 mod web;
@@ -35,6 +36,7 @@ pub use approvals::{
     ApprovalAnswer, ApprovalAnswered, ApprovalList, MAX_DENY_REASON_BYTES, OwnerAnswer,
     PendingApproval,
 };
+pub use kv::KvStatus;
 pub use schedules::{
     RunOutcome, RunTrigger, ScheduleInfo, ScheduleList, ScheduleRun, ScheduleStarted,
 };
@@ -247,6 +249,9 @@ pub struct Status {
     pub llama: LlamaStatus,
     /// What today cost so far, from the usage accounts.
     pub usage: UsageToday,
+    /// The KV files (`[kv]`), when they are on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<KvStatus>,
 }
 
 /// loopd's own state.

@@ -252,6 +252,7 @@ impl Backend for Stub {
                 endpoints: Vec::new(),
             },
             usage: usage::usage_today(),
+            kv: None,
         }
     }
     fn approvals(&self) -> Result<proto::api::ApprovalList, ApiFailure> {

@@ -1,6 +1,8 @@
 //! A tiny HTTP/1.1 client and helpers for fakellama's integration tests.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+use std::ffi::OsStr;
+use std::io::BufRead;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -181,4 +183,45 @@ pub fn joined_delta(events: &[Sse], field: &str) -> String {
         .iter()
         .filter_map(|v| v["choices"][0]["delta"][field].as_str().map(str::to_owned))
         .collect()
+}
+
+/// Kills the child when dropped, so a failing test leaves no process behind.
+pub struct Child(pub std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the fakellama binary on `127.0.0.1:0` with these further arguments and waits (at
+/// most 30 s) for its `fakellama listening on ADDR` line.
+pub fn spawn_binary<'a>(args: impl IntoIterator<Item = &'a OsStr>) -> (Child, SocketAddr) {
+    let mut child = Child(
+        std::process::Command::new(env!("CARGO_BIN_EXE_fakellama"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("no listening line");
+    let addr = line
+        .trim()
+        .strip_prefix("fakellama listening on ")
+        .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+        .parse()
+        .unwrap();
+    (child, addr)
 }

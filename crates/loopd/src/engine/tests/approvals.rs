@@ -36,6 +36,11 @@ struct Bed {
 
 impl Bed {
     fn new() -> Bed {
+        Bed::build(false)
+    }
+
+    /// A bed whose sessions keep their KV caches in files (fakellama's `--slot-save-path`).
+    fn build(kv: bool) -> Bed {
         let state = tempfile::tempdir().unwrap();
         let mut cfg = Config {
             state_dir: state.path().join("state"),
@@ -45,9 +50,25 @@ impl Bed {
         cfg.baseline.system = state.path().join("system.md");
         cfg.approvals.timeout_ms = WAIT_MS;
         std::fs::write(&cfg.baseline.system, "You are a test.").unwrap();
-        let fake = Fake::script(SCRIPT);
+        let kv_dir = cfg.state_dir.join("kv");
+        std::fs::create_dir(&kv_dir).unwrap();
+        let fake = Fake::start(fakellama::Options {
+            script: fakellama::Script::parse(SCRIPT).unwrap(),
+            slot_save_path: kv.then(|| kv_dir.clone()),
+            ..Default::default()
+        });
         let port = Arc::new(AskingPort::new());
-        let engine = super::engine_over(&fake, &cfg, port.clone());
+        let info = crate::llama::ServerInfo {
+            n_ctx: fakellama::DEFAULT_N_CTX,
+            total_slots: fakellama::DEFAULT_SLOTS,
+            model: "fakellama".into(),
+            model_path: String::new(),
+            build_info: String::new(),
+        };
+        let files = kv
+            .then(|| crate::kv::SlotFiles::open(&cfg.kv, &cfg.state_dir, &info).unwrap())
+            .flatten();
+        let engine = super::engine_with_kv(&fake, &cfg, port.clone(), files);
         Bed {
             fake,
             store: Store::new(&cfg.state_dir).unwrap(),
@@ -271,4 +292,39 @@ fn the_desk_holds_at_most_max_waiting_approvals_and_each_id_once() {
         listed.last().unwrap().id.as_str(),
         format!("ap-{MAX_WAITING_APPROVALS}")
     );
+}
+
+/// (prompt, cached) tokens of each model call of `session`.
+fn calls(bed: &Bed, session: &str) -> Vec<(u64, u64)> {
+    bed.store
+        .read(&SessionId::new(session).unwrap())
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r {
+            LogRecord::Assistant { usage: Some(u), .. } => Some((u.prompt_tokens, u.cached_tokens)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_turn_that_waited_for_the_owner_gets_its_cache_back_after_another_session_used_the_slot() {
+    for kv in [true, false] {
+        let bed = Bed::build(kv);
+        let mut a = bed.submit("a", "save a note");
+        let asked = bed.asked(&mut a);
+        // While a waits, b's turn runs on the one main slot.
+        let b = bed.submit("b", "hello");
+        assert_eq!(bed.end_of(b), TurnEnd::Done);
+        assert_eq!(
+            bed.answer(&asked, OwnerAnswer::Approve, None, 1000),
+            Ok(ApprovalDecision::Approved)
+        );
+        assert_eq!(bed.end_of(a), TurnEnd::Done);
+        let calls = calls(&bed, "a");
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        // The call after the approval reuses the whole prompt of the one before it, only
+        // when a's cache came back from its file.
+        assert_eq!(calls[1].1 >= calls[0].0, kv, "kv {kv}: {calls:?}");
+    }
 }

@@ -19,7 +19,17 @@ use std::sync::Arc;
 /// An engine over `fake` with `cfg` (its state dir made by the caller) and `port`, the fixed
 /// registry of the fake tools, and the server `fake` says it is.
 fn engine_over(fake: &Fake, cfg: &Config, port: Arc<dyn ToolPort>) -> Engine {
-    #[allow(clippy::unwrap_used)]
+    engine_with_kv(fake, cfg, port, None)
+}
+
+/// [`engine_over`] with the sessions' KV files `kv`.
+#[allow(clippy::unwrap_used)]
+fn engine_with_kv(
+    fake: &Fake,
+    cfg: &Config,
+    port: Arc<dyn ToolPort>,
+    kv: Option<crate::kv::SlotFiles>,
+) -> Engine {
     let store = Store::new(&cfg.state_dir).unwrap();
     Engine::new(EngineParts {
         cfg: cfg.clone(),
@@ -27,17 +37,20 @@ fn engine_over(fake: &Fake, cfg: &Config, port: Arc<dyn ToolPort>) -> Engine {
         port,
         tools: ToolSource::Fake(Registry::m2b()),
         system: "You are a test.".into(),
-        models: Arc::new(crate::route::Router::single(
-            fake.client(),
-            &crate::config::Slots::default(),
-            ServerInfo {
-                n_ctx: fakellama::DEFAULT_N_CTX,
-                total_slots: fakellama::DEFAULT_SLOTS,
-                model: "fakellama".into(),
-                model_path: String::new(),
-                build_info: String::new(),
-            },
-        )),
+        models: Arc::new(
+            crate::route::Router::single(
+                fake.client(),
+                &crate::config::Slots::default(),
+                ServerInfo {
+                    n_ctx: fakellama::DEFAULT_N_CTX,
+                    total_slots: fakellama::DEFAULT_SLOTS,
+                    model: "fakellama".into(),
+                    model_path: String::new(),
+                    build_info: String::new(),
+                },
+            )
+            .with_kv(kv),
+        ),
         blocking: fake.blocking(),
         meter: Arc::new(Meter::load(cfg, system_clock()).unwrap()),
     })

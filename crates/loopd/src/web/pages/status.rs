@@ -1,5 +1,5 @@
 //! How the box is: loopd, the tool broker, the model servers (state, model, slots, the cache's
-//! share of today's prompt tokens), and today's usage against the day budget.
+//! share of today's prompt tokens), the KV files, and today's usage against the day budget.
 
 use super::layout;
 use maud::{Markup, html};
@@ -66,6 +66,20 @@ pub fn status(csrf: &str, s: &Status) -> Markup {
                                 }
                             }
                         }
+                    }
+                }
+            }
+            @if let Some(kv) = &s.kv {
+                h2 { "KV files" }
+                table #status-kv {
+                    tr { th { "Files" } td { (kv.files) " (" (kv.bytes / (1024 * 1024)) " MiB of " (kv.max_bytes / (1024 * 1024)) " MiB)" } }
+                    tr { th { "Switches back to a session" } td {
+                        (kv.restores) " restored, " (kv.misses) " missed, " (kv.restore_failures) " failed"
+                        @if let Some(p) = kv.hit_percent() { " (" (p) " % hit)" }
+                    } }
+                    tr { th { "Saves" } td { (kv.saves) @if kv.save_failures > 0 { ", " (kv.save_failures) " failed" } } }
+                    @if !kv.off.is_empty() {
+                        tr { th { "Off (no --slot-save-path)" } td { (kv.off.join(", ")) } }
                     }
                 }
             }

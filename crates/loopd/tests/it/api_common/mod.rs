@@ -318,6 +318,7 @@ pub fn status() -> Status {
             totals: proto::api::UsageTotals::default(),
             max_generated_tokens_per_day: None,
         },
+        kv: None,
     }
 }
 

@@ -1,0 +1,229 @@
+//! The KV files on disk: `<dir>/<name>.bin`, written by llama-server (`--slot-save-path`
+//! is `dir`), and beside each `<name>.json`, loopd's note of what the file holds (the
+//! session's epoch and baseline digest, the model and slot size it was made on, its tokens
+//! and bytes, when it was last used). A file without its note, or a note that does not match
+//! the session now, is never restored: it is deleted.
+//!
+//! A save goes to `<name>.bin.tmp` first (llama-server writes in place), then is renamed
+//! over `<name>.bin`, and only then is the note written (atomically): a crash mid-save leaves
+//! the old pair or a stray temporary file, which the next start removes.
+
+use bxcore::SessionId;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// The suffix of a KV file.
+pub const KV_SUFFIX: &str = ".bin";
+/// The suffix of a save not yet complete.
+pub const KV_TEMP_SUFFIX: &str = ".bin.tmp";
+/// The suffix of a file's note.
+pub const NOTE_SUFFIX: &str = ".json";
+/// The largest note read, in bytes.
+const MAX_NOTE_BYTES: u64 = 4096;
+
+/// What a KV file holds, as loopd noted it when the file was saved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Note {
+    /// The session.
+    pub session: SessionId,
+    /// The session's epoch when its cache was saved.
+    pub epoch: u32,
+    /// The SHA-256 (hex) of that epoch's baseline: a prompt with another baseline shares no
+    /// prefix worth restoring. Empty when the session's first turn had not written it yet
+    /// when the cache was saved (the epoch alone is checked then).
+    pub baseline: String,
+    /// The model the server reported (`/props`): a cache is never restored into another.
+    pub model: String,
+    /// The slot size (`n_ctx`) the cache was made in.
+    pub n_ctx: u32,
+    /// Tokens in the file.
+    pub tokens: u64,
+    /// Bytes of the file.
+    pub bytes: u64,
+    /// When it was saved or last restored, in milliseconds since the epoch: least recently
+    /// used files go first.
+    pub used_ms: u64,
+}
+
+/// The file name (no suffix) for `session`: its id, unless the id holds `..` (which
+/// llama-server refuses in a file name), then `sha-` and 32 hex digits of its SHA-256.
+pub fn name_of(session: &SessionId) -> String {
+    let id = session.as_str();
+    if id.contains("..") {
+        let digest = hex::encode(Sha256::digest(id.as_bytes()));
+        format!("sha-{}", &digest[..32])
+    } else {
+        id.to_string()
+    }
+}
+
+/// The files of one name in a directory.
+#[derive(Debug, Clone)]
+pub struct Pair {
+    /// `<name>.bin`.
+    pub kv: PathBuf,
+    /// `<name>.bin.tmp`.
+    pub temp: PathBuf,
+    /// `<name>.json`.
+    pub note: PathBuf,
+}
+
+impl Pair {
+    /// The files of `name` in `dir`.
+    pub fn new(dir: &Path, name: &str) -> Pair {
+        Pair {
+            kv: dir.join(format!("{name}{KV_SUFFIX}")),
+            temp: dir.join(format!("{name}{KV_TEMP_SUFFIX}")),
+            note: dir.join(format!("{name}{NOTE_SUFFIX}")),
+        }
+    }
+
+    /// The note, when there is one that can be read.
+    pub fn read_note(&self) -> Option<Note> {
+        let file = std::fs::File::open(&self.note).ok()?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_NOTE_BYTES), &mut text)
+            .ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Writes `note` atomically.
+    pub fn write_note(&self, note: &Note) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec(note).map_err(std::io::Error::other)?;
+        crate::session::replace_file(&self.note, &bytes)
+    }
+
+    /// Removes the pair and any temporary file (what is not there is fine).
+    pub fn remove(&self) {
+        for path in [&self.note, &self.kv, &self.temp] {
+            if let Err(e) = std::fs::remove_file(path)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %path.display(), error = %e, "cannot remove a KV file");
+            }
+        }
+    }
+}
+
+/// Every note in `dir`, with its pair; a `.bin` without a note, a note whose file is gone,
+/// and every temporary file are removed on the way (what a crash or a failed save left).
+pub fn scan(dir: &Path) -> Vec<(Pair, Note)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        if file.ends_with(KV_TEMP_SUFFIX) || crate::session::is_temp_name(file) {
+            let _ = std::fs::remove_file(entry.path());
+            continue;
+        }
+        let (name, is_note) = if let Some(name) = file.strip_suffix(NOTE_SUFFIX) {
+            (name, true)
+        } else if let Some(name) = file.strip_suffix(KV_SUFFIX) {
+            (name, false)
+        } else {
+            continue;
+        };
+        let pair = Pair::new(dir, name);
+        match (is_note, pair.read_note()) {
+            (true, Some(note)) if pair.kv.is_file() => found.push((pair, note)),
+            (false, Some(_)) => {}
+            _ => pair.remove(),
+        }
+    }
+    found
+}
+
+/// The names to remove so that what is left holds at most `max_bytes` and `max_files`: the
+/// least recently used first.
+pub fn over_limits(mut all: Vec<(Pair, Note)>, max_bytes: u64, max_files: usize) -> Vec<Pair> {
+    all.sort_by_key(|(_, note)| note.used_ms);
+    let mut bytes: u64 = all.iter().map(|(_, n)| n.bytes).sum();
+    let mut files = all.len();
+    let mut removed = Vec::new();
+    for (pair, note) in all {
+        if bytes <= max_bytes && files <= max_files {
+            break;
+        }
+        bytes = bytes.saturating_sub(note.bytes);
+        files -= 1;
+        removed.push(pair);
+    }
+    removed
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn note(session: &str, bytes: u64, used_ms: u64) -> Note {
+        Note {
+            session: SessionId::new(session).unwrap(),
+            epoch: 0,
+            baseline: "b".into(),
+            model: "m".into(),
+            n_ctx: 1024,
+            tokens: 10,
+            bytes,
+            used_ms,
+        }
+    }
+
+    fn put(dir: &Path, n: &Note) -> Pair {
+        let pair = Pair::new(dir, &name_of(&n.session));
+        std::fs::write(&pair.kv, vec![0u8; n.bytes as usize]).unwrap();
+        pair.write_note(n).unwrap();
+        pair
+    }
+
+    #[test]
+    fn a_name_llama_server_would_refuse_is_hashed() {
+        assert_eq!(name_of(&SessionId::new("main").unwrap()), "main");
+        let odd = name_of(&SessionId::new("a..b").unwrap());
+        assert!(odd.starts_with("sha-") && odd.len() == 36, "{odd}");
+    }
+
+    #[test]
+    fn a_scan_keeps_whole_pairs_and_removes_what_a_crash_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = put(dir.path(), &note("a", 10, 1));
+        let orphan = Pair::new(dir.path(), "b");
+        std::fs::write(&orphan.kv, b"x").unwrap();
+        let noteless = Pair::new(dir.path(), "c");
+        noteless.write_note(&note("c", 1, 1)).unwrap();
+        let temp = Pair::new(dir.path(), "d");
+        std::fs::write(&temp.temp, b"x").unwrap();
+        let found = scan(dir.path());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].1.session.as_str(), "a");
+        assert!(kept.kv.exists() && kept.note.exists());
+        assert!(!orphan.kv.exists(), "a file without its note");
+        assert!(!noteless.note.exists(), "a note without its file");
+        assert!(!temp.temp.exists(), "a save that never finished");
+    }
+
+    #[test]
+    fn the_least_recently_used_go_first_until_both_limits_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        for (s, bytes, used) in [("old", 50, 1), ("mid", 30, 2), ("new", 40, 3)] {
+            put(dir.path(), &note(s, bytes, used));
+        }
+        let names = |pairs: Vec<Pair>| -> Vec<String> {
+            pairs
+                .iter()
+                .map(|p| p.kv.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(names(over_limits(scan(dir.path()), 80, 10)), ["old.bin"]);
+        assert_eq!(
+            names(over_limits(scan(dir.path()), 1000, 1)),
+            ["old.bin", "mid.bin"]
+        );
+        assert!(over_limits(scan(dir.path()), 120, 3).is_empty());
+    }
+}

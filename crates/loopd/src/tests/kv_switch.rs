@@ -1,0 +1,272 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Sessions taking turns on one main slot keep their caches in KV files (issue 22): after its
+//! first turn, every turn of a session that comes back to a slot another session used is
+//! served from its cache (fakellama's honest `cache_n`), across a restart of the engine too;
+//! a file that does not match the session or the model is deleted, never used; a restore that
+//! fails, or a server with no `--slot-save-path`, leaves the turn to prefill as before.
+
+use crate::api::Backend;
+use crate::config::{Config, Kv};
+use crate::engine::{Engine, EngineParts, ToolSource};
+use crate::kv::{Note, SlotFiles};
+use crate::llama::ServerInfo;
+use crate::llama::tests::support::Fake;
+use crate::meter::{Meter, system_clock};
+use crate::route::Router;
+use crate::tests::bed::{Bed, COMPACT_PHRASE, ROOMY_N_CTX, SYSTEM};
+use crate::tools::{FakeTools, Registry};
+use bxcore::{LogRecord, SessionId, TurnEvent};
+use proto::api::TaskRequest;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest the test waits for a turn.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The model fakellama reports (`--model`).
+const MODEL: &str = "/models/fakellama.gguf";
+
+fn script() -> String {
+    format!(
+        "default_reply = \"done, and a few words more to cache\"\n[[rule]]\nwhen_contains = \"{COMPACT_PHRASE}\"\nreply = \"CARRY: earlier tasks\"\n"
+    )
+}
+
+/// A bed whose fakellama keeps slot files in `<state>/kv` (or none, `with_files = false`).
+fn bed(with_files: bool) -> (Bed, PathBuf) {
+    let mut bed = Bed::new(&script());
+    let dir = bed.cfg.state_dir.join("kv");
+    std::fs::create_dir_all(&dir).unwrap();
+    bed.fake = Fake::start(fakellama::Options {
+        script: fakellama::Script::parse(&script()).unwrap(),
+        slot_save_path: with_files.then(|| dir.clone()),
+        ..Default::default()
+    });
+    (bed, dir)
+}
+
+fn info() -> ServerInfo {
+    ServerInfo {
+        n_ctx: ROOMY_N_CTX,
+        total_slots: 3,
+        model: MODEL.into(),
+        model_path: MODEL.into(),
+        build_info: String::new(),
+    }
+}
+
+/// An engine over `bed` on one main slot, with KV files when `kv` is on.
+fn engine(bed: &Bed, kv: bool) -> Engine {
+    let mut cfg: Config = bed.cfg.clone();
+    cfg.kv = Kv {
+        enabled: kv,
+        ..Kv::default()
+    };
+    let files = SlotFiles::open(&cfg.kv, &cfg.state_dir, &info()).unwrap();
+    let router = Router::single(bed.fake.client(), &cfg.slots, info()).with_kv(files);
+    Engine::new(EngineParts {
+        store: crate::session::Store::new(&cfg.state_dir).unwrap(),
+        port: Arc::new(FakeTools::new()),
+        tools: ToolSource::Fake(Registry::m2b()),
+        system: SYSTEM.into(),
+        models: Arc::new(router),
+        blocking: bed.fake.blocking(),
+        meter: Arc::new(Meter::load(&cfg, system_clock()).unwrap()),
+        cfg,
+    })
+}
+
+/// Runs `text` on session `id` to its end.
+fn run(bed: &Bed, engine: &Engine, id: &str, text: &str) {
+    bed.fake.rt.block_on(async {
+        let mut submitted = engine
+            .submit(TaskRequest {
+                session: Some(SessionId::new(id).unwrap()),
+                text: text.into(),
+                task_id: None,
+            })
+            .await
+            .unwrap();
+        loop {
+            let event = tokio::time::timeout(WAIT, submitted.events.recv())
+                .await
+                .expect("the turn ended in time")
+                .expect("the turn's events");
+            if matches!(event, TurnEvent::Ended { .. }) {
+                return;
+            }
+        }
+    });
+}
+
+/// (prompt, cached) tokens of each of session `id`'s model calls, in order.
+fn calls(bed: &Bed, id: &str) -> Vec<(u64, u64)> {
+    // Read, not opened: the engine keeps the session open between its tasks.
+    bed.store
+        .read(&SessionId::new(id).unwrap())
+        .unwrap()
+        .iter()
+        .filter_map(|r| match r {
+            LogRecord::Assistant {
+                usage: Some(usage), ..
+            } => Some((usage.prompt_tokens, usage.cached_tokens)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether every turn after the first reused the whole prompt of the turn before.
+fn every_later_turn_warm(bed: &Bed, id: &str) -> bool {
+    calls(bed, id).windows(2).all(|pair| pair[1].1 >= pair[0].0)
+}
+
+fn alternate(bed: &Bed, engine: &Engine, turns: usize) {
+    for n in 0..turns {
+        run(bed, engine, "a", &format!("task {n} of a"));
+        run(bed, engine, "b", &format!("task {n} of b"));
+    }
+}
+
+fn stop(bed: &Bed, engine: &Engine, save: bool) {
+    bed.fake.rt.block_on(async {
+        engine.shutdown(20_000).await;
+        if save && let Some(kv) = engine.models().kv() {
+            kv.save_all().await;
+        }
+    });
+}
+
+#[test]
+fn sessions_taking_turns_on_one_slot_come_back_to_their_cache() {
+    let (bed, dir) = bed(true);
+    let engine = engine(&bed, true);
+    alternate(&bed, &engine, 3);
+    for id in ["a", "b"] {
+        assert_eq!(calls(&bed, id).len(), 3, "{id}");
+        assert!(
+            every_later_turn_warm(&bed, id),
+            "{id}: {:?}",
+            calls(&bed, id)
+        );
+    }
+    let status = engine.models().kv().unwrap().status();
+    assert_eq!(status.restores, 4, "{status:?}");
+    assert_eq!(
+        status.misses, 0,
+        "a first turn has nothing to miss: {status:?}"
+    );
+    assert_eq!(status.files, 2, "{status:?}");
+    assert!(dir.join("a.bin").is_file() && dir.join("a.json").is_file());
+    stop(&bed, &engine, false);
+
+    // The same without the files: every switch prefills the whole prompt again.
+    let (cold, _) = self::bed(true);
+    let engine = self::engine(&cold, false);
+    alternate(&cold, &engine, 2);
+    assert!(
+        !every_later_turn_warm(&cold, "a"),
+        "{:?}",
+        calls(&cold, "a")
+    );
+    stop(&cold, &engine, false);
+}
+
+#[test]
+fn a_restarted_engine_finds_the_slots_last_sessions_in_their_files() {
+    let (bed, _) = bed(true);
+    let first = engine(&bed, true);
+    alternate(&bed, &first, 1);
+    // b holds the slot; its cache goes to its file at shutdown.
+    stop(&bed, &first, true);
+    let second = engine(&bed, true);
+    alternate(&bed, &second, 2);
+    for id in ["a", "b"] {
+        assert!(
+            every_later_turn_warm(&bed, id),
+            "{id}: {:?}",
+            calls(&bed, id)
+        );
+    }
+    stop(&bed, &second, false);
+}
+
+#[test]
+fn a_file_that_does_not_match_is_deleted_never_restored() {
+    let (bed, dir) = bed(true);
+    let engine = engine(&bed, true);
+    alternate(&bed, &engine, 1);
+    run(&bed, &engine, "a", "again");
+    let note_of = |id: &str| -> Note {
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json"))).unwrap()).unwrap()
+    };
+    // b's file says another model made it: b's next turn must not use it.
+    let mut b = note_of("b");
+    b.model = "/models/another.gguf".into();
+    std::fs::write(dir.join("b.json"), serde_json::to_vec(&b).unwrap()).unwrap();
+    run(&bed, &engine, "b", "once more");
+    assert!(
+        !dir.join("b.bin").exists(),
+        "the other model's file is gone"
+    );
+    // Only the prefix every session shares (system prompt, tools) was still in the slot.
+    let b_calls = calls(&bed, "b");
+    assert!(b_calls[1].1 < b_calls[0].0, "prefilled: {b_calls:?}");
+    // A compaction: a's file of the old epoch is dropped.
+    // b's turn saved a's cache: a has a file of epoch 0 now.
+    assert!(dir.join("a.bin").exists());
+    let compacted = bed
+        .fake
+        .rt
+        .block_on(engine.compact(&SessionId::new("a").unwrap()));
+    assert_eq!(compacted.unwrap().epoch, 1);
+    assert!(!dir.join("a.bin").exists() && !dir.join("a.json").exists());
+    stop(&bed, &engine, false);
+}
+
+#[test]
+fn a_restore_that_fails_or_a_server_without_files_leaves_the_turn_to_prefill() {
+    let (bed, dir) = bed(true);
+    let engine = engine(&bed, true);
+    alternate(&bed, &engine, 1);
+    // a's file is damaged: the server refuses it, the turn runs cold, the file goes.
+    std::fs::write(dir.join("a.bin"), b"not a slot file").unwrap();
+    run(&bed, &engine, "a", "again");
+    let a = calls(&bed, "a");
+    assert_eq!(a.len(), 2);
+    assert_eq!(a[1].1, 0, "prefilled: {a:?}");
+    assert!(!dir.join("a.bin").exists());
+    let status = engine.models().kv().unwrap().status();
+    assert_eq!(status.restore_failures, 1, "{status:?}");
+    stop(&bed, &engine, false);
+
+    // A server started without --slot-save-path: files are off for it, turns go on.
+    let (plain, _) = self::bed(false);
+    let engine = self::engine(&plain, true);
+    alternate(&plain, &engine, 2);
+    assert_eq!(calls(&plain, "a").len(), 2);
+    let status = engine.models().kv().unwrap().status();
+    assert_eq!(status.off, ["default"], "{status:?}");
+    assert_eq!(status.files, 0);
+    stop(&plain, &engine, false);
+}
+
+#[test]
+fn the_directory_is_made_for_loopds_user_alone_and_off_means_no_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let state = tempfile::tempdir().unwrap();
+    let files = SlotFiles::open(&Kv::default(), state.path(), &info())
+        .unwrap()
+        .unwrap();
+    let mode = std::fs::metadata(files.dir()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    let off = Kv {
+        enabled: false,
+        ..Kv::default()
+    };
+    assert!(
+        SlotFiles::open(&off, state.path(), &info())
+            .unwrap()
+            .is_none()
+    );
+}

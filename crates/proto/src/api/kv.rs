@@ -1,0 +1,40 @@
+//! The KV files' part of `GET /v1/status` (`docs/kv.md`): sessions' slot caches kept in
+//! files between their turns.
+
+use serde::{Deserialize, Serialize};
+
+/// How the KV files are and how switches between sessions went since loopd started.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvStatus {
+    /// Where they are (`[kv] dir`, every listed endpoint's `--slot-save-path`).
+    pub dir: String,
+    /// Files kept (one per session).
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// `[kv] max_bytes`.
+    pub max_bytes: u64,
+    /// Slots saved to a file when another session took them.
+    pub saves: u64,
+    /// Saves that failed (the session prefills at its next turn).
+    pub save_failures: u64,
+    /// Turns that found another session on their slot and restored their own file.
+    pub restores: u64,
+    /// Turns that found another session on their slot and no file of theirs that matched.
+    pub misses: u64,
+    /// Restores the server refused or that failed (the turn prefilled).
+    pub restore_failures: u64,
+    /// Endpoints whose server keeps no slot files (no `--slot-save-path`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub off: Vec<String>,
+}
+
+impl KvStatus {
+    /// The share of switches back to a session that found its cache in a file, in percent;
+    /// `None` before the first switch.
+    pub fn hit_percent(&self) -> Option<u64> {
+        let switches = self.restores + self.misses + self.restore_failures;
+        (switches > 0).then(|| self.restores * 100 / switches)
+    }
+}

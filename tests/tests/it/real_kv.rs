@@ -1,0 +1,152 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Sessions keep their KV cache across switches on the real llama-server (issue 22): SmolLM2
+//! (and the default model, Qwen2.5-Coder-0.5B, without the restart) with `--slot-save-path`
+//! set to loopd's `[kv]` directory and one main slot; two sessions
+//! alternate five turns each; after its first turn, every turn of each session reuses the
+//! whole prompt of its turn before (the server's own `timings.cache_n`, in the log's usage),
+//! with and without a restart of loopd in the middle. The server runs with `--cache-ram 0`:
+//! its own prompt cache in memory would otherwise restore some prefixes by itself.
+
+use bxcore::{LogRecord, SessionId};
+use e2e::Stack;
+use e2e::real::{LlamaServer, RealParts, boxctl_within, one_at_a_time};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The longest one `boxctl task` may take before the test calls it a hang.
+const TASK_LIMIT: Duration = Duration::from_secs(120);
+/// The longest loopd may take to stop on SIGTERM.
+const STOP_LIMIT: Duration = Duration::from_secs(30);
+/// Turns per session.
+const TURNS: usize = 5;
+
+/// llama-server on `model` with its slot files in `<dir>/state/kv` (loopd's default `[kv]`
+/// directory there), then loopd on it with short answers.
+fn stack(parts: &RealParts, model: &std::path::Path) -> Stack {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = dir.path().join("state/kv");
+    std::fs::create_dir_all(&kv).unwrap();
+    let kv = kv.to_str().unwrap().to_string();
+    let args = [
+        "-c",
+        "4096",
+        "--parallel",
+        "3",
+        "--temp",
+        "0",
+        "--seed",
+        "7",
+        "-lv",
+        "2",
+        "--slot-save-path",
+        &kv,
+        "--cache-ram",
+        "0",
+    ];
+    let server = LlamaServer::start(&parts.llama_server, &model.to_path_buf(), &args).unwrap();
+    Stack::with_model(
+        dir,
+        server.running,
+        server.url,
+        "[llama]\nmax_answer_tokens = 24\n",
+    )
+    .unwrap()
+}
+
+fn task(stack: &Stack, session: &str, text: &str) {
+    let out = boxctl_within(stack, &["task", "--session", session, text], TASK_LIMIT)
+        .unwrap_or_else(|hang| panic!("{hang}"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// (prompt, cached) tokens of each model call of session `id`, from its log.
+fn calls(stack: &Stack, id: &str) -> Vec<(u64, u64)> {
+    let store = loopd::session::Store::new(&stack.dir.path().join("state")).unwrap();
+    store
+        .read(&SessionId::new(id).unwrap())
+        .unwrap()
+        .iter()
+        .filter_map(|r| match r {
+            LogRecord::Assistant { usage: Some(u), .. } => Some((u.prompt_tokens, u.cached_tokens)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Stops loopd with SIGTERM (it saves every slot's session to its file) and starts it again.
+fn restart_loopd(stack: &mut Stack) {
+    let pid = stack.loopd.as_ref().unwrap().id();
+    let sent = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let deadline = Instant::now() + STOP_LIMIT;
+    while stack.loopd.as_mut().unwrap().exited().is_none() {
+        assert!(Instant::now() < deadline, "loopd did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stack.loopd = None;
+    stack
+        .start_loopd("[llama]\nmax_answer_tokens = 24\n")
+        .unwrap();
+}
+
+fn alternate(stack: &mut Stack, restart_after: Option<usize>) {
+    for n in 0..TURNS {
+        if restart_after == Some(n) {
+            restart_loopd(stack);
+        }
+        task(stack, "alpha", &format!("Name a colour, please ({n})."));
+        task(stack, "beta", &format!("Name an animal, please ({n})."));
+    }
+}
+
+fn assert_every_later_turn_reuses_the_one_before(stack: &Stack, what: &str) {
+    for id in ["alpha", "beta"] {
+        let calls = calls(stack, id);
+        assert_eq!(calls.len(), TURNS, "{what}, {id}: {calls:?}");
+        for (n, pair) in calls.windows(2).enumerate() {
+            let ((before, _), (prompt, cached)) = (pair[0], pair[1]);
+            assert!(
+                cached >= before,
+                "{what}, {id}, turn {}: {cached} of {prompt} tokens cached, the turn before had \
+                 {before}: {calls:?}",
+                n + 2
+            );
+        }
+    }
+}
+
+#[test]
+fn two_sessions_alternating_on_one_slot_evaluate_only_their_new_tokens() {
+    let Some(parts) = RealParts::from_env() else {
+        return;
+    };
+    let _alone = one_at_a_time();
+    let mut stack = stack(&parts, &parts.smollm2);
+    alternate(&mut stack, None);
+    assert_every_later_turn_reuses_the_one_before(&stack, "no restart");
+    let kv = stack.dir.path().join("state/kv");
+    assert!(kv.join("alpha.bin").is_file() && kv.join("alpha.json").is_file());
+
+    let mut restarted = self::stack(&parts, &parts.smollm2);
+    alternate(&mut restarted, Some(3));
+    assert_every_later_turn_reuses_the_one_before(&restarted, "loopd restarted before round 4");
+}
+
+#[test]
+fn the_default_model_comes_back_to_its_cache_too() {
+    let Some(parts) = RealParts::from_env() else {
+        return;
+    };
+    let _alone = one_at_a_time();
+    let mut stack = stack(&parts, &parts.qwen);
+    alternate(&mut stack, None);
+    assert_every_later_turn_reuses_the_one_before(&stack, "Qwen2.5-Coder-0.5B");
+}
