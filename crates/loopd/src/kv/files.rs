@@ -6,7 +6,8 @@
 //!
 //! A save goes to `<name>.bin.tmp` first (llama-server writes in place), then is renamed
 //! over `<name>.bin`, and only then is the note written (atomically): a crash mid-save leaves
-//! the old pair or a stray temporary file, which the next start removes.
+//! the old pair or a stray temporary file, which the next start removes (`clean`); while
+//! loopd runs, only whole pairs are ever removed (`list`), so no save in flight is cut.
 
 use bxcore::SessionId;
 use serde::{Deserialize, Serialize};
@@ -107,13 +108,31 @@ impl Pair {
     }
 }
 
-/// Every note in `dir`, with its pair; a `.bin` without a note, a note whose file is gone,
-/// and every temporary file are removed on the way (what a crash or a failed save left).
-pub fn scan(dir: &Path) -> Vec<(Pair, Note)> {
+/// Every whole pair in `dir` (a readable note and its `.bin`), with its note. Read only: a
+/// save in flight (its `.bin.tmp`, or its `.bin` before the note) is left alone, so this may
+/// run while another slot saves (a status, the prune after a save).
+pub fn list(dir: &Path) -> Vec<(Pair, Note)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut found = Vec::new();
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let file = entry.file_name();
+            let name = file.to_str()?.strip_suffix(NOTE_SUFFIX)?;
+            let pair = Pair::new(dir, name);
+            let note = pair.read_note()?;
+            pair.kv.is_file().then_some((pair, note))
+        })
+        .collect()
+}
+
+/// Removes what a crash left in `dir`: temporary files, a `.bin` without its note, a note
+/// without its `.bin`. Only at start, before any save can be in flight.
+pub fn clean(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let file = entry.file_name();
         let Some(file) = file.to_str() else { continue };
@@ -121,21 +140,17 @@ pub fn scan(dir: &Path) -> Vec<(Pair, Note)> {
             let _ = std::fs::remove_file(entry.path());
             continue;
         }
-        let (name, is_note) = if let Some(name) = file.strip_suffix(NOTE_SUFFIX) {
-            (name, true)
-        } else if let Some(name) = file.strip_suffix(KV_SUFFIX) {
-            (name, false)
-        } else {
+        let Some(name) = file
+            .strip_suffix(NOTE_SUFFIX)
+            .or_else(|| file.strip_suffix(KV_SUFFIX))
+        else {
             continue;
         };
         let pair = Pair::new(dir, name);
-        match (is_note, pair.read_note()) {
-            (true, Some(note)) if pair.kv.is_file() => found.push((pair, note)),
-            (false, Some(_)) => {}
-            _ => pair.remove(),
+        if pair.read_note().is_none() || !pair.kv.is_file() {
+            pair.remove();
         }
     }
-    found
 }
 
 /// The names to remove so that what is left holds at most `max_bytes` and `max_files`: the
@@ -189,7 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn a_scan_keeps_whole_pairs_and_removes_what_a_crash_left() {
+    fn a_listing_leaves_a_save_in_flight_and_cleaning_removes_what_a_crash_left() {
         let dir = tempfile::tempdir().unwrap();
         let kept = put(dir.path(), &note("a", 10, 1));
         let orphan = Pair::new(dir.path(), "b");
@@ -198,13 +213,19 @@ mod tests {
         noteless.write_note(&note("c", 1, 1)).unwrap();
         let temp = Pair::new(dir.path(), "d");
         std::fs::write(&temp.temp, b"x").unwrap();
-        let found = scan(dir.path());
+        let found = list(dir.path());
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].1.session.as_str(), "a");
+        assert!(
+            orphan.kv.exists() && temp.temp.exists() && noteless.note.exists(),
+            "a listing removes nothing: another slot's save may be in flight"
+        );
+        clean(dir.path());
         assert!(kept.kv.exists() && kept.note.exists());
         assert!(!orphan.kv.exists(), "a file without its note");
         assert!(!noteless.note.exists(), "a note without its file");
         assert!(!temp.temp.exists(), "a save that never finished");
+        assert_eq!(list(dir.path()).len(), 1);
     }
 
     #[test]
@@ -219,11 +240,11 @@ mod tests {
                 .map(|p| p.kv.file_name().unwrap().to_string_lossy().into_owned())
                 .collect()
         };
-        assert_eq!(names(over_limits(scan(dir.path()), 80, 10)), ["old.bin"]);
+        assert_eq!(names(over_limits(list(dir.path()), 80, 10)), ["old.bin"]);
         assert_eq!(
-            names(over_limits(scan(dir.path()), 1000, 1)),
+            names(over_limits(list(dir.path()), 1000, 1)),
             ["old.bin", "mid.bin"]
         );
-        assert!(over_limits(scan(dir.path()), 120, 3).is_empty());
+        assert!(over_limits(list(dir.path()), 120, 3).is_empty());
     }
 }

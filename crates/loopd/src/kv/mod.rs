@@ -111,6 +111,7 @@ impl SlotFiles {
             off: Mutex::default(),
             counts: Counts::default(),
         };
+        files::clean(&files.dir);
         files.prune();
         Ok(Some(files))
     }
@@ -320,9 +321,9 @@ impl SlotFiles {
         None
     }
 
-    /// Removes what a crash left and the least recently used files past the limits.
+    /// Removes the least recently used files past the limits.
     fn prune(&self) {
-        let all = files::scan(&self.dir);
+        let all = files::list(&self.dir);
         for pair in files::over_limits(all, self.max_bytes, self.max_files) {
             tracing::debug!(file = %pair.kv.display(), "a KV file removed to stay within [kv] max_bytes and max_files");
             pair.remove();
@@ -331,7 +332,7 @@ impl SlotFiles {
 
     /// What `boxctl status` shows: files, bytes, and how switches went.
     pub fn status(&self) -> KvStatus {
-        let all = files::scan(&self.dir);
+        let all = files::list(&self.dir);
         let c = &self.counts;
         KvStatus {
             dir: self.dir.display().to_string(),
