@@ -270,3 +270,23 @@ fn the_directory_is_made_for_loopds_user_alone_and_off_means_no_files() {
             .is_none()
     );
 }
+
+#[test]
+fn a_save_that_fails_loses_nothing_but_the_warm_start() {
+    let (bed, dir) = bed(true);
+    let engine = engine(&bed, true);
+    run(&bed, &engine, "a", "first task of a");
+    // The directory is gone (as good as a full disk for the server's write): b's turn cannot
+    // save a's cache, and goes on all the same.
+    std::fs::remove_dir_all(&dir).unwrap();
+    run(&bed, &engine, "b", "first task of b");
+    let status = engine.models().kv().unwrap().status();
+    assert_eq!(status.save_failures, 1, "{status:?}");
+    assert_eq!(status.files, 0);
+    std::fs::create_dir(&dir).unwrap();
+    run(&bed, &engine, "a", "second task of a");
+    let a = calls(&bed, "a");
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert!(a[1].1 < a[0].0, "a prefilled, as without files: {a:?}");
+    stop(&bed, &engine, false);
+}
