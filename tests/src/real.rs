@@ -13,6 +13,25 @@ pub const REQUIRE_ENV: &str = "BOXMAKER_REQUIRE_REAL_MODEL";
 /// How long a model may take to load, in milliseconds.
 pub const LOAD_TIMEOUT_MS: u64 = 180_000;
 
+/// llama-server for the tests and the bench of the KV files (issue 22): loopd's three default
+/// slots (main 0, background 1, subagent 2), deterministic sampling, warnings only, and no
+/// prompt cache in memory (`--cache-ram 0`), which would otherwise restore some prefixes by
+/// itself; `--slot-save-path DIR` (loopd's `[kv]` directory) comes after these.
+pub const KV_SERVER_ARGS: [&str; 12] = [
+    "-c",
+    "4096",
+    "--parallel",
+    "3",
+    "--temp",
+    "0",
+    "--seed",
+    "7",
+    "-lv",
+    "2",
+    "--cache-ram",
+    "0",
+];
+
 /// The real parts: the llama-server binary and the two models.
 #[derive(Debug, Clone)]
 pub struct RealParts {

@@ -28,7 +28,7 @@
 )]
 
 use bxcore::{ModelTimings, TurnEnd, TurnEvent, Usage};
-use e2e::real::{LlamaServer, RealParts, output_within};
+use e2e::real::{KV_SERVER_ARGS, LlamaServer, RealParts, output_within};
 use e2e::{Stack, bin_dir};
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -53,22 +53,6 @@ const SLOT_LIMIT: Duration = Duration::from_secs(120);
 const PROBES: usize = 3;
 /// The file each probe saves to (in the server's `--slot-save-path`; not a name loopd reads).
 const PROBE_FILE: &str = "probe.copy";
-/// llama-server: loopd's three default slots (main 0, background 1, subagent 2), deterministic
-/// sampling, warnings only; the slot files in loopd's `[kv]` directory come after these.
-const SERVER_ARGS: [&str; 12] = [
-    "-c",
-    "4096",
-    "--parallel",
-    "3",
-    "--temp",
-    "0",
-    "--seed",
-    "7",
-    "-lv",
-    "2",
-    "--cache-ram",
-    "0",
-];
 
 /// The two sessions and their tasks, one per turn: each asks for a short list, so every answer
 /// runs to tens of tokens and the prompts grow turn by turn.
@@ -146,7 +130,7 @@ fn main() {
     println!(
         "SmolLM2-135M, llama-server {} --slot-save-path <loopd's kv dir>; loopd \
          max_answer_tokens {MAX_ANSWER_TOKENS}; sessions {} and {} alternate, {TURNS} turns each",
-        SERVER_ARGS.join(" "),
+        KV_SERVER_ARGS.join(" "),
         SESSIONS[0].0,
         SESSIONS[1].0
     );
@@ -164,7 +148,7 @@ fn scenario(parts: &RealParts, kv: bool) -> (Vec<Turn>, Probes) {
     let dir = tempfile::tempdir().unwrap();
     let kv_dir = dir.path().join("state/kv");
     std::fs::create_dir_all(&kv_dir).unwrap();
-    let mut args: Vec<&str> = SERVER_ARGS.to_vec();
+    let mut args: Vec<&str> = KV_SERVER_ARGS.to_vec();
     let kv_arg = kv_dir.to_str().unwrap().to_string();
     args.extend(["--slot-save-path", &kv_arg]);
     let log = dir.path().join("llama-server.log");

@@ -9,7 +9,7 @@
 
 use bxcore::{LogRecord, SessionId};
 use e2e::Stack;
-use e2e::real::{LlamaServer, RealParts, boxctl_within, one_at_a_time};
+use e2e::real::{KV_SERVER_ARGS, LlamaServer, RealParts, boxctl_within, one_at_a_time};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -27,22 +27,8 @@ fn stack(parts: &RealParts, model: &std::path::Path) -> Stack {
     let kv = dir.path().join("state/kv");
     std::fs::create_dir_all(&kv).unwrap();
     let kv = kv.to_str().unwrap().to_string();
-    let args = [
-        "-c",
-        "4096",
-        "--parallel",
-        "3",
-        "--temp",
-        "0",
-        "--seed",
-        "7",
-        "-lv",
-        "2",
-        "--slot-save-path",
-        &kv,
-        "--cache-ram",
-        "0",
-    ];
+    let mut args = KV_SERVER_ARGS.to_vec();
+    args.extend(["--slot-save-path", &kv]);
     let server = LlamaServer::start(&parts.llama_server, &model.to_path_buf(), &args).unwrap();
     Stack::with_model(
         dir,
