@@ -179,7 +179,8 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         endpoint: Arc::clone(&lease.target.endpoint),
         slot: lease.target.slot,
     };
-    let occupant = Occupant::of(&session);
+    // Only with `[kv]` on: the baseline's digest is not worked out for nothing.
+    let occupant = parts.models.kv().map(|_| Occupant::of(&session));
     // The permit rides with the turn's owner: given back while a call waits for the owner's
     // approval (another session may use the slot meanwhile: the cache is brought back when
     // the turn takes it again), and on return.
@@ -229,8 +230,13 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
 /// Before a turn at `place`: the slot's last session saved to its KV file when it was
 /// another, and this session's file restored when it has one that matches (`kv`). What
 /// fails is logged there; the turn then prefills as it always could.
-fn warm_up(parts: &EngineParts, place: &crate::kv::Place, lease: &Lease, occupant: Occupant) {
-    let Some(kv) = parts.models.kv() else {
+fn warm_up(
+    parts: &EngineParts,
+    place: &crate::kv::Place,
+    lease: &Lease,
+    occupant: Option<Occupant>,
+) {
+    let (Some(kv), Some(occupant)) = (parts.models.kv(), occupant) else {
         return;
     };
     let session = occupant.session.clone();

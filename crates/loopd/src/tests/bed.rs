@@ -226,3 +226,29 @@ impl Bed {
         })
     }
 }
+
+/// How long [`run_task`] waits for a turn to end.
+pub const TASK_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Submits `text` on session `id` of `engine` and waits (at most [`TASK_WAIT`]) for its turn
+/// to end.
+pub async fn run_task(engine: &crate::engine::Engine, id: &SessionId, text: &str) {
+    use crate::api::Backend;
+    let mut submitted = engine
+        .submit(proto::api::TaskRequest {
+            session: Some(id.clone()),
+            text: text.into(),
+            task_id: None,
+        })
+        .await
+        .unwrap();
+    loop {
+        let event = tokio::time::timeout(TASK_WAIT, submitted.events.recv())
+            .await
+            .expect("the turn ended in time")
+            .expect("the turn's events");
+        if matches!(event, bxcore::TurnEvent::Ended { .. }) {
+            return;
+        }
+    }
+}

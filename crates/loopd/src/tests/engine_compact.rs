@@ -4,10 +4,9 @@
 //! all, is a clear error.
 
 use crate::api::{ApiFailure, Backend};
-use crate::engine::Engine;
 use crate::meter::{Meter, system_clock};
-use crate::tests::bed::{Bed, COMPACT_PHRASE, kinds};
-use bxcore::{LogRecord, SessionId, TurnEvent};
+use crate::tests::bed::{Bed, COMPACT_PHRASE, kinds, run_task};
+use bxcore::{LogRecord, SessionId};
 use proto::api::TaskRequest;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,27 +27,6 @@ delay_ms = 300
 reply = "slowly done"
 "#
     )
-}
-
-/// Submits `text` on session `id` and waits for its turn to end.
-async fn run_task(engine: &Engine, id: &SessionId, text: &str) {
-    let mut submitted = engine
-        .submit(TaskRequest {
-            session: Some(id.clone()),
-            text: text.into(),
-            task_id: None,
-        })
-        .await
-        .unwrap();
-    loop {
-        let event = tokio::time::timeout(WAIT, submitted.events.recv())
-            .await
-            .expect("the turn ended in time")
-            .expect("the turn's events");
-        if matches!(event, TurnEvent::Ended { .. }) {
-            return;
-        }
-    }
 }
 
 #[test]

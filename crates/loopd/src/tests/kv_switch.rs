@@ -13,16 +13,11 @@ use crate::llama::ServerInfo;
 use crate::llama::tests::support::Fake;
 use crate::meter::{Meter, system_clock};
 use crate::route::Router;
-use crate::tests::bed::{Bed, COMPACT_PHRASE, ROOMY_N_CTX, SYSTEM};
+use crate::tests::bed::{Bed, COMPACT_PHRASE, ROOMY_N_CTX, SYSTEM, run_task};
 use crate::tools::{FakeTools, Registry};
-use bxcore::{LogRecord, SessionId, TurnEvent};
-use proto::api::TaskRequest;
+use bxcore::{LogRecord, SessionId};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// The longest the test waits for a turn.
-const WAIT: Duration = Duration::from_secs(20);
 
 /// The model fakellama reports (`--model`).
 const MODEL: &str = "/models/fakellama.gguf";
@@ -79,25 +74,9 @@ fn engine(bed: &Bed, kv: bool) -> Engine {
 
 /// Runs `text` on session `id` to its end.
 fn run(bed: &Bed, engine: &Engine, id: &str, text: &str) {
-    bed.fake.rt.block_on(async {
-        let mut submitted = engine
-            .submit(TaskRequest {
-                session: Some(SessionId::new(id).unwrap()),
-                text: text.into(),
-                task_id: None,
-            })
-            .await
-            .unwrap();
-        loop {
-            let event = tokio::time::timeout(WAIT, submitted.events.recv())
-                .await
-                .expect("the turn ended in time")
-                .expect("the turn's events");
-            if matches!(event, TurnEvent::Ended { .. }) {
-                return;
-            }
-        }
-    });
+    bed.fake
+        .rt
+        .block_on(run_task(engine, &SessionId::new(id).unwrap(), text));
 }
 
 /// (prompt, cached) tokens of each of session `id`'s model calls, in order.
