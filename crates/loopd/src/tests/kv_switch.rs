@@ -53,7 +53,13 @@ fn info() -> ServerInfo {
 
 /// An engine over `bed` on one main slot, with KV files when `kv` is on.
 fn engine(bed: &Bed, kv: bool) -> Engine {
+    engine_with(bed, kv, |_| {})
+}
+
+/// [`engine`] with its config changed by `tweak`.
+fn engine_with(bed: &Bed, kv: bool, tweak: impl FnOnce(&mut Config)) -> Engine {
     let mut cfg: Config = bed.cfg.clone();
+    tweak(&mut cfg);
     cfg.kv = Kv {
         enabled: kv,
         ..Kv::default()
@@ -268,4 +274,32 @@ fn a_save_that_fails_loses_nothing_but_the_warm_start() {
     assert_eq!(a.len(), 2, "{a:?}");
     assert!(a[1].1 < a[0].0, "a prefilled, as without files: {a:?}");
     stop(&bed, &engine, false);
+}
+
+#[test]
+fn a_compaction_after_a_turn_drops_the_sessions_file() {
+    let (bed, dir) = bed(true);
+    let first = engine(&bed, true);
+    alternate(&bed, &first, 1);
+    // b's turn saved a's cache of epoch 0.
+    assert!(dir.join("a.bin").is_file());
+    stop(&bed, &first, false);
+    // Compaction due after every turn: a's next turn compacts in its background work.
+    let second = engine_with(&bed, true, |cfg| cfg.compact.threshold = f64::MIN_POSITIVE);
+    run(&bed, &second, "a", "a task that fills the slot");
+    // The next task of a starts only once that background work is done.
+    run(&bed, &second, "a", "and another");
+    stop(&bed, &second, false);
+    let epoch = bed
+        .store
+        .read(&SessionId::new("a").unwrap())
+        .unwrap()
+        .iter()
+        .filter(|r| matches!(r, LogRecord::EpochStart { .. }))
+        .count();
+    assert!(epoch >= 1, "compacted after the first turn");
+    assert!(
+        !dir.join("a.bin").exists() && !dir.join("a.json").exists(),
+        "the old epoch's file is gone"
+    );
 }
