@@ -15,6 +15,7 @@ pub(crate) mod common;
 mod internal_address;
 mod reserved_sessions;
 mod secrets_out;
+mod shipped_config;
 mod subagent_inheritance;
 mod tool_descriptions;
 mod tool_failures;
