@@ -9,10 +9,12 @@ mod deny;
 mod error;
 mod event;
 mod ids;
+pub mod json;
 mod labels;
 mod record;
 pub mod sanitize;
 mod time;
+pub mod visible;
 
 pub use approval::{APPROVAL_ID_MAX_BYTES, ApprovalDecision, ApprovalId};
 pub use deny::{DenyReason, denial_message};
