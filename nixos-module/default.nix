@@ -20,12 +20,17 @@ let
   loopdSocket = "${runDir}/loopd.sock";
   brokerdSocket = "${runDir}/brokerd.sock";
   boxdSocket = "${runDir}/boxd.sock";
-  llamaUrl = "http://127.0.0.1:${toString cfg.llama.port}";
+  # llama-server's Unix socket, or its TCP address with llama.host (llama-server.nix).
+  llamaUrl = cfg.llama.url;
+  serve = cfg.llama.serve;
 
   # Open files each process may need beyond the daemons' connection caps: llama-server's model
   # and HTTP connections, loopd's session logs and its connections to llama-server and brokerd,
   # MCP servers' pipes, boxd's children (docs/operations.md, "Open files").
   fileHeadroom = 4096;
+
+  # The longest llama-server may take to load its model, in milliseconds.
+  llamaStartMs = 300000;
 
   # stateDir relative to /var/lib, for StateDirectory: systemd creates it owned by the unit's
   # user, and it is the one place ProtectSystem=strict leaves writable. So stateDir must be a
@@ -99,10 +104,9 @@ let
     children = [
       {
         name = "llama-server";
-        command = "${cfg.llama.package}/bin/llama-server";
-        args = [
-          "--host" "127.0.0.1"
-          "--port" (toString cfg.llama.port)
+        inherit (serve) command;
+        # Where it listens (and its key, and --no-webui), from llama-server.nix.
+        args = serve.args ++ [
           "-m" (toString cfg.model)
           "-c" (toString cfg.contextSize)
           "--parallel" (toString cfg.slots)
@@ -116,8 +120,8 @@ let
           "--rpc" (lib.concatStringsSep "," cfg.llama.rpcServers)
         ]
         ++ cfg.llama.extraFlags;
-        ready.http = "${llamaUrl}/health";
-        start_timeout_ms = 300000;
+        inherit (serve) ready;
+        start_timeout_ms = llamaStartMs;
         stop_grace_ms = 10000;
       }
       {
@@ -147,7 +151,9 @@ let
         config_file = "${loopdFile}";
         config_sha256 = "@LOOPD_SHA256@";
         ready.socket = loopdSocket;
-        start_timeout_ms = 30000;
+        # On the socket llama-server is ready before its model loads; loopd waits for /health
+        # (llama.health_wait_ms) before it opens its socket, so it gets the load's time too.
+        start_timeout_ms = llamaStartMs + 30000;
         stop_grace_ms = 30000;
       }
     ];
@@ -173,8 +179,9 @@ in
   # rendered into loopd.settings.metrics; services.boxmaker.web, rendered into
   # loopd.settings.web (docs/web.md); services.boxmaker.brokerd.secrets, rendered into
   # brokerd.settings.secrets and the unit's LoadCredential=, and the unit's ExecReload;
-  # services.boxmaker.rpcWorker, a llama.cpp RPC worker's own unit (docs/scale-out.md).
-  imports = [ ./schedules.nix ./metrics.nix ./web.nix ./secrets.nix ./rpc-worker.nix ];
+  # services.boxmaker.rpcWorker, a llama.cpp RPC worker's own unit (docs/scale-out.md);
+  # services.boxmaker.llama.host and apiKeyFile: where llama-server listens, and its key.
+  imports = [ ./schedules.nix ./metrics.nix ./web.nix ./secrets.nix ./rpc-worker.nix ./llama-server.nix ];
 
   options.services.boxmaker = {
     enable = mkEnableOption "boxmaker, a private AI-agent appliance";
@@ -206,11 +213,6 @@ in
         type = types.package;
         default = pkgs.llama-cpp;
         description = "The llama.cpp package providing bin/llama-server.";
-      };
-      port = mkOption {
-        type = types.port;
-        default = 8080;
-        description = "llama-server's port on 127.0.0.1.";
       };
       chatTemplateFile = mkOption {
         type = types.nullOr types.path;
@@ -477,9 +479,11 @@ in
         # loopd/kv: llama-server's --slot-save-path, which must exist when it starts.
         StateDirectory = "${stateDirName} ${stateDirName}/loopd ${stateDirName}/loopd/kv ${stateDirName}/brokerd";
         StateDirectoryMode = "0750";
-        # As the unit's user, after systemd made the StateDirectory, before boxd starts.
-        ExecStartPre = "${pkgs.coreutils}/bin/chmod 0700 ${kvDir}";
-        RuntimeDirectory = "boxmaker";
+        # As the unit's user, after systemd made the directories, before boxd starts: the KV
+        # files and llama-server's socket are the boxmaker user's alone (llama-server.nix).
+        ExecStartPre = "${pkgs.coreutils}/bin/chmod 0700 ${lib.optionalString (serve.socketDir != null) "${serve.socketDir} "}${kvDir}";
+        # The daemons' sockets, for the boxmaker group; llama/: llama-server's, on the socket.
+        RuntimeDirectory = "boxmaker" + lib.optionalString (serve.socketDir != null) " boxmaker/llama";
         RuntimeDirectoryMode = "0750";
         WorkingDirectory = cfg.stateDir;
         # Above the connection caps, so a flood of clients is cut by the daemons' own limits,

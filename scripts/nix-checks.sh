@@ -106,6 +106,14 @@ rpc-worker-exposed|warn|services.boxmaker.rpcWorker.host = "0.0.0.0" is not a lo
 rpc-worker-firewall-on-loopback|warn|services.boxmaker.rpcWorker.openFirewall opens port 50052, but the worker listens on 127.0.0.1 (loopback)
 rpc-worker-without-rpc-build|warn|services.boxmaker.rpcWorker.package is built without llama.cpp's RPC backend (its cmakeFlags lack -DGGML_RPC=ON), so it has no llama-rpc-server
 rpc-worker-port-out-of-range|fail|services.boxmaker.rpcWorker.port' is not of type `16 bit unsigned integer
+llama-tcp-without-key|fail|services.boxmaker.llama.host = "127.0.0.1" serves llama-server over TCP, which every local user reaches, without services.boxmaker.llama.apiKeyFile
+llama-key-nix-path|fail|services.boxmaker.llama.apiKeyFile is a Nix path (/
+llama-key-in-store|fail|services.boxmaker.llama.apiKeyFile is in the Nix store (/nix/store/0000000000000000000000000000000b-llama-key), which every user of the machine can read
+llama-key-relative|fail|services.boxmaker.llama.apiKeyFile must be an absolute path, got "keys/llama".
+llama-host-two|fail|services.boxmaker.llama.host must be one IP address or host name, got "127.0.0.1,10.0.0.5"
+llama-host-socket|fail|services.boxmaker.llama.host must be one IP address or host name, got "/tmp/llama.sock"
+llama-tcp-in-the-clear|fail|services.boxmaker.llama.host = "10.0.0.5" is not a loopback address, and llama-server's HTTP is not encrypted: the API key and every prompt
+llama-tcp-wildcard-in-the-clear|fail|services.boxmaker.llama.host = "0.0.0.0" is not a loopback address, and llama-server's HTTP is not encrypted
 kv-dir-elsewhere|fail|services.boxmaker.loopd.settings.kv.dir must be left unset or be "/var/lib/boxmaker/loopd/kv", got "/srv/kv"
 CASES
 

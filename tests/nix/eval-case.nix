@@ -19,7 +19,8 @@ let
   cases = {
     # Option types (the stand-in lib let all three through).
     relative-model = { user = base // { model = "models/test.gguf"; }; };
-    port-out-of-range = { user = base // { llama.port = 70000; }; };
+    # (llama.port is llama-server's only with llama.host: on the socket it is never read.)
+    port-out-of-range = { user = base // { llama = { port = 70000; host = "127.0.0.1"; apiKeyFile = "/run/agenix/llama-key"; }; }; };
     null-in-settings = { user = base // { loopd.settings.loop.max_steps = null; }; };
     # Without the flake's overlay nothing sets the package: an assertion says how to.
     no-overlay = { user = base; withBoxmaker = false; };
@@ -62,6 +63,16 @@ let
     rpc-worker-firewall-on-loopback = { user = base // { rpcWorker = { enable = true; openFirewall = true; }; }; };
     rpc-worker-without-rpc-build = { user = base // { rpcWorker = { enable = true; package = llamaCpp false; }; }; };
     rpc-worker-port-out-of-range = { user = base // { rpcWorker = { enable = true; port = 70000; }; }; };
+    # llama-server on TCP: only with an API key, from a file outside the store, and only on
+    # loopback, its HTTP being plain (docs/security.md, "llama-server's slot API").
+    llama-tcp-without-key = { user = base // { llama.host = "127.0.0.1"; }; };
+    llama-key-nix-path = { user = base // { llama.apiKeyFile = ./no-such-key; }; };
+    llama-key-in-store = { user = base // { llama.apiKeyFile = "${builtins.storeDir}/0000000000000000000000000000000b-llama-key"; }; };
+    llama-key-relative = { user = base // { llama.apiKeyFile = "keys/llama"; }; };
+    llama-host-two = { user = base // { llama = { host = "127.0.0.1,10.0.0.5"; apiKeyFile = "/run/agenix/llama-key"; }; }; };
+    llama-host-socket = { user = base // { llama = { host = "/tmp/llama.sock"; apiKeyFile = "/run/agenix/llama-key"; }; }; };
+    llama-tcp-in-the-clear = { user = base // { llama = { host = "10.0.0.5"; apiKeyFile = "/run/agenix/llama-key"; }; }; };
+    llama-tcp-wildcard-in-the-clear = { user = base // { llama = { host = "0.0.0.0"; apiKeyFile = "/run/agenix/llama-key"; }; }; };
     # [kv] dir is llama-server's --slot-save-path: the module makes that one directory.
     kv-dir-elsewhere = { user = base // { loopd.settings.kv.dir = "/srv/kv"; }; };
   };

@@ -126,6 +126,24 @@ let
   configFileNoUrl = (evalBox { user = user // { loopd.configFile = "/etc/loopd.toml"; loopd.passLlamaUrl = false; schedules = [ ]; metrics.enable = false; web.enable = false; }; }).config;
   loopdArgs = c: builtins.head (builtins.match ".*\\[\\[children]]\nargs = (\\[[^]]*]).*name = \"loopd\".*" (renderedBoxd c));
 
+  # llama-server's HTTP API (docs/security.md, "llama-server's slot API"): on a Unix socket in a
+  # directory of the boxmaker user's alone by default; on TCP only with an API key, which
+  # systemd hands the unit as a credential (llama.host, llama.apiKeyFile).
+  llamaSocket = "/run/boxmaker/llama/llama.sock";
+  llamaKey = "/run/credentials/boxmaker.service/llama-api-key";
+  # The [[children]] table of child `name` (of llama-server) in the rendered boxd.toml.
+  childOf = name: c: builtins.head (builtins.filter (t: lib.hasInfix "\nname = \"${name}\"\n" t)
+    (lib.splitString "\n[[children]]\n" (renderedBoxd c)));
+  llamaChild = childOf "llama-server";
+  llamaArgs = c: builtins.head (builtins.match "args = (\\[[^\n]*])\n.*" (llamaChild c));
+  llamaCommand = c: builtins.head (builtins.match ".*\ncommand = \"([^\"]*)\"\n.*" (llamaChild c));
+  startTimeout = name: c: lib.toInt (builtins.head (builtins.match ".*\nstart_timeout_ms = ([0-9]+)\n.*" (childOf name c)));
+  llamaCredentials = u: builtins.filter (lib.hasPrefix "llama-api-key:") (u.LoadCredential or [ ]);
+  tcpKeyed = (evalBox { user = user // { llama = { host = "127.0.0.1"; port = 8081; apiKeyFile = "/run/agenix/llama-key"; }; }; }).config;
+  tcpSc = tcpKeyed.systemd.services.boxmaker.serviceConfig;
+  socketKeyed = (evalBox { user = user // { llama.apiKeyFile = "/run/agenix/llama-key"; }; }).config;
+  ipv6 = (evalBox { user = user // { llama = { host = "::1"; apiKeyFile = "/run/agenix/llama-key"; }; }; }).config;
+
   checks = [
     (has "Type" "notify")
     (has "KillMode" "mixed")
@@ -136,7 +154,7 @@ let
     (has "ProtectHome" true)
     (has "MemoryDenyWriteExecute" true)
     (has "RestrictAddressFamilies" [ "AF_INET" "AF_INET6" "AF_UNIX" ])
-    (has "RuntimeDirectory" "boxmaker")
+    (has "RuntimeDirectory" "boxmaker boxmaker/llama")
     (check "SystemCallFilter has @system-service" (builtins.elem "@system-service" sc.SystemCallFilter))
     (has "StateDirectory" "boxmaker boxmaker/loopd boxmaker/loopd/kv boxmaker/brokerd")
     (has "WorkingDirectory" "/var/lib/boxmaker")
@@ -152,7 +170,7 @@ let
     (check "loopd broker socket" (cfg.loopd.settings.broker.socket == "/run/boxmaker/brokerd.sock"))
     (check "loopd file tools are core" (cfg.loopd.settings.broker.core_tools == [ "read_file" "list_dir" ]))
     (check "loopd freeform keys kept" (cfg.loopd.settings.loop.max_steps == 16 && cfg.loopd.settings.llama.retry_max_attempts == 3))
-    (check "loopd llama url default" (cfg.loopd.settings.llama.url == "http://127.0.0.1:8080"))
+    (check "loopd llama url default: this machine's llama-server on its socket" (cfg.loopd.settings.llama.url == "unix:${llamaSocket}"))
     (check "brokerd socket" (cfg.brokerd.settings.socket == "/run/boxmaker/brokerd.sock"))
     (check "connection caps rendered" (cfg.loopd.settings.api.max_connections == 256 && cfg.brokerd.settings.limits.max_connections == 128))
     (has "LimitNOFILE" (256 + 128 + 4096))
@@ -252,11 +270,11 @@ let
         && lib.hasInfix "\"--state-dir\", \"/var/lib/boxmaker/loopd\"" (loopdArgs config)
         && !(cfg.loopd.settings ? kv)))
     (check "the slot files' directory is the boxmaker user's alone before boxd starts"
-      (sc.ExecStartPre == "/nix/store/00000000000000000000000000000000-coreutils/bin/chmod 0700 /var/lib/boxmaker/loopd/kv"
+      (sc.ExecStartPre == "/nix/store/00000000000000000000000000000000-coreutils/bin/chmod 0700 /run/boxmaker/llama /var/lib/boxmaker/loopd/kv"
         && sc.User == "boxmaker"))
     (check "another stateDir moves the slot files with loopd's state"
       (lib.hasInfix "\"--slot-save-path\", \"/var/lib/box/main/loopd/kv\"" (renderedBoxd otherState)
-        && lib.hasSuffix " 0700 /var/lib/box/main/loopd/kv" otherState.systemd.services.boxmaker.serviceConfig.ExecStartPre))
+        && lib.hasSuffix "/bin/chmod 0700 /run/boxmaker/llama /var/lib/box/main/loopd/kv" otherState.systemd.services.boxmaker.serviceConfig.ExecStartPre))
     (check "no rpcWorker: no worker unit, no open port"
       (!(config.systemd.services ? boxmaker-rpc-worker) && config.networking.firewall.allowedTCPPorts == [ ]))
     (check "rpcWorker: rpc-server on loopback at its port, with its threads"
@@ -278,17 +296,65 @@ let
     (check "rpcWorker alone: the worker's unit without the appliance's"
       (workerOnly.systemd.services ? boxmaker-rpc-worker && !(workerOnly.systemd.services ? boxmaker)))
     (check "loopd gets --llama while there are no endpoints"
-      (lib.hasInfix "\"--llama\", \"http://127.0.0.1:8080\"" (loopdArgs config)))
+      (lib.hasInfix "\"--llama\", \"unix:${llamaSocket}\"" (loopdArgs config)))
     (check "[[llama.endpoints]]: no --llama and no [llama] url for loopd, the endpoints rendered"
       (let text = renderedLoopd withEndpoints; in
         !(lib.hasInfix "--llama" (loopdArgs withEndpoints))
         && !withEndpoints.services.boxmaker.loopd.passLlamaUrl
-        && builtins.match "(.*\n)?url = \"http://127.0.0.1:8080\"\n.*" text == null
+        && builtins.match "(.*\n)?url = \"unix:${llamaSocket}\"\n.*" text == null
         && lib.hasInfix "\n[[llama.endpoints]]\napi_key_file = \"/run/agenix/llama-key\"\n" text
         && lib.hasInfix "url = \"https://gpu.lan:8443\"\n" text
         && lib.hasInfix "slots = { main = [0, 1] }" text))
     (check "loopd.configFile with passLlamaUrl = false: no --llama"
       (!(lib.hasInfix "--llama" (loopdArgs configFileNoUrl))))
+    (check "llama-server listens on a Unix socket, not on TCP, with its web UI off and no key"
+      (let args = llamaArgs config; in
+        lib.hasPrefix "[\"--host\", \"${llamaSocket}\", \"--no-webui\", \"-m\"" args
+        && !(lib.hasInfix "\"--port\"" args) && !(lib.hasInfix "127.0.0.1" args)
+        && !(lib.hasInfix "--api-key" args)
+        && lib.hasInfix "\nready = { socket = \"${llamaSocket}\" }\n" (llamaChild config)
+        && llamaCredentials sc == [ ]))
+    (check "the socket's directory is a RuntimeDirectory of the boxmaker user's alone (0700) before boxd starts"
+      (sc.RuntimeDirectory == "boxmaker boxmaker/llama" && sc.RuntimeDirectoryMode == "0750"
+        && lib.hasInfix "/bin/chmod 0700 /run/boxmaker/llama " sc.ExecStartPre
+        && sc.User == "boxmaker" && sc.Group == "boxmaker"))
+    (check "a socket an earlier llama-server left is removed before it starts (it never replaces one)"
+      (let script = builtins.readFile (llamaCommand config); in
+        lib.hasInfix "\nrm -f -- ${llamaSocket}\n" script
+        && lib.hasInfix "\nexec /nix/store/00000000000000000000000000000000-llama-cpp/bin/llama-server \"$@\"\n" script))
+    (check "loopd reaches llama-server on its socket, with no key, and waits for the model longer than llama-server may load"
+      (cfg.llama.url == "unix:${llamaSocket}"
+        && lib.hasInfix "\n[llama]\nretry_max_attempts = 3\nurl = \"unix:${llamaSocket}\"\n" (renderedLoopd config)
+        && !(lib.hasInfix "api_key_file" (renderedLoopd config))
+        && startTimeout "loopd" config > startTimeout "llama-server" config))
+    (check "an RPC head keeps its socket: --rpc connects out to the workers"
+      (lib.hasPrefix "[\"--host\", \"${llamaSocket}\", \"--no-webui\"" (llamaArgs withRpc.config)
+        && !(lib.hasInfix "\"--port\"" (llamaArgs withRpc.config))))
+    (check "llama.host: TCP with --api-key-file from the unit's credential, its web UI off"
+      (lib.hasPrefix "[\"--host\", \"127.0.0.1\", \"--port\", \"8081\", \"--api-key-file\", \"${llamaKey}\", \"--no-webui\", \"-m\"" (llamaArgs tcpKeyed)
+        && llamaCredentials tcpSc == [ "llama-api-key:/run/agenix/llama-key" ]
+        && builtins.elem "github:/run/agenix/github" tcpSc.LoadCredential
+        && lib.hasInfix "\nready = { http = \"http://127.0.0.1:8081/health\" }\n" (llamaChild tcpKeyed)
+        && llamaCommand tcpKeyed == "/nix/store/00000000000000000000000000000000-llama-cpp/bin/llama-server"
+        && tcpSc.RuntimeDirectory == "boxmaker"
+        && !(lib.hasInfix "/run/boxmaker/llama" tcpSc.ExecStartPre)))
+    (check "llama.host: loopd sends the key, read from the credential"
+      (tcpKeyed.services.boxmaker.loopd.settings.llama.api_key_file == llamaKey
+        && tcpKeyed.services.boxmaker.llama.url == "http://127.0.0.1:8081"
+        && lib.hasInfix "\n[llama]\napi_key_file = \"${llamaKey}\"\nretry_max_attempts = 3\nurl = \"http://127.0.0.1:8081\"\n" (renderedLoopd tcpKeyed)
+        && lib.hasInfix "\"--llama\", \"http://127.0.0.1:8081\"" (loopdArgs tcpKeyed)))
+    (check "llama.apiKeyFile on the socket: llama-server asks for the key there too, and loopd sends it"
+      (lib.hasPrefix "[\"--host\", \"${llamaSocket}\", \"--api-key-file\", \"${llamaKey}\", \"--no-webui\"" (llamaArgs socketKeyed)
+        && socketKeyed.services.boxmaker.loopd.settings.llama.api_key_file == llamaKey
+        && llamaCredentials socketKeyed.systemd.services.boxmaker.serviceConfig == [ "llama-api-key:/run/agenix/llama-key" ]))
+    (check "llama.host = \"::1\": loopd's URL brackets it"
+      (ipv6.services.boxmaker.llama.url == "http://[::1]:8080"
+        && lib.hasInfix "\nready = { http = \"http://[::1]:8080/health\" }\n" (llamaChild ipv6)))
+    (check "[[llama.endpoints]] with a key: the module writes no [llama] api_key_file (the endpoints name theirs)"
+      (let e = (evalBox { user = user // { llama.apiKeyFile = "/run/agenix/llama-key"; loopd.settings.llama.endpoints = endpoints; }; }).config; in
+        e.services.boxmaker.loopd.settings.llama.api_key_file == null
+        && !(lib.hasInfix "api_key_file" (builtins.head (builtins.match ".*\n\\[llama]\n([^[]*).*" (renderedLoopd e))))
+        && lib.hasInfix "\n[[llama.endpoints]]\napi_key_file = \"/run/agenix/llama-key\"\n" (renderedLoopd e)))
     (check "disabled: no unit, user or package"
       (disabled.systemd.services == { } && disabled.users.users == { } && disabled.environment.systemPackages == [ ]))
   ];

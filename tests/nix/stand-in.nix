@@ -127,6 +127,8 @@ let
         valueType;
       generate = name: v: builtins.toFile name (table "" v);
     };
+    # A real file (--read-write-mode), so the checks can read the script the module wrote.
+    writeShellScript = name: text: builtins.toFile name "#!/bin/sh\n${text}";
     # Keeps the script, so the checks can run it (with $out set) against the debug build.
     runCommand = name: env: script: fake name // { inherit env script; };
   } // lib.optionalAttrs withBoxmaker {
