@@ -45,9 +45,25 @@ fn shipped_config_parses_and_validates() {
     let cfg: Config = Loader::new(SHIPPED, ENV_PREFIX).load_valid().unwrap();
     let names: Vec<&str> = cfg.children.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["llama-server", "brokerd", "loopd"]);
+    // llama-server on a Unix socket, where TCP would let every local user at its slot API (the
+    // sessions' KV caches; docs/security.md), its web UI off, and loopd pointed at the socket.
+    let llama = &cfg.children[0];
+    assert_eq!(llama.ready, Ready::Socket(".dev/run/llama.sock".into()));
+    let flag = |child: &Child, name: &str| {
+        let at = child.args.iter().position(|a| a == name);
+        at.and_then(|i| child.args.get(i + 1)).cloned()
+    };
+    assert_eq!(flag(llama, "--host").as_deref(), Some(".dev/run/llama.sock"));
+    assert!(llama.args.iter().any(|a| a == "--no-webui"), "{:?}", llama.args);
+    assert!(!llama.args.iter().any(|a| a == "--port"), "{:?}", llama.args);
+    assert!(
+        llama.args[1].starts_with("rm -f .dev/run/llama.sock && exec "),
+        "a socket left by an earlier run is removed first: {:?}",
+        llama.args
+    );
     assert_eq!(
-        cfg.children[0].ready,
-        Ready::Http("http://127.0.0.1:8080/health".to_string())
+        flag(&cfg.children[2], "--llama").as_deref(),
+        Some("unix:.dev/run/llama.sock")
     );
     assert_eq!(
         cfg.children[2].ready,
