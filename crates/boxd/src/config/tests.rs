@@ -53,9 +53,20 @@ fn shipped_config_parses_and_validates() {
         let at = child.args.iter().position(|a| a == name);
         at.and_then(|i| child.args.get(i + 1)).cloned()
     };
-    assert_eq!(flag(llama, "--host").as_deref(), Some(".dev/run/llama.sock"));
-    assert!(llama.args.iter().any(|a| a == "--no-webui"), "{:?}", llama.args);
-    assert!(!llama.args.iter().any(|a| a == "--port"), "{:?}", llama.args);
+    assert_eq!(
+        flag(llama, "--host").as_deref(),
+        Some(".dev/run/llama.sock")
+    );
+    assert!(
+        llama.args.iter().any(|a| a == "--no-webui"),
+        "{:?}",
+        llama.args
+    );
+    assert!(
+        !llama.args.iter().any(|a| a == "--port"),
+        "{:?}",
+        llama.args
+    );
     assert!(
         llama.args[1].starts_with("rm -f .dev/run/llama.sock && exec "),
         "a socket left by an earlier run is removed first: {:?}",
