@@ -13,13 +13,15 @@
 //! - [`secrets`]: the credentials brokerd holds, attaches to the calls a grant names, looks
 //!   for in every outgoing request (the leak guard) and redacts from every result.
 //! - [`server`]: HTTP over brokerd's Unix socket, which brokerd's own descendants (its MCP
-//!   servers) may not use; [`reaper`]: brokerd as their subreaper; [`daemon`]: the whole daemon.
+//!   servers) may not use; [`reaper`]: brokerd as their subreaper; [`daemon`]: the whole daemon;
+//!   [`logging`]: its log, which the MCP client library's verbatim events never reach.
 
 pub mod audit;
 pub mod broker;
 pub mod builtin;
 pub mod config;
 pub mod daemon;
+pub mod logging;
 pub mod mcp;
 pub mod metrics;
 pub mod policy;

@@ -3,7 +3,7 @@
 //! `brokerd --config FILE` runs the daemon; `--check-config FILE` checks a config.
 
 use brokerd::config::{Config, ENV_PREFIX};
-use bxconfig::{ConfigArgs, Daemon, Loader, log_to_stderr, run_daemon};
+use bxconfig::{ConfigArgs, Daemon, Loader, run_daemon};
 use clap::Parser;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -52,7 +52,7 @@ fn main() -> ExitCode {
         name: "brokerd",
         loader: &|file| cli.loader(file),
         log_level: |cfg: &Config| cfg.log.level,
-        init_logging: log_to_stderr,
+        init_logging: brokerd::logging::init,
     };
     run_daemon(&daemon, &cli.config, brokerd::daemon::run)
 }

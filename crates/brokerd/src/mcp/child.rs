@@ -3,6 +3,7 @@
 //! log, and the `initialize` handshake and `tools/list`. The child is registered with
 //! [`crate::reaper`], so the orphan reaper leaves it to tokio.
 
+use super::redact::{self, Redactor};
 use super::{
     McpError, McpOptions, STDERR_LINE_MAX_BYTES, STDERR_LINE_SCAN_BYTES, STDERR_TAIL_LINES,
 };
@@ -13,6 +14,9 @@ use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, InitializeRequestParams, ProtocolVersion,
 };
+// The MCP logging notification is deprecated (SEP-2577), but servers still send it.
+#[allow(deprecated)]
+use rmcp::model::LoggingMessageNotificationParam;
 use rmcp::service::{ClientInitializeError, NotificationContext, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, ServiceExt};
@@ -27,10 +31,14 @@ use tokio::task::JoinHandle;
 /// How long to wait for a dead child's stderr to reach its end, to quote it, in milliseconds.
 const STDERR_DRAIN_TIMEOUT_MS: u64 = 500;
 
-/// The client side of one connection: says who brokerd is and passes on "the tools changed".
+/// The client side of one connection: says who brokerd is, passes on "the tools changed" and
+/// logs the server's log notifications, redacted.
 #[derive(Debug)]
 pub(super) struct Handler {
     relist: Arc<Notify>,
+    /// The server's configured name, for the log.
+    server: String,
+    redactor: Redactor,
 }
 
 impl ClientHandler for Handler {
@@ -45,31 +53,14 @@ impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.relist.notify_one();
     }
-}
 
-/// Redacts what a server says (its stderr, errors that may quote it) with the guard of the
-/// secrets it was started with and of those brokerd holds now: after a reload the server
-/// still holds the old values, and brokerd's guard knows only the new ones.
-#[derive(Debug, Clone)]
-pub(super) struct Redactor {
-    started: Arc<Secrets>,
-    store: SecretStore,
-}
-
-impl Redactor {
-    /// A redactor for a server started with `started`, brokerd's secrets being `store`.
-    pub(super) fn new(started: Arc<Secrets>, store: SecretStore) -> Redactor {
-        Redactor { started, store }
-    }
-
-    /// `text` with every secret's value (in any listed form) replaced by `{secret:NAME}`.
-    pub(super) fn redact(&self, text: &str) -> String {
-        let once = self.started.guard().redact(text).text.into_owned();
-        let current = self.store.current();
-        if Arc::ptr_eq(&current, &self.started) {
-            return once;
-        }
-        current.guard().redact(&once).text.into_owned()
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        redact::notification(&self.server, &self.redactor, &params);
     }
 }
 
@@ -187,6 +178,8 @@ pub(super) async fn spawn(
     let relist = Arc::new(Notify::new());
     let handler = Handler {
         relist: relist.clone(),
+        server: config.name.clone(),
+        redactor: redactor.clone(),
     };
     let limit = options.initialize_timeout;
     let service = match tokio::time::timeout(limit, handler.serve(transport)).await {
@@ -209,9 +202,15 @@ pub(super) async fn spawn(
         }
     };
     if let Some(info) = service.peer_info() {
-        let name = info.server_info.as_ref().map(|i| i.name.as_str());
-        tracing::info!(server = %config.name, peer = ?name,
-            protocol = %info.protocol_version, "MCP server initialized");
+        // The name it gives itself and the version it answers are its own words: redacted
+        // like its stderr.
+        let peer = info
+            .server_info
+            .as_ref()
+            .map(|i| redact::name(&redactor, &i.name));
+        let protocol = redact::name(&redactor, &info.protocol_version.to_string());
+        tracing::info!(server = %config.name, peer = ?peer, %protocol,
+            "MCP server initialized");
     }
     Ok(Child {
         service,

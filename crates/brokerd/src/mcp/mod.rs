@@ -18,10 +18,13 @@
 //! [`SecretStore`] each time the server starts or restarts (a secret brokerd does not hold
 //! stops that start with [`McpError::Env`]); a running server keeps the values it started
 //! with, so a SIGHUP reload reaches it at its next start. Every stderr line is redacted before
-//! it is logged or kept for an error message. Every call's arguments are scanned for every
-//! secret before they are sent (an MCP server can reach outside): a match is denied `leak`.
+//! it is logged or kept for an error message; so are the name a server gives itself, its tool
+//! names and its log notifications before they are logged (`redact`). Every call's
+//! arguments are scanned for every secret before they are sent (an MCP server can reach
+//! outside): a match is denied `leak`.
 
 mod child;
+mod redact;
 mod server;
 mod tool;
 
@@ -263,7 +266,8 @@ impl McpServers {
                 if seen.insert(name.clone()) {
                     tools.push((name, tool));
                 } else {
-                    tracing::warn!(server = %task.server.name(), tool = %name,
+                    let tool = task.server.log_name(&name);
+                    tracing::warn!(server = %task.server.name(), %tool,
                         "MCP tool name already offered by another server; left out");
                 }
             }

@@ -2,6 +2,7 @@
 //! that restarts it when it dies.
 
 use super::child::{self, Child, millis};
+use super::redact::{self, Redactor};
 use super::tool::{McpTool, ToolSpec};
 use super::{McpError, McpOptions, ServerState, ServerStatus};
 use crate::config::McpServer;
@@ -20,6 +21,8 @@ struct Snapshot {
     status: ServerStatus,
     peer: Option<Peer<RoleClient>>,
     tools: Arc<[ToolSpec]>,
+    /// What redacts the words of the server running now (none before its first start).
+    redactor: Option<Redactor>,
 }
 
 /// One configured server and where it stands.
@@ -45,6 +48,7 @@ impl Server {
             },
             peer: None,
             tools: Arc::from(Vec::new()),
+            redactor: None,
         };
         Server {
             config,
@@ -70,6 +74,15 @@ impl Server {
     /// Its configured name.
     pub(super) fn name(&self) -> &str {
         &self.config.name
+    }
+
+    /// `name`, which the server chose (a tool's name), as the log may show it: redacted with
+    /// the secrets of its running child (or brokerd's now), cut, on one line.
+    pub(super) fn log_name(&self, name: &str) -> String {
+        let redactor = self.state.borrow().redactor.clone();
+        let redactor =
+            redactor.unwrap_or_else(|| Redactor::new(self.secrets.current(), self.secrets.clone()));
+        redact::name(&redactor, name)
     }
 
     /// Its tools now, as `(<prefix>_<tool>, tool)`.
@@ -135,6 +148,7 @@ impl Server {
             s.status.tools = tools.len();
             s.peer = Some(peer);
             s.tools = Arc::from(tools);
+            s.redactor = Some(child.redactor.clone());
         });
     }
 
@@ -171,7 +185,7 @@ pub(super) struct Conn {
 /// Starts `server`'s child, initializes it and lists its tools.
 pub(super) async fn connect(server: &Server) -> Result<Conn, McpError> {
     let mut child = child::spawn(&server.config, &server.options, &server.secrets).await?;
-    let listed = list_tools(server, &child.service.peer().clone())
+    let listed = list_tools(server, &child.service.peer().clone(), &child.redactor)
         .await
         .map_err(|error| redacted(error, &child.redactor));
     match listed {
@@ -190,7 +204,7 @@ pub(super) async fn connect(server: &Server) -> Result<Conn, McpError> {
 }
 
 /// `error` with the server's words in it redacted.
-fn redacted(error: McpError, redactor: &child::Redactor) -> McpError {
+fn redacted(error: McpError, redactor: &Redactor) -> McpError {
     match error {
         McpError::ListTools { server, detail } => McpError::ListTools {
             server,
@@ -200,8 +214,13 @@ fn redacted(error: McpError, redactor: &child::Redactor) -> McpError {
     }
 }
 
-/// Lists every page of the server's tools (none if it offers no tools capability).
-async fn list_tools(server: &Server, peer: &Peer<RoleClient>) -> Result<Vec<ToolSpec>, McpError> {
+/// Lists every page of the server's tools (none if it offers no tools capability); what it
+/// logs of the names it leaves out is redacted with `redactor`.
+async fn list_tools(
+    server: &Server,
+    peer: &Peer<RoleClient>,
+    redactor: &Redactor,
+) -> Result<Vec<ToolSpec>, McpError> {
     let offers_tools = peer
         .peer_info()
         .is_none_or(|info| info.capabilities.tools.is_some());
@@ -211,7 +230,7 @@ async fn list_tools(server: &Server, peer: &Peer<RoleClient>) -> Result<Vec<Tool
     }
     let limit = server.options.list_tools_timeout;
     match tokio::time::timeout(limit, peer.list_all_tools()).await {
-        Ok(Ok(tools)) => Ok(ToolSpec::from_listed(&server.config, tools)),
+        Ok(Ok(tools)) => Ok(ToolSpec::from_listed(&server.config, tools, redactor)),
         Ok(Err(error)) => Err(McpError::ListTools {
             server: server.config.name.clone(),
             detail: error.to_string(),
@@ -346,7 +365,7 @@ async fn run(server: &Server, child: Child, shutdown: &mut watch::Receiver<bool>
                 }
                 return Exit::Shutdown;
             }
-            () = relist.notified() => match list_tools(server, &peer).await {
+            () = relist.notified() => match list_tools(server, &peer, &redactor).await {
                 Ok(tools) => {
                     tracing::info!(server = %server.name(), tools = tools.len(),
                         "MCP server's tools changed");

@@ -1,6 +1,7 @@
 //! One MCP server's tool as a brokerd [`Tool`]: its schema under `<prefix>_<tool>`, and calls
 //! turned into `tools/call`, their results into text.
 
+use super::redact::{self, Redactor};
 use super::server::Server;
 use super::{MAX_DESCRIPTION_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS_PER_SERVER};
 use crate::config::McpServer;
@@ -26,20 +27,27 @@ pub(super) struct ToolSpec {
 
 impl ToolSpec {
     /// The tools `config`'s server listed that brokerd can offer: valid, unique names, at most
-    /// [`MAX_TOOLS_PER_SERVER`]. The rest are logged and left out.
-    pub(super) fn from_listed(config: &McpServer, listed: Vec<rmcp::model::Tool>) -> Vec<ToolSpec> {
+    /// [`MAX_TOOLS_PER_SERVER`]. The rest are logged (their names redacted with `redactor`:
+    /// the server chose them) and left out.
+    pub(super) fn from_listed(
+        config: &McpServer,
+        listed: Vec<rmcp::model::Tool>,
+        redactor: &Redactor,
+    ) -> Vec<ToolSpec> {
         let server = &config.name;
         let mut seen = BTreeSet::new();
         let mut specs = Vec::new();
         for tool in listed {
             let name = format!("{}_{}", config.prefix, tool.name);
             if !valid_name(&tool.name) || name.len() > MAX_TOOL_NAME_BYTES {
-                tracing::warn!(%server, tool = %tool.name,
+                let tool = redact::name(redactor, &tool.name);
+                tracing::warn!(%server, %tool,
                     "MCP tool name is not [A-Za-z0-9_-] or is too long; left out");
                 continue;
             }
             if !seen.insert(name.clone()) {
-                tracing::warn!(%server, tool = %tool.name, "MCP tool listed twice; left out");
+                let tool = redact::name(redactor, &tool.name);
+                tracing::warn!(%server, %tool, "MCP tool listed twice; left out");
                 continue;
             }
             if specs.len() == MAX_TOOLS_PER_SERVER {
