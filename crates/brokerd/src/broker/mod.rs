@@ -27,6 +27,7 @@ use crate::toolset::ToolSet;
 use bxcore::{ApprovalId, DenyReason, SessionId};
 use proto::{Catalogue, ToolRequest, ToolResponse};
 use redact::Redaction;
+use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -221,7 +222,7 @@ impl Broker {
                 Ran::No,
             );
         }
-        let approval = match self.admit(request, &grant) {
+        let approval = match self.admit(request, &arguments, &grant) {
             Admission::Run { approval } => approval,
             Admission::Ask(ask) => {
                 // What the owner is asked about is on the line as the run's would be (exec's
@@ -307,8 +308,9 @@ impl Broker {
         (answer, Ran::Yes)
     }
 
-    /// The approval step for a call allowed under `grant` that passed its tool's check.
-    fn admit(&self, request: &ToolRequest, grant: &Grant) -> Admission {
+    /// The approval step for a call allowed under `grant` that passed its tool's check, with
+    /// the `arguments` that were checked.
+    fn admit(&self, request: &ToolRequest, arguments: &Value, grant: &Grant) -> Admission {
         let mut counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
         let mut approvals = self
             .approvals
@@ -316,6 +318,7 @@ impl Broker {
             .unwrap_or_else(PoisonError::into_inner);
         admit(
             request,
+            arguments,
             grant,
             &mut approvals,
             &mut counters,

@@ -19,6 +19,7 @@ use crate::audit::ApprovalScope;
 use crate::config::{Approve, Grant, WhenUntrusted};
 use bxcore::{ApprovalId, DenyReason};
 use proto::{ApprovalAsk, ToolRequest};
+use serde_json::Value;
 use std::time::Instant;
 
 /// What the approval step says.
@@ -48,8 +49,11 @@ pub enum Admission {
 }
 
 /// The approval step for `request`, allowed so far under `grant`, at `now`: see the module.
+/// `arguments` are the request's arguments as [`super::decide`] parsed them, the value the
+/// tool checked and will run with: an [`ApprovalAsk`] shows the owner exactly that value.
 pub fn admit(
     request: &ToolRequest,
+    arguments: &Value,
     grant: &Grant,
     table: &mut ApprovalTable,
     counters: &mut CallCounters,
@@ -62,7 +66,7 @@ pub fn admit(
             approval: None,
         };
     }
-    let admission = approve(request, grant, table, now);
+    let admission = approve(request, arguments, grant, table, now);
     if let Admission::Run { .. } = admission {
         let counted = request.counted_turn();
         counters.record(&counted.session, counted.turn, &request.tool);
@@ -72,6 +76,7 @@ pub fn admit(
 
 fn approve(
     request: &ToolRequest,
+    arguments: &Value,
     grant: &Grant,
     table: &mut ApprovalTable,
     now: Instant,
@@ -114,7 +119,9 @@ fn approve(
         Ok(id) => Admission::Ask(ApprovalAsk {
             id,
             tool: request.tool.clone(),
-            arguments: request.arguments.clone(),
+            // The parsed value written out, not the text as sent: what the owner reads is
+            // what runs, however the text spelled it (a key given twice never gets here).
+            arguments: arguments.to_string(),
             session: request.session.clone(),
             context: request.context,
             reason,

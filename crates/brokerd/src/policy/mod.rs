@@ -14,7 +14,8 @@
 //!    subagent's calls count against the turn of the top-level session that started it,
 //!    `ToolRequest::counts_for`, so children cannot multiply a limit).
 //!    When none passes, the reason is the first matching grant's.
-//! 4. `InvalidArguments`: the arguments are not a JSON object (blank text counts as `{}`).
+//! 4. `InvalidArguments`: the arguments are not a JSON object (blank text counts as `{}`), or
+//!    one of their objects holds a key twice.
 //! 5. The tool's own check (paths, hosts, programs: `Tool::check`, run by the broker).
 //! 6. The approval step ([`admit`]): an approval the request carries is checked
 //!    (`ApprovalRefused`), a grant that asks the owner answers with an approval to decide
@@ -39,6 +40,7 @@ pub use grants::{GlobError, Grants};
 
 use crate::config::{Grant, WhenUntrusted};
 use bxcore::DenyReason;
+use bxcore::json::{JsonError, parse_no_duplicates, shown_key};
 use proto::ToolRequest;
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -191,18 +193,24 @@ pub fn class_name(class: bxcore::DataClass) -> &'static str {
     }
 }
 
-/// The arguments text as a JSON object; blank text is `{}`. The error never quotes the text.
+/// The arguments text as a JSON object; blank text is `{}`. An object that holds a key twice,
+/// at any depth, is refused naming the key (serde_json would keep the last, a reader the first:
+/// the owner and the tool must see one value). The error quotes no value, only a repeated key.
 pub fn parse_arguments(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Map::new()));
     }
-    match serde_json::from_str::<Value>(text) {
+    match parse_no_duplicates(text) {
         Ok(value @ Value::Object(_)) => Ok(value),
         Ok(other) => Err(format!(
             "they must be a JSON object, not {}",
             json_kind(&other)
         )),
-        Err(e) => Err(format!(
+        Err(JsonError::DuplicateKey { key }) => Err(format!(
+            "they hold the key {} twice: give each key once",
+            shown_key(&key)
+        )),
+        Err(JsonError::Invalid(e)) => Err(format!(
             "they are not valid JSON ({} at line {} column {})",
             json_error_kind(&e),
             e.line(),

@@ -10,6 +10,7 @@ mod broker_record;
 mod builtin_files;
 mod builtin_http_fetch;
 mod cli;
+mod duplicate_keys;
 mod exec;
 mod http_fetch_reach;
 mod http_fetch_secrets;

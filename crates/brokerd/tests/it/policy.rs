@@ -26,10 +26,11 @@ fn decide_and_count(
     counters: &mut CallCounters,
 ) -> Decision {
     let decision = decide(request, grants, known, counters);
-    if let Decision::Allow { grant, .. } = &decision {
+    if let Decision::Allow { grant, arguments } = &decision {
         let mut table = ApprovalTable::new(&Default::default());
         let admission = admit(
             request,
+            arguments,
             grant,
             &mut table,
             counters,

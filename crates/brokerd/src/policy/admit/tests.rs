@@ -64,7 +64,15 @@ impl Bed {
         }
     }
     fn admit(&mut self, r: &ToolRequest, g: &Grant) -> Admission {
-        admit(r, g, &mut self.table, &mut self.counters, self.now)
+        let arguments = crate::policy::parse_arguments(&r.arguments).unwrap();
+        admit(
+            r,
+            &arguments,
+            g,
+            &mut self.table,
+            &mut self.counters,
+            self.now,
+        )
     }
     fn counted(&self, turn: u64) -> u32 {
         self.counters
@@ -108,7 +116,8 @@ fn an_ask_carries_the_whole_call_and_counts_nothing() {
     let ask = asked(bed.admit(&r, &always()));
     assert!(ask.id.as_str().starts_with("ap-"), "{}", ask.id);
     assert_eq!(ask.tool, "write_file");
-    assert_eq!(ask.arguments, r.arguments);
+    // The value the tool checked, written out (keys in order), not the text as sent.
+    assert_eq!(ask.arguments, r#"{"content":"hi","path":"/srv/a"}"#);
     assert_eq!(ask.session, r.session);
     assert_eq!(ask.context, r.context);
     assert_eq!(ask.expires_in_ms, 60_000);
