@@ -56,6 +56,11 @@ if [ "${#run}" -gt 80 ]; then
     run="$tmp_run"
 fi
 mkdir -p "$run"
+# The model server's socket is its whole API: its slot API saves, restores and erases the
+# sessions' KV files, and its answers' cache_n tell what a slot holds (docs/security.md,
+# "llama-server's slot API"). It has no key here, so the directory is this user's alone:
+# llama-server makes its socket with the umask's mode, which another user may reach.
+chmod 0700 "$run"
 rm -f "$run"/*.sock
 
 boxd_pid=

@@ -11,6 +11,7 @@
 use e2e::real::{RealParts, heavy, one_at_a_time};
 use e2e::{bin_dir, workspace_root};
 use loopd::session::Store;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -38,6 +39,21 @@ fn demo(model: &str, model_child: &str) -> String {
         "{boxd_toml}"
     );
     assert!(stdout.contains("boxd exited with status 0"), "{context}");
+
+    // The model server's socket, its whole API without a key (the slot API reads and writes
+    // the sessions' KV files), is in a directory no other user can enter; llama-server's web
+    // UI is off (docs/security.md, "llama-server's slot API").
+    let run = dev.path().join("run");
+    let mode = std::fs::metadata(&run).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{} is {mode:o}\n{context}", run.display());
+    assert!(
+        boxd_toml.contains(&format!("\"{}/llama.sock\"", run.display())),
+        "{boxd_toml}"
+    );
+    if model_child == "llama-server" {
+        assert!(boxd_toml.contains("\"--no-webui\""), "{boxd_toml}");
+        assert!(!boxd_toml.contains("\"--port\""), "{boxd_toml}");
+    }
     assert!(
         stdout.contains("boxd and every child have stopped"),
         "{context}"
