@@ -3,6 +3,9 @@
 //!
 //! - [`socket`]: binding a daemon's socket (a stale one replaced, its mode and group);
 //! - [`peer`]: who may connect by user (`SO_PEERCRED`: root, the daemon's user, its group);
+//! - [`pidfd`]: a process held by its pidfd (a socket's peer, or the server a client reached),
+//!   so that a reused pid is never taken for it; [`servers`]: the processes that answered a
+//!   client's connections to one socket;
 //! - [`answer`] and [`request`]: the one error body format ([`proto::api::ApiError`]), JSON
 //!   answers, the 403/503/400 answers before the routes, request bodies within a byte cap;
 //! - [`serve`]: the accept loop with its connection limits and the graceful drain;
@@ -59,9 +62,11 @@ mod malformed;
 mod names;
 mod open;
 pub mod peer;
+pub mod pidfd;
 pub mod pool;
 pub mod request;
 mod serve;
+pub mod servers;
 pub mod socket;
 
 pub use body::RequestBody;

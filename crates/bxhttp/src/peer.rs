@@ -3,6 +3,7 @@
 //! refuses its own descendants).
 
 use crate::Names;
+use crate::pidfd::PeerPidfd;
 use std::ffi::CString;
 use tokio::net::UnixStream;
 use tokio::net::unix::UCred;
@@ -52,13 +53,30 @@ pub fn user_groups(uid: u32, allowed_gid: u32) -> Vec<u32> {
 
 /// Who sent a request, as the kernel said when the connection was accepted (`SO_PEERCRED`):
 /// the server puts it into every request's extensions after the peer check passed, so a
-/// handler can record who answered (loopd's approvals keep the deciding uid).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// handler can record who answered (loopd's approvals keep the deciding uid) and check the
+/// process that connected (loopd refuses brokerd's descendants some routes).
+#[derive(Debug, Clone)]
 pub struct PeerUser {
     /// The peer process's user id.
     pub uid: u32,
     /// Its pid, when the kernel gave one in this process's pid namespace.
     pub pid: Option<i32>,
+    /// That process, held by its pidfd from accept on: after reading `/proc/<pid>`, a check
+    /// proves with it that the pid was not reused meanwhile.
+    pub process: PeerPidfd,
+}
+
+impl PeerUser {
+    /// The peer of `stream`, pinned now; `None` when the kernel does not say who it is.
+    pub fn of(stream: &UnixStream) -> Option<PeerUser> {
+        let cred = stream.peer_cred().ok()?;
+        let pid = cred.pid().filter(|pid| *pid > 0);
+        Some(PeerUser {
+            uid: cred.uid(),
+            pid,
+            process: PeerPidfd::take(stream, pid),
+        })
+    }
 }
 
 /// Checks the user of `stream`'s peer: root, `own_uid`, or a member of `allowed_gid` (the

@@ -11,8 +11,13 @@
 //! writing it on a kept connection failed with EPIPE (the server had closed it before hyper saw
 //! the close). One that may have reached the server is never resent, since a tool such as `write_file` would run twice: that request fails as
 //! [`SendError::Lost`] instead.
+//!
+//! Each new connection notes the process that answered it ([`Servers`]): loopd tells brokerd
+//! by these, its own connections, rather than by whatever brokerd's socket path leads to.
 
-use crate::client::{Connection, read_body};
+use crate::client::{Connection, connect, read_body};
+use crate::pidfd::Pinned;
+use crate::servers::{Servers, ServersError};
 use bytes::Bytes;
 use http_body_util::Full;
 use std::path::{Path, PathBuf};
@@ -49,9 +54,14 @@ struct Kept {
 }
 
 impl Kept {
-    /// Opens a connection to `socket` and starts its driver on the current runtime.
-    async fn open(socket: &Path) -> Result<Kept, SendError> {
-        let connection = Connection::open(socket)
+    /// Opens a connection to `socket`, notes in `servers` the process that answered it, and
+    /// starts its driver on the current runtime.
+    async fn open(socket: &Path, servers: &Servers) -> Result<Kept, SendError> {
+        let stream = connect(socket)
+            .await
+            .map_err(|e| SendError::NotConnected(e.to_string()))?;
+        servers.note(Pinned::peer_of(&stream), socket);
+        let connection = Connection::handshake(stream)
             .await
             .map_err(|e| SendError::NotConnected(e.to_string()))?;
         Ok(Kept {
@@ -73,6 +83,7 @@ pub struct Pool {
     socket: PathBuf,
     server: &'static str,
     idle: Arc<Mutex<Vec<Kept>>>,
+    servers: Arc<Servers>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -93,7 +104,28 @@ impl Pool {
             socket,
             server,
             idle: Arc::default(),
+            servers: Arc::default(),
         }
+    }
+
+    /// The running processes that answered this pool's connections (the server, and any
+    /// process that took its path over since): none until a connection was made.
+    pub fn servers(&self) -> Result<Vec<Arc<Pinned>>, ServersError> {
+        self.servers.running()
+    }
+
+    /// [`Pool::servers`], making a connection (kept for the next request) when none of them
+    /// runs; `Err` says why none could be made or none runs.
+    pub async fn reach_servers(&self) -> Result<Vec<Arc<Pinned>>, String> {
+        match self.servers.running() {
+            Err(ServersError::NoneRunning) => {}
+            known => return known.map_err(|e| e.to_string()),
+        }
+        let kept = Kept::open(&self.socket, &self.servers)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.keep(kept);
+        self.servers.running().map_err(|e| e.to_string())
     }
 
     /// The socket it connects to.
@@ -143,7 +175,7 @@ impl Pool {
             let fresh = kept.is_none();
             let mut connection = match kept {
                 Some(connection) => connection,
-                None => Kept::open(&self.socket).await?,
+                None => Kept::open(&self.socket, &self.servers).await?,
             };
             // A connection that ended (brokerd closed it, restarted) is found here, before
             // anything is sent on it.

@@ -153,10 +153,7 @@ async fn connection<H: Handler>(
         return;
     }
     // Read once, after the check passed: every request on the connection carries it.
-    let peer = stream.peer_cred().ok().map(|c| crate::peer::PeerUser {
-        uid: c.uid(),
-        pid: c.pid().filter(|pid| *pid > 0),
-    });
+    let peer = crate::peer::PeerUser::of(&stream);
     let withheld = Arc::new(Withheld::default());
     let io = TokioIo::new(Metered::new(
         Withhold::new(stream, Arc::clone(&withheld)),
@@ -168,8 +165,8 @@ async fn connection<H: Handler>(
     let service = service_fn(move |request: Request<Incoming>| {
         let in_flight = InFlight::start(Arc::clone(&counted));
         let mut request = request.map(|body| RequestBody::new(body, Arc::clone(&counted)));
-        if let Some(peer) = peer {
-            request.extensions_mut().insert(peer);
+        if let Some(peer) = &peer {
+            request.extensions_mut().insert(peer.clone());
         }
         let answer = answering.handle(request);
         let noted = Arc::clone(&noted);
