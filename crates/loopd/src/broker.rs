@@ -78,6 +78,12 @@ impl Broker {
         &self.socket
     }
 
+    /// Its kept connections to brokerd, shared with its clones: the processes they reached
+    /// ([`Pool::servers`]) are brokerd, as loopd's owner check knows it (`api::owner`).
+    pub fn connections(&self) -> &Pool {
+        &self.connections
+    }
+
     /// The tools brokerd offers `session`.
     pub async fn catalogue(&self, session: &SessionId) -> Result<Catalogue, BrokerError> {
         let path = format!("/v1/catalogue?session={session}");

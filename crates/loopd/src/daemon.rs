@@ -78,7 +78,10 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     }
     let (port, tools) = tool_port(&cfg, &blocking);
     let mut api_options = ApiOptions::from_config(&cfg.api)?;
-    api_options.broker_socket = cfg.broker.socket.clone();
+    // The same connections tool calls go out on: the processes they reach are brokerd.
+    if let ToolSource::Broker { broker, .. } = &tools {
+        api_options.broker = Some(broker.connections().clone());
+    }
     let web_config = cfg.web.clone();
     let socket = cfg.socket.clone();
     let specs = crate::schedule::specs(&cfg).map_err(|e| anyhow::anyhow!("schedules: {e}"))?;

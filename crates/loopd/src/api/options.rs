@@ -50,9 +50,10 @@ pub struct ApiOptions {
     /// The connection cap, the header-read and idle timeouts, and the drain at shutdown
     /// ([`SHUTDOWN_DRAIN_MS`]).
     pub connections: bxhttp::Limits,
-    /// brokerd's socket (`[broker] socket`): the owner's answers to approvals are refused from
-    /// brokerd's descendants (its MCP servers, which run as loopd's user), found through it.
-    pub broker_socket: Option<std::path::PathBuf>,
+    /// loopd's connections to brokerd (`Broker::connections`), when `[broker] socket` is set:
+    /// the processes they reached are brokerd, whose descendants (its MCP servers, which run as
+    /// loopd's user) may not answer approvals or get a web console link (`api::owner`).
+    pub broker: Option<bxhttp::pool::Pool>,
     /// The web console's sign-ins, when `[web] listen` is set: `POST /v1/web/link` makes a
     /// one-time link, `POST /v1/web/revoke` ends every browser session.
     pub web: Option<std::sync::Arc<crate::signin::SignIns>>,
@@ -80,7 +81,7 @@ impl ApiOptions {
                 idle_timeout_ms: api.idle_timeout_ms,
                 shutdown_drain_ms: SHUTDOWN_DRAIN_MS,
             },
-            broker_socket: None,
+            broker: None,
             web: None,
         })
     }

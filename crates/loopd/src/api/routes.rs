@@ -1,6 +1,7 @@
 //! The `/v1` routes: which path and method does what, and the answer of each.
 
 use super::body::{Body, Problem, json, read_json};
+use super::owner::OwnerAct;
 use super::sse::{follow_stream, task_stream};
 use super::{ApiFailure, ApiOptions, Backend, MAX_PAGE_RECORDS, UsageQuery};
 use bxcore::{ApprovalId, SessionId};
@@ -148,22 +149,17 @@ fn wants_event_stream(headers: &http::HeaderMap) -> bool {
         .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
 }
 
-/// The request's peer, refused (403) when it descends from brokerd: what the owner alone
-/// may do (answer an approval, let a browser in) is never done by an MCP server.
+/// The request's peer, refused (403) when it descends from brokerd, and (503) when brokerd
+/// cannot be found to tell: what the owner alone may do (answer an approval, let a browser
+/// in) is never done by an MCP server (`owner`).
 async fn owner_peer<B, I>(
     ctx: &Ctx<B>,
     request: &Request<I>,
+    act: OwnerAct,
 ) -> Result<Option<bxhttp::peer::PeerUser>, ApiFailure> {
-    let peer = request
-        .extensions()
-        .get::<bxhttp::peer::PeerUser>()
-        .copied();
-    super::owner::not_brokers_descendant(
-        ctx.options.broker_socket.as_deref(),
-        peer.and_then(|p| p.pid),
-    )
-    .await?;
-    Ok(peer)
+    let peer = request.extensions().get::<bxhttp::peer::PeerUser>();
+    super::owner::not_brokers_descendant(ctx.options.broker.as_ref(), peer, act).await?;
+    Ok(peer.cloned())
 }
 
 /// Runs a backend call that may touch the disk off the async threads.
@@ -261,7 +257,9 @@ where
         Route::Approvals => answer(backend.approvals()),
         Route::Approval(raw) => {
             let id = approval_id(raw)?;
-            let uid = owner_peer(ctx, &request).await?.map(|p| p.uid);
+            let uid = owner_peer(ctx, &request, OwnerAct::Answer)
+                .await?
+                .map(|p| p.uid);
             let body: ApprovalAnswer = read_json(request, ctx.options.max_body_bytes).await?;
             super::check_approval_answer(&body)?;
             answer(backend.answer_approval(&id, body, uid).await)
@@ -269,7 +267,11 @@ where
         Route::WebLink | Route::WebRevoke => {
             // A link signs a browser in, and a signed-in browser answers approvals: so it is
             // refused to brokerd's descendants, like an answer itself.
-            owner_peer(ctx, &request).await?;
+            let act = match route {
+                Route::WebLink => OwnerAct::Link,
+                _ => OwnerAct::Revoke,
+            };
+            owner_peer(ctx, &request, act).await?;
             let sign_ins = ctx.options.web.as_deref();
             match route {
                 Route::WebLink => answer(super::web::link(sign_ins)),

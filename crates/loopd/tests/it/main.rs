@@ -9,6 +9,7 @@ mod web_common;
 
 mod api_approvals;
 mod api_limits;
+mod api_owner;
 mod api_peer;
 mod api_routes;
 mod api_shutdown;

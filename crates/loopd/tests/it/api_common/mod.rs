@@ -347,7 +347,7 @@ pub fn test_options() -> ApiOptions {
             idle_timeout_ms: 60_000,
             shutdown_drain_ms: 1_000,
         },
-        broker_socket: None,
+        broker: None,
         web: None,
     }
 }
