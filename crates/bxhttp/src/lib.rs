@@ -1,7 +1,11 @@
 //! HTTP/1.1 over a Unix socket, the one implementation for boxmaker's servers (loopd's API,
-//! brokerd) and clients (loopd's broker port, boxctl, the tests):
+//! brokerd, boxd) and clients (loopd's broker port, boxctl, the tests); and the same accept
+//! loop for the servers on a TCP port (loopd's web console, the metrics listeners):
 //!
 //! - [`socket`]: binding a daemon's socket (a stale one replaced, its mode and group);
+//! - [`listener`]: what the loop serves on, a Unix socket or a TCP port;
+//! - [`host`]: the names a request gives its server (`Host`), which a server on TCP checks
+//!   against its own (DNS rebinding);
 //! - [`peer`]: who may connect by user (`SO_PEERCRED`: root, the daemon's user, its group);
 //! - [`pidfd`]: a process held by its pidfd (a socket's peer, or the server a client reached),
 //!   so that a reused pid is never taken for it; [`servers`]: the processes that answered a
@@ -38,6 +42,12 @@
 //!   once), give open connections [`Limits::shutdown_drain_ms`] to finish (hyper's graceful
 //!   shutdown), cut the rest.
 //!
+//! A server on TCP brings a `Handler<TcpStream>` and a [`tokio::net::TcpListener`] and gets
+//! the same: the cap with its eviction, both timeouts, the malformed answers and the drain.
+//! Its peer check sees the TCP connection (who may connect is mostly the bound address's
+//! business), its requests carry the peer's `SocketAddr` instead of a [`peer::PeerUser`], and
+//! it checks each request's `Host` itself ([`host::check`]).
+//!
 //! ```no_run
 //! # async fn run<H: bxhttp::Handler>(handler: std::sync::Arc<H>) -> std::io::Result<()> {
 //! let listener = tokio::net::UnixListener::bind("/run/example.sock")?;
@@ -57,7 +67,9 @@ pub mod ancestry;
 pub mod answer;
 mod body;
 pub mod client;
+pub mod host;
 mod io;
+pub mod listener;
 mod malformed;
 mod names;
 mod open;
@@ -70,6 +82,7 @@ pub mod servers;
 pub mod socket;
 
 pub use body::RequestBody;
+pub use listener::{Listener, Stream};
 pub use names::Names;
 pub use serve::serve;
 pub use socket::{SocketError, bind_socket, resolve_group};
@@ -116,8 +129,9 @@ pub struct Limits {
 
 /// What a daemon brings to [`serve`]: who may connect, what it answers, and its error bodies.
 /// The error bodies are provided in the one format ([`answer`]), worded with
-/// [`Handler::NAMES`]; a handler overrides them only to answer otherwise.
-pub trait Handler: Send + Sync + 'static {
+/// [`Handler::NAMES`]; a handler overrides them only to answer otherwise. `S` is the kind of
+/// connection it serves: a Unix socket's (the default) or a TCP one's.
+pub trait Handler<S = UnixStream>: Send + Sync + 'static {
     /// The body of its answers; it can carry bxhttp's own answers ([`answer::Body`]).
     type Body: hyper::body::Body<Data: Send, Error: Into<Box<dyn Error + Send + Sync>>>
         + From<answer::Body>
@@ -128,16 +142,21 @@ pub trait Handler: Send + Sync + 'static {
     /// The daemon's name and config keys, for the words of its error bodies.
     const NAMES: Names;
 
+    /// Whether a connection serves more than one request (HTTP/1.1 keep-alive). A server
+    /// whose clients send one request each (a scraper) says `false`: its connections close
+    /// after the answer.
+    const KEEP_ALIVE: bool = true;
+
     /// Whether the peer of `stream` may use the server; `Err` says why not (logged, and given
     /// to [`Handler::refused`]).
-    fn check_peer(&self, stream: &UnixStream) -> impl Future<Output = Result<(), String>> + Send;
+    fn check_peer(&self, stream: &S) -> impl Future<Output = Result<(), String>> + Send;
 
     /// The answer to `request`. The future owns what it needs (hyper runs it on the
     /// connection's task, which does not borrow the handler).
     fn handle(
         &self,
         request: Request<RequestBody>,
-    ) -> impl Future<Output = Response<Self::Body>> + Send + use<Self>;
+    ) -> impl Future<Output = Response<Self::Body>> + Send + use<Self, S>;
 
     /// The 403 a refused peer gets; `why` is what [`Handler::check_peer`] said.
     fn refused(&self, why: &str) -> Response<Self::Body> {

@@ -5,6 +5,7 @@
 //! given up on the connection, [`answer`] sends the [`crate::Handler::malformed`] answer,
 //! with the daemon's error body, in its place.
 
+use crate::listener::Stream;
 use crate::{MAX_HEAD_BYTES, MAX_HEADER_FIELDS, MAX_URI_BYTES};
 use http::{HeaderMap, Response, StatusCode, header};
 use http_body_util::BodyExt;
@@ -199,10 +200,12 @@ pub(crate) fn why(status: StatusCode, error: Option<&hyper::Error>) -> String {
     }
 }
 
-/// Sends `response` on `fd` as a whole HTTP/1.1 answer that closes the connection, within
-/// `timeout`; a failure is only logged (the peer is gone or does not read).
-pub(crate) async fn answer<B>(fd: OwnedFd, response: Response<B>, timeout: Duration, name: &str)
+/// Sends `response` on `fd` (a socket of kind `S`) as a whole HTTP/1.1 answer that closes
+/// the connection, within `timeout`; a failure is only logged (the peer is gone or does not
+/// read).
+pub(crate) async fn answer<S, B>(fd: OwnedFd, response: Response<B>, timeout: Duration, name: &str)
 where
+    S: Stream,
     B: hyper::body::Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
@@ -215,8 +218,7 @@ where
             .to_bytes();
         let mut bytes = head(parts.status, &parts.headers, body.len());
         bytes.extend_from_slice(&body);
-        let std_stream = std::os::unix::net::UnixStream::from(fd);
-        let mut stream = tokio::net::UnixStream::from_std(std_stream)?;
+        let mut stream = S::from_dup(fd)?;
         stream.write_all(&bytes).await?;
         stream.shutdown().await
     })

@@ -1,9 +1,11 @@
 //! The accept loop and one connection's life: the cap, the peer check, HTTP/1.1 with the
-//! header-read and idle timeouts, and the drain at shutdown.
+//! header-read and idle timeouts, and the drain at shutdown. The same loop serves a Unix
+//! socket and a TCP port ([`Listener`]).
 
 use crate::activity::{Activity, InFlight};
 use crate::body::{RequestBody, ResponseBody};
 use crate::io::Metered;
+use crate::listener::{Listener, Stream};
 use crate::malformed::{Withheld, Withhold};
 use crate::open::Open;
 use crate::{
@@ -17,21 +19,23 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
 /// Serves `handler` on `listener` within `limits` until `shutdown` resolves; then removes the
-/// socket file and closes the listener (new clients are refused), gives open connections
-/// [`Limits::shutdown_drain_ms`] to finish and cuts the rest. `name` says which server in the
-/// logs.
-pub async fn serve<H: Handler>(
+/// socket file (of a Unix socket) and closes the listener (new clients are refused), gives
+/// open connections [`Limits::shutdown_drain_ms`] to finish and cuts the rest. `name` says
+/// which server in the logs.
+pub async fn serve<L, H>(
     name: &'static str,
-    listener: UnixListener,
+    listener: L,
     handler: Arc<H>,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
-) {
+) where
+    L: Listener,
+    H: Handler<L::Stream>,
+{
     let (stop, stopped) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let mut open = Open::default();
@@ -43,10 +47,10 @@ pub async fn serve<H: Handler>(
         let accepted = tokio::select! {
             () = &mut shutdown => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
-            accepted = listener.accept(), if open.settled() => accepted,
+            accepted = listener.accept_stream(), if open.settled() => accepted,
         };
         let stream = match accepted {
-            Ok((stream, _)) => stream,
+            Ok(stream) => stream,
             Err(e) => {
                 tracing::warn!(server = name, "accepting a connection failed: {e}");
                 tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
@@ -93,7 +97,7 @@ pub async fn serve<H: Handler>(
     // No new connection from here on: the socket file goes and the listener closes, so a
     // client is refused at once instead of waiting unanswered in the backlog until the drain
     // ends.
-    remove_socket_file(&listener, name);
+    listener.retire(name);
     drop(listener);
     let _ = stop.send(true);
     let drain = Duration::from_millis(limits.shutdown_drain_ms);
@@ -108,18 +112,6 @@ pub async fn serve<H: Handler>(
         tasks.shutdown().await;
     }
     tracing::info!(server = name, "stopped");
-}
-
-fn remove_socket_file(listener: &UnixListener, name: &str) {
-    let path = listener
-        .local_addr()
-        .ok()
-        .and_then(|a| a.as_pathname().map(|p| p.to_path_buf()));
-    if let Some(path) = path
-        && let Err(e) = std::fs::remove_file(&path)
-    {
-        tracing::warn!(server = name, path = %path.display(), "cannot remove the socket: {e}");
-    }
 }
 
 /// hyper's HTTP/1.1 server with the header-read timeout (which needs a timer) and the
@@ -138,8 +130,8 @@ fn http1(limits: Limits) -> http1::Builder {
 /// Serves one connection: the peer check, then HTTP/1.1 until the client closes, a timeout
 /// closes it, or the server stops; a request hyper cannot read gets the handler's
 /// [`Handler::malformed`] answer.
-async fn connection<H: Handler>(
-    stream: UnixStream,
+async fn connection<S: Stream, H: Handler<S>>(
+    stream: S,
     handler: Arc<H>,
     activity: Arc<Activity>,
     limits: Limits,
@@ -153,7 +145,7 @@ async fn connection<H: Handler>(
         return;
     }
     // Read once, after the check passed: every request on the connection carries it.
-    let peer = crate::peer::PeerUser::of(&stream);
+    let peer = stream.peer();
     let withheld = Arc::new(Withheld::default());
     let io = TokioIo::new(Metered::new(
         Withhold::new(stream, Arc::clone(&withheld)),
@@ -176,7 +168,9 @@ async fn connection<H: Handler>(
             Ok::<_, Infallible>(response.map(|body| ResponseBody::new(body, in_flight)))
         }
     });
-    let conn = http1(limits).serve_connection(io, service);
+    let conn = http1(limits)
+        .keep_alive(H::KEEP_ALIVE)
+        .serve_connection(io, service);
     tokio::pin!(conn);
     let served = async {
         tokio::select! {
@@ -203,7 +197,7 @@ async fn connection<H: Handler>(
         tracing::debug!(server = name, %status, "answering a request hyper cannot read: {why}");
         let answer = handler.malformed(status, &why);
         let limit = Duration::from_millis(CLOSING_ANSWER_TIMEOUT_MS);
-        crate::malformed::answer(fd, answer, limit, name).await;
+        crate::malformed::answer::<S, _>(fd, answer, limit, name).await;
         return;
     }
     if let Err(e) = result {
@@ -236,8 +230,8 @@ async fn idle(activity: &Activity, idle_timeout_ms: u64) {
 
 /// Reads one request on `stream`, answers it with `answer()` and closes; bounded by
 /// [`CLOSING_ANSWER_TIMEOUT_MS`].
-async fn answer_and_close<B>(
-    stream: UnixStream,
+async fn answer_and_close<S: Stream, B>(
+    stream: S,
     answer: impl Fn() -> Response<B> + Send + 'static,
     limits: Limits,
     name: &'static str,

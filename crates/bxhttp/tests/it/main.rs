@@ -6,4 +6,5 @@ mod common;
 mod cap;
 mod malformed;
 mod shutdown;
+mod tcp;
 mod timeouts;

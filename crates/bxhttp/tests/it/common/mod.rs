@@ -27,9 +27,10 @@ pub const WAIT: Duration = Duration::from_secs(10);
 
 pub type TestBody = BoxBody<Bytes, Infallible>;
 
-/// Routes: `/fast`; `/wait` (counts itself in `waiting`, answers once `release` is true);
-/// `/work?ms=N` (works N ms); `POST /echo` (the body's length); `/big` ([`BIG_BYTES`], says
-/// on `big_dropped` when hyper drops it); `/stream?gap_ms=N` ("one", N ms, "two").
+/// Routes: `/fast`; `/peer` (who sent it); `/wait` (counts itself in `waiting`, answers once
+/// `release` is true); `/work?ms=N` (works N ms); `POST /echo` (the body's length); `/big`
+/// ([`BIG_BYTES`], says on `big_dropped` when hyper drops it); `/stream?gap_ms=N` ("one", N
+/// ms, "two").
 pub struct TestHandler {
     pub refuse: bool,
     pub waiting: watch::Sender<usize>,
@@ -51,11 +52,12 @@ fn ms_param(request: &Request<RequestBody>) -> u64 {
         .unwrap_or(0)
 }
 
-impl Handler for TestHandler {
+/// The same handler serves a Unix socket and a TCP port.
+impl<S: bxhttp::Stream> Handler<S> for TestHandler {
     type Body = TestBody;
     const NAMES: bxhttp::Names = bxhttp::Names::new("test", "test.socket_group", "test");
 
-    async fn check_peer(&self, _stream: &UnixStream) -> Result<(), String> {
+    async fn check_peer(&self, _stream: &S) -> Result<(), String> {
         if self.refuse {
             Err("every peer is refused here".into())
         } else {
@@ -66,13 +68,26 @@ impl Handler for TestHandler {
     fn handle(
         &self,
         request: Request<RequestBody>,
-    ) -> impl Future<Output = Response<TestBody>> + Send + use<> {
+    ) -> impl Future<Output = Response<TestBody>> + Send + use<S> {
         let waiting = self.waiting.clone();
         let mut release = self.release.subscribe();
         let big_dropped = self.big_dropped.clone();
         async move {
             match request.uri().path() {
                 "/fast" => text(StatusCode::OK, "ok"),
+                // Who the request came from, as the connection's kind says it.
+                "/peer" => {
+                    let extensions = request.extensions();
+                    let peer = match (
+                        extensions.get::<std::net::SocketAddr>(),
+                        extensions.get::<bxhttp::peer::PeerUser>(),
+                    ) {
+                        (Some(addr), _) => format!("tcp {}", addr.ip()),
+                        (None, Some(user)) => format!("uid {}", user.uid),
+                        (None, None) => "unknown".to_string(),
+                    };
+                    text(StatusCode::OK, peer)
+                }
                 // An empty 400 of the handler's own: hyper's automatic answers look the same.
                 "/bad" => Response::builder()
                     .status(StatusCode::BAD_REQUEST)
