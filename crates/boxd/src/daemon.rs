@@ -99,7 +99,11 @@ async fn serve_metrics(
         let source = Arc::clone(metrics) as Arc<dyn bxmetrics::Source>;
         let stopped = stopping.clone().cancelled_owned();
         servers.push(tokio::spawn(bxmetrics::listen::serve_tcp(
-            "boxd", listener, source, stopped,
+            "boxd",
+            listener,
+            source,
+            cfg.metrics.allowed_hosts.clone(),
+            stopped,
         )));
         tracing::info!(metrics = %bound, "serving /metrics over TCP");
     }

@@ -115,7 +115,11 @@ async fn serve_with(
         let source = Arc::clone(broker.metrics()) as Arc<dyn bxmetrics::Source>;
         let stopped = stopping.clone().cancelled_owned();
         tokio::spawn(bxmetrics::listen::serve_tcp(
-            "brokerd", listener, source, stopped,
+            "brokerd",
+            listener,
+            source,
+            cfg.metrics.allowed_hosts.clone(),
+            stopped,
         ))
     });
     let syncer = tokio::spawn(sync_audit(Arc::clone(audit)));

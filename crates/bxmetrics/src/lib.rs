@@ -4,11 +4,14 @@
 //!   hand-written exposition); a scraper that asks for OpenMetrics (Prometheus does) gets the
 //!   crate's OpenMetrics text as it is, anyone else (curl, `promtool check metrics`) the
 //!   classic text format 0.0.4, derived from it by [`exposition::classic`].
-//! - [`config`]: the `[metrics]` section every daemon shares (`listen`, `allow_remote`) and
-//!   its rule: a TCP listener is loopback-only unless the owner says otherwise.
+//! - [`config`]: the `[metrics]` section every daemon shares (`listen`, `allow_remote`,
+//!   `allowed_hosts`) and its rule: a TCP listener is loopback-only unless the owner says
+//!   otherwise.
 //! - [`labels`]: label values bounded over a daemon's life ([`labels::BoundedLabels`]): the
 //!   first names as themselves, any later one as `other`.
-//! - [`listen`]: the optional TCP listener, which answers `GET /metrics` and nothing else.
+//! - [`listen`]: the optional TCP listener, which answers `GET /metrics` and nothing else, on
+//!   bxhttp's accept loop (idle connections cannot keep a scraper out), to requests whose
+//!   `Host` names it (DNS rebinding).
 //! - `testing` (cargo feature `testing`, which only the daemons' `[dev-dependencies]` turn
 //!   on): for their tests, the real `promtool check metrics` on an exposition (skipped
 //!   without promtool unless `BOXMAKER_REQUIRE_PROMETHEUS=1`).

@@ -1,94 +1,126 @@
 //! The optional TCP listener (`[metrics] listen`): `GET /metrics` and nothing else, one
-//! request per connection, within fixed limits, so a scraper that misbehaves costs little.
+//! request per connection, for requests that name the listener in `Host` ([`hosts`]), on
+//! bxhttp's accept loop: at most [`MAX_CONNECTIONS`] open, and at the cap the oldest one with
+//! no request (idle, or a head arriving slowly) closed to make room, so connections that
+//! never send anything cannot keep a scraper out.
+
+mod hosts;
 
 use crate::exposition::{Source, scrape};
+use bxhttp::answer::Body;
+use bxhttp::host::HostRefusal;
+use bxhttp::{Limits, Names, RequestBody};
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use std::convert::Infallible;
+use hosts::Hosts;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 
-/// The most scrape connections open at once; a connection over the cap is closed unanswered.
+/// The most scrape connections open at once; at the cap the oldest connection with no
+/// request in flight is closed to make room, and when every one has a request being
+/// answered a new one gets 503.
 pub const MAX_CONNECTIONS: usize = 8;
 /// How long a scraper may take to send its request head, in milliseconds.
 pub const HEADER_READ_TIMEOUT_MS: u64 = 5_000;
-/// How long one connection may stay open in all, in milliseconds.
-pub const CONNECTION_TIMEOUT_MS: u64 = 15_000;
-/// How long the listener waits before accepting again after `accept` failed, in milliseconds.
-pub const ACCEPT_RETRY_MS: u64 = 100;
+/// How long a scraper that owes bytes (the rest of a request body, reading its answer) may
+/// move none, in milliseconds.
+pub const IDLE_TIMEOUT_MS: u64 = 10_000;
+/// How long open connections may take to finish when the daemon stops, in milliseconds.
+pub const SHUTDOWN_DRAIN_MS: u64 = 1_000;
+/// The `Retry-After` of the 503 a scraper gets when every connection is being answered, in
+/// seconds.
+pub const RETRY_AFTER_S: u64 = 1;
+
+/// The listener's limits, as bxhttp's accept loop takes them.
+const LIMITS: Limits = Limits {
+    max_connections: MAX_CONNECTIONS,
+    header_read_timeout_ms: HEADER_READ_TIMEOUT_MS,
+    idle_timeout_ms: IDLE_TIMEOUT_MS,
+    shutdown_drain_ms: SHUTDOWN_DRAIN_MS,
+};
 
 /// Binds the TCP listener at `addr` (already checked by [`crate::MetricsConfig::check`]).
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves `GET /metrics` from `source` on `listener` until `shutdown` resolves; `name` says
-/// which daemon in the logs.
+/// Serves `GET /metrics` from `source` on `listener` until `shutdown` resolves, to requests
+/// whose `Host` is the listener's address or one of `allowed_hosts` (`[metrics]
+/// allowed_hosts`); `name` says which daemon in the logs.
 pub async fn serve_tcp(
     name: &'static str,
     listener: TcpListener,
     source: Arc<dyn Source>,
+    allowed_hosts: Vec<String>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let mut connections = JoinSet::new();
-    tokio::pin!(shutdown);
-    loop {
-        let accepted = tokio::select! {
-            () = &mut shutdown => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                tracing::warn!(server = name, "metrics: accepting a connection failed: {e}");
-                tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
-            tracing::debug!(
+    let bound = match listener.local_addr() {
+        Ok(bound) => bound,
+        Err(e) => {
+            // Without it no `Host` could be checked: better no listener than an open one.
+            tracing::error!(
                 server = name,
-                "metrics: connection cap reached, closing one"
+                "metrics: cannot read the listener's address: {e}"
             );
-            continue;
-        };
-        let source = Arc::clone(&source);
-        connections.spawn(async move {
-            let limit = Duration::from_millis(CONNECTION_TIMEOUT_MS);
-            let _ = tokio::time::timeout(limit, one_connection(stream, source)).await;
-            drop(permit);
-        });
-    }
-    connections.abort_all();
+            return;
+        }
+    };
+    let scrapes = Arc::new(Scrapes {
+        source,
+        hosts: Hosts::new(bound, &allowed_hosts),
+    });
+    bxhttp::serve(name, listener, scrapes, LIMITS, shutdown).await;
 }
 
-/// One connection: one request, answered, then closed.
-async fn one_connection(stream: TcpStream, source: Arc<dyn Source>) {
-    let service = service_fn(move |request: Request<Incoming>| {
-        let source = Arc::clone(&source);
-        async move { Ok::<_, Infallible>(answer(&*source, &request)) }
-    });
-    let _ = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_millis(HEADER_READ_TIMEOUT_MS))
-        .keep_alive(false)
-        .serve_connection(TokioIo::new(stream), service)
-        .await;
+/// The listener's side of bxhttp's loop: what a request gets.
+struct Scrapes {
+    source: Arc<dyn Source>,
+    hosts: Hosts,
+}
+
+impl bxhttp::Handler<TcpStream> for Scrapes {
+    type Body = Body;
+    const NAMES: Names = Names::new("the metrics listener", "metrics.listen", "metrics");
+    // A scraper sends one request per scrape: nothing to keep a connection open for.
+    const KEEP_ALIVE: bool = false;
+
+    /// Anyone who reaches the port: who can is `[metrics] listen`'s business (loopback
+    /// unless `allow_remote`).
+    async fn check_peer(&self, _stream: &TcpStream) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn handle(
+        &self,
+        request: Request<RequestBody>,
+    ) -> impl Future<Output = Response<Body>> + Send + use<> {
+        let response = answer(&*self.source, &self.hosts, &request);
+        async move { response }
+    }
+
+    fn overloaded(&self, why: &str) -> Response<Body> {
+        let mut response = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the metrics listener is busy: {why}; try again shortly\n"),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+        response
+    }
+
+    fn malformed(&self, status: StatusCode, why: &str) -> Response<Body> {
+        plain(status, format!("{why}\n"))
+    }
 }
 
 /// The answer to one request on the listener.
-fn answer<B>(source: &dyn Source, request: &Request<B>) -> Response<Full<Bytes>> {
+fn answer<B>(source: &dyn Source, hosts: &Hosts, request: &Request<B>) -> Response<Body> {
+    if let Err(refusal) = bxhttp::host::check(request, |host| hosts.allows(host)) {
+        return refused(&refusal, hosts);
+    }
     if request.uri().path() != "/metrics" {
         return plain(StatusCode::NOT_FOUND, "only /metrics is served here\n");
     }
@@ -102,7 +134,7 @@ fn answer<B>(source: &dyn Source, request: &Request<B>) -> Response<Full<Bytes>>
     match scrape(source, accept) {
         Ok(scraped) => Response::builder()
             .header(header::CONTENT_TYPE, scraped.content_type)
-            .body(Full::new(Bytes::from(scraped.body)))
+            .body(Full::new(Bytes::from(scraped.body)).boxed())
             .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR, "encoding failed\n")),
         Err(_) => plain(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -111,10 +143,28 @@ fn answer<B>(source: &dyn Source, request: &Request<B>) -> Response<Full<Bytes>>
     }
 }
 
+/// The answer to a request that does not name the listener (421) or names it unclearly
+/// (400): what was wrong and the names it answers as.
+fn refused(refusal: &HostRefusal, hosts: &Hosts) -> Response<Body> {
+    tracing::debug!("metrics: request refused: {refusal}");
+    plain(
+        refusal.status(),
+        format!(
+            "{refusal}. This metrics listener answers as {}; \
+             another name goes in [metrics] allowed_hosts\n",
+            hosts.describe()
+        ),
+    )
+}
+
 /// A short text answer.
-fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(text.into())).boxed());
     *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     response
 }
 

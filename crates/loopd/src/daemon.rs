@@ -86,7 +86,7 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     let socket = cfg.socket.clone();
     let specs = crate::schedule::specs(&cfg).map_err(|e| anyhow::anyhow!("schedules: {e}"))?;
     let schedule_paths = Paths::of(&cfg);
-    let metrics_config = cfg.metrics;
+    let metrics_config = cfg.metrics.clone();
     let (cfg_expect, health_interval_ms) = (cfg.expect.clone(), cfg.llama.health_interval_ms);
     let engine = Engine::new(EngineParts {
         cfg,
@@ -134,8 +134,10 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         .context("cannot start the schedules")?;
         engine.set_scheduler(Arc::new(scheduler));
         let (metrics_stop, metrics_stopped) = tokio::sync::watch::channel(false);
-        let metrics_listener =
-            metrics_tcp.map(|listener| serve_metrics(listener, &engine, metrics_stopped.clone()));
+        let metrics_listener = metrics_tcp.map(|listener| {
+            let hosts = metrics_config.allowed_hosts.clone();
+            serve_metrics(listener, &engine, hosts, metrics_stopped.clone())
+        });
         let web_listener = web_tcp.zip(console).map(|(listener, console)| {
             tracing::info!(origin = %console.origin.as_url(), "serving the web console");
             tokio::spawn(crate::web::serve(
@@ -207,10 +209,12 @@ fn web_console(
     Ok(crate::web::Console::from_config(&bound).map(Arc::new))
 }
 
-/// Serves `GET /metrics` on `listener` from the engine until `stop` turns true.
+/// Serves `GET /metrics` on `listener` from the engine, to requests for its address or
+/// `allowed_hosts`, until `stop` turns true.
 fn serve_metrics(
     listener: tokio::net::TcpListener,
     engine: &Engine,
+    allowed_hosts: Vec<String>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     if let Ok(addr) = listener.local_addr() {
@@ -221,6 +225,7 @@ fn serve_metrics(
         "loopd",
         listener,
         source,
+        allowed_hosts,
         async move {
             let _ = stop.wait_for(|stop| *stop).await;
         },

@@ -57,9 +57,9 @@ fn ends(stack: &Stack, session: &str) -> Vec<TurnEnd> {
 /// `GET /metrics` from loopd's TCP listener at `addr`, in the classic format.
 fn scrape(addr: SocketAddr) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nhost: loopd\r\n\r\n")
-        .unwrap();
+    // The listener answers only a request that names it (DNS rebinding: docs/metrics.md).
+    let head = format!("GET /metrics HTTP/1.1\r\nhost: {addr}\r\n\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
     let (head, body) = answer.split_once("\r\n\r\n").unwrap();

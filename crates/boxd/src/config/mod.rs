@@ -109,7 +109,7 @@ impl Validate for Config {
             );
         }
         if let Err(e) = self.metrics.check() {
-            p.push("metrics.listen", e.to_string());
+            p.push(e.key(), e.to_string());
         }
         let r = &self.restart;
         p.at_least("restart.initial_backoff_ms", r.initial_backoff_ms, 1);

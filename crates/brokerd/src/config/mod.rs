@@ -158,7 +158,7 @@ impl Validate for Config {
         self.http_fetch.check(&mut p);
         self.approvals.check(&mut p);
         if let Err(e) = self.metrics.check() {
-            p.push("metrics.listen", e.to_string());
+            p.push(e.key(), e.to_string());
         }
         p.finish()
     }

@@ -159,7 +159,7 @@ impl Validate for Config {
         schedules::check(&self.schedules, &mut p);
         self.budgets.check(&mut p);
         if let Err(e) = self.metrics.check() {
-            p.push("metrics.listen", e.to_string());
+            p.push(e.key(), e.to_string());
         }
         self.web.check(&mut p);
         self.kv.check(&mut p);

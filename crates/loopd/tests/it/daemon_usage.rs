@@ -199,9 +199,10 @@ fn tcp_metrics(port: u16) -> (String, String) {
     stream
         .set_read_timeout(Some(Duration::from_millis(WAIT_MS)))
         .unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: loopd\r\nConnection: close\r\n\r\n")
-        .unwrap();
+    // The listener answers only a request that names it (DNS rebinding: docs/metrics.md).
+    let head =
+        format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
     let (head, body) = answer.split_once("\r\n\r\n").unwrap();

@@ -130,7 +130,8 @@ fn scrape_tcp(addr: SocketAddr, accept: Option<&str>) -> String {
         .set_read_timeout(Some(Duration::from_millis(WAIT_MS)))
         .unwrap();
     let accept = accept.map_or(String::new(), |a| format!("accept: {a}\r\n"));
-    let head = format!("GET /metrics HTTP/1.1\r\nhost: brokerd\r\n{accept}\r\n");
+    // The listener answers only a request that names it (DNS rebinding: docs/metrics.md).
+    let head = format!("GET /metrics HTTP/1.1\r\nhost: {addr}\r\n{accept}\r\n");
     stream.write_all(head.as_bytes()).unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
