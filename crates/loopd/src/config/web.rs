@@ -69,11 +69,19 @@ impl Origin {
         };
         let authority = rest.strip_suffix('/').unwrap_or(rest);
         let allowed = |c: char| c.is_ascii_alphanumeric() || "-.:[]".contains(c);
-        if authority.is_empty() || !authority.chars().all(allowed) {
+        let split = bxhttp::host::split_port(authority);
+        let (Some((host, port)), true) = (split, authority.chars().all(allowed)) else {
             return Err(format!(
                 "{text:?} must be scheme://host[:port] with nothing after the host and port"
             ));
-        }
+        };
+        // A browser leaves the scheme's default port out of `Host`, `Origin` and the address
+        // bar: so does the origin, or the console would refuse the very browser it names.
+        let default_port = if https { 443 } else { 80 };
+        let authority = match port {
+            Some(port) if port != default_port => format!("{host}:{port}"),
+            _ => host.to_string(),
+        };
         Ok(Origin {
             https,
             authority: authority.to_ascii_lowercase(),
@@ -186,11 +194,26 @@ mod tests {
         let origin = proxied.resolved_origin().unwrap();
         assert!(origin.https);
         assert_eq!(origin.as_url(), "https://box.example.com");
+        let default_port = Web {
+            origin: Some("https://box.example.com:443".into()),
+            ..web.clone()
+        };
+        assert_eq!(
+            default_port.resolved_origin().unwrap().as_url(),
+            "https://box.example.com"
+        );
+        let http_port = Web {
+            origin: Some("http://box:8080".into()),
+            ..web.clone()
+        };
+        assert_eq!(http_port.resolved_origin().unwrap().authority, "box:8080");
         for bad in [
             "box.example.com",
             "https://box/path",
             "ftp://x",
             "https://u@x",
+            "https://box:port",
+            "https://:8740",
         ] {
             let found = problems(&Web {
                 origin: Some(bad.into()),

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 
 /// The console's words in bxhttp's errors: its body cap is `web.max_body_bytes`.
-const NAMES: Names = Names::new("loopd", "api.socket_group", "web");
+pub(super) const NAMES: Names = Names::new("loopd", "api.socket_group", "web");
 
 /// Reads the whole body, at most `max_body_bytes` of it.
 pub async fn read<B>(request: Request<B>, max_body_bytes: usize) -> Result<Bytes, Problem>

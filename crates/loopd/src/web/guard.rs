@@ -5,7 +5,8 @@
 
 use super::{COOKIE_NAME, Console};
 use crate::signin::{NewSession, tokens_match};
-use http::{HeaderMap, HeaderValue, header};
+use bxhttp::host::HostRefusal;
+use http::{HeaderMap, HeaderValue, Request, header};
 
 /// The Content-Security-Policy of every answer: nothing inline, nothing from elsewhere.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
@@ -15,14 +16,14 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 /// The header a script sends its CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
-/// Whether the request's `Host` is the console's: its listen address or its origin's host.
-/// A missing one is refused too (HTTP/1.1 requires it).
-pub fn host_allowed(headers: &HeaderMap, console: &Console) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    let host = host.to_ascii_lowercase();
-    host == console.listen.to_string() || host == console.origin.authority
+/// Whether the request is for the console: its one `Host` (and the authority of a target in
+/// absolute form) is the listen address or the origin's `host[:port]`. A missing `Host`, or
+/// two, are refused too; `Err` says what was wrong.
+pub fn host_check<B>(request: &Request<B>, console: &Console) -> Result<(), HostRefusal> {
+    let listen = console.listen.to_string();
+    bxhttp::host::check(request, |host| {
+        host == listen || host == console.origin.authority
+    })
 }
 
 /// The session token of the request's cookie, when it has one.
@@ -118,6 +119,17 @@ mod tests {
         .unwrap()
     }
 
+    fn host(hosts: &[&str]) -> Result<(), HostRefusal> {
+        let mut request = Request::get("/");
+        for host in hosts {
+            request = request.header(header::HOST, *host);
+        }
+        host_check(
+            &request.body(()).unwrap(),
+            &console(Some("https://box.example.com")),
+        )
+    }
+
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
@@ -128,15 +140,15 @@ mod tests {
 
     #[test]
     fn only_the_consoles_own_host_names_are_served() {
-        let c = console(Some("https://box.example.com"));
-        assert!(host_allowed(&headers(&[("host", "127.0.0.1:8740")]), &c));
-        assert!(host_allowed(&headers(&[("host", "Box.Example.com")]), &c));
-        assert!(!host_allowed(
-            &headers(&[("host", "evil.example:8740")]),
-            &c
-        ));
-        assert!(!host_allowed(&headers(&[("host", "localhost:8740")]), &c));
-        assert!(!host_allowed(&HeaderMap::new(), &c));
+        assert_eq!(host(&["127.0.0.1:8740"]), Ok(()));
+        assert_eq!(host(&["Box.Example.com"]), Ok(()));
+        assert!(host(&["evil.example:8740"]).is_err());
+        assert!(host(&["localhost:8740"]).is_err());
+        assert_eq!(host(&[]), Err(HostRefusal::Missing));
+        assert_eq!(
+            host(&["box.example.com", "evil.example"]),
+            Err(HostRefusal::Several(2))
+        );
     }
 
     #[test]

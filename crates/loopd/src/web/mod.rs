@@ -8,7 +8,9 @@
 //! with `maud`, which escapes every piece of session text; the one script (`assets`) only
 //! ever sets `textContent`, and the Content-Security-Policy allows no inline script.
 //!
-//! - `server`: the TCP listener (a connection cap, the header-read timeout), until shutdown.
+//! - `server`: the TCP listener on bxhttp's accept loop (a connection cap that closes the
+//!   oldest idle or half-open connection to make room, the header-read and idle timeouts),
+//!   until shutdown.
 //! - `routes`: which path and method does what; the security headers on every answer.
 //! - `guard`: the Host, cookie, Origin and CSRF checks.
 //! - `form`: request bodies (forms and JSON) within `[web] max_body_bytes`.
@@ -26,7 +28,10 @@ use crate::signin::{SignInLimits, SignIns};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-pub use server::{MAX_WEB_CONNECTIONS, WEB_HEADER_READ_TIMEOUT_MS, bind, serve};
+pub use server::{
+    MAX_WEB_CONNECTIONS, WEB_HEADER_READ_TIMEOUT_MS, WEB_IDLE_TIMEOUT_MS, WEB_RETRY_AFTER_S,
+    WEB_SHUTDOWN_DRAIN_MS, bind, serve,
+};
 
 /// The most records one transcript page shows; later ones are a link away.
 pub const TRANSCRIPT_PAGE_RECORDS: u64 = 500;

@@ -151,11 +151,14 @@ where
     I::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let console = &ctx.console;
-    if !guard::host_allowed(request.headers(), console) {
+    if let Err(refusal) = guard::host_check(&request, console) {
         return Err(problem(
             StatusCode::MISDIRECTED_REQUEST,
             error_kind::FORBIDDEN,
-            format!("this console answers only as {}", console.origin.as_url()),
+            format!(
+                "{refusal}: this console answers only as {}",
+                console.origin.as_url()
+            ),
         ));
     }
     let cookie = guard::session_cookie(request.headers());

@@ -21,4 +21,5 @@ mod broker_status;
 mod cli;
 mod daemon_faults;
 mod daemon_usage;
+mod web_connections;
 mod web_console;
