@@ -143,7 +143,7 @@ pub enum Page {
 /// outputs under `session_dir`; a page is at most `cap` bytes and ends on a character
 /// boundary. `direct` is as in [`truncation_note`].
 pub fn read_page(session_dir: &Path, arguments: &str, cap: usize, direct: bool) -> Page {
-    let Ok(Value::Object(args)) = serde_json::from_str::<Value>(arguments) else {
+    let Ok(Value::Object(args)) = bxcore::json::parse_no_duplicates(arguments) else {
         return Page::Refused(format!(
             "{READ_OUTPUT} needs a JSON object: {{\"handle\": \"out-N\", \"offset\": 0}}."
         ));
@@ -214,7 +214,7 @@ pub fn read_output_call(name: &str, arguments: &str) -> Option<String> {
     if name != crate::tools::CALL_TOOL {
         return None;
     }
-    let Ok(Value::Object(call)) = serde_json::from_str::<Value>(arguments) else {
+    let Ok(Value::Object(call)) = bxcore::json::parse_no_duplicates(arguments) else {
         return None;
     };
     if call.get("name").and_then(Value::as_str) != Some(READ_OUTPUT) {

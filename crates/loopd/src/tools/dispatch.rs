@@ -2,6 +2,7 @@
 //! the port, or run as a subagent), unwrapping `call_tool` once.
 
 use super::{CALL_TOOL, CLOCK, FIND_TOOL, Registry};
+use bxcore::json::{JsonError, parse_no_duplicates, shown_key};
 use bxcore::{DenyReason, Labels, denial_message};
 use proto::SUBAGENT;
 use serde_json::Value;
@@ -116,11 +117,19 @@ fn find_tool_query(arguments: &str) -> Option<String> {
 /// Unwraps `call_tool {"name": n, "arguments": a}` into a port call of `n` with `a`, or answers
 /// the model's mistake locally so it can correct itself in the next step.
 fn dispatch_call_tool(registry: &Registry, arguments: &str) -> Dispatch {
-    let Ok(Value::Object(call)) = serde_json::from_str::<Value>(arguments) else {
-        return Dispatch::Local(
-            "call_tool needs a JSON object: {\"name\": \"<tool name>\", \"arguments\": {...}}."
-                .to_string(),
-        );
+    // Strict, as `turn::call` checks first: the inner arguments are written out again below,
+    // and a key given twice must not silently become its last value.
+    let call = match parse_no_duplicates(arguments) {
+        Ok(Value::Object(call)) => call,
+        Err(JsonError::DuplicateKey { key }) => {
+            return Dispatch::Local(duplicate_key_message(CALL_TOOL, &key));
+        }
+        _ => {
+            return Dispatch::Local(
+                "call_tool needs a JSON object: {\"name\": \"<tool name>\", \"arguments\": {...}}."
+                    .to_string(),
+            );
+        }
     };
     let name = call.get("name").and_then(Value::as_str).unwrap_or("");
     if name == FIND_TOOL || name == CALL_TOOL {
@@ -157,15 +166,31 @@ fn dispatch_call_tool(registry: &Registry, arguments: &str) -> Dispatch {
     }
 }
 
+/// What the model is told when the arguments of its call of `tool` hold `key` twice: nothing
+/// ran, and which key to give once.
+pub fn duplicate_key_message(tool: &str, key: &str) -> String {
+    format!(
+        "The arguments of {tool} hold the key {} twice: give each key once.",
+        shown_key(key)
+    )
+}
+
 fn core_tool(name: &str) -> String {
     format!("\"{name}\" is a core tool: call it directly, not through call_tool.")
 }
 
-/// Inner arguments of `subagent` (or of `call_tool` after unwrap). Unknown keys are errors.
+/// Inner arguments of `subagent` (or of `call_tool` after unwrap). Unknown keys, and a key
+/// given twice, are errors.
 pub fn parse_subagent_task(arguments: &str) -> Result<String, String> {
-    let value: Value = match serde_json::from_str(arguments) {
+    let value: Value = match parse_no_duplicates(arguments) {
         Ok(value) => value,
-        Err(_) => return Err("arguments must be a JSON object".to_string()),
+        Err(JsonError::DuplicateKey { key }) => {
+            return Err(format!(
+                "they hold the key {} twice: give each key once",
+                shown_key(&key)
+            ));
+        }
+        Err(JsonError::Invalid(_)) => return Err("arguments must be a JSON object".to_string()),
     };
     let obj = match value.as_object() {
         Some(obj) => obj,

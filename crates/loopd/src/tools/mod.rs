@@ -23,7 +23,8 @@ mod registry;
 pub(crate) mod tests;
 
 pub use dispatch::{
-    Dispatch, dispatch, find_tool_labels, parse_subagent_task, subagent_dispatch, target_tool,
+    Dispatch, dispatch, duplicate_key_message, find_tool_labels, parse_subagent_task,
+    subagent_dispatch, target_tool,
 };
 pub use fake::{FAKE_TOOLS_NOTE, FakeTools};
 pub use registry::{Entry, Registry, clock_schema, echo_schema};

@@ -6,14 +6,17 @@ use crate::baseline;
 use crate::outcome::{CallOutcome, neutralised};
 use crate::outputs::{self, Page, READ_OUTPUT};
 use crate::session::Session;
-use crate::tools::{Dispatch, FIND_TOOL, cap_result, dispatch, find_tool_labels};
+use crate::tools::{
+    Dispatch, FIND_TOOL, cap_result, dispatch, duplicate_key_message, find_tool_labels,
+};
+use bxcore::json::{JsonError, parse_no_duplicates};
 use bxcore::{CallId, Labels, ToolCall, ToolOutcome, TurnEvent, denial_message};
 use proto::{ToolRequest, ToolResponse, TurnRef};
 
 /// Runs `tool_call` (number `call` in `session`): a name outside the epoch's tools array or
-/// arguments that are not JSON get a clear answer back to the model; everything else goes
-/// through `dispatch`. `stop` also stops a subagent the call runs, whose events reach
-/// `on_event` as [`TurnEvent::Subagent`]. A call brokerd asks the owner about waits for the
+/// arguments that are not JSON (or hold a key twice, at any depth) get a clear answer back to
+/// the model; everything else goes through `dispatch`. `stop` also stops a subagent the call
+/// runs, whose events reach `on_event` as [`TurnEvent::Subagent`]. A call brokerd asks the owner about waits for the
 /// answer (`approval`): its request and decision are appended to `session` as they happen.
 pub fn run_call(
     rt: &Runtime<'_>,
@@ -103,13 +106,16 @@ fn check_call(rt: &Runtime<'_>, session: &Session, tool_call: &ToolCall) -> Opti
             "There is no tool named \"{name}\" in your tools array: {hint}."
         ));
     }
-    if let Err(e) = serde_json::from_str::<serde_json::Value>(&tool_call.arguments) {
-        return Some(format!(
+    // Strict: a key given twice (serde_json would keep the last, a reader of the approval the
+    // first) is refused here, before the call can reach brokerd or the owner.
+    match parse_no_duplicates(&tool_call.arguments) {
+        Ok(_) => None,
+        Err(JsonError::DuplicateKey { key }) => Some(duplicate_key_message(name, &key)),
+        Err(JsonError::Invalid(e)) => Some(format!(
             "The arguments of {name} are not valid JSON ({e}). Call it again with a JSON \
              object that fits its schema."
-        ));
+        )),
     }
-    None
 }
 
 /// A port's answer as an outcome, with the answer's labels: a result's, or for a failure or
