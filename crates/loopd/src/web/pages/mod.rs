@@ -117,10 +117,19 @@ pub fn badges(class: DataClass, untrusted: bool) -> Markup {
     }
 }
 
-/// `text` as pretty JSON when it is JSON (a call's arguments), else as it is.
+/// `text` as pretty JSON when it is JSON (a call's arguments), else as it is. Text holding a
+/// key twice is shown as it is: read leniently, it would show one of the two values, and not
+/// necessarily the one that ran (issue 32).
 pub fn pretty_json(text: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(text)
+    bxcore::json::parse_no_duplicates(text)
         .ok()
         .and_then(|v| serde_json::to_string_pretty(&v).ok())
         .unwrap_or_else(|| text.to_string())
+}
+
+/// Text the owner decides on (an approval's tool, reason and arguments), with every control,
+/// bidi, zero-width or other hidden character written out as `\u{..}` (`bxcore::visible`):
+/// maud keeps it from being markup, this keeps a U+202E from reordering what the owner reads.
+pub fn shown(text: &str) -> String {
+    bxcore::visible::visible(text).into_owned()
 }

@@ -1,7 +1,7 @@
 //! One session as a readable transcript: the owner's tasks, the answers, each tool call and
 //! its result folded, every labelled text with its badges; live while a turn runs.
 
-use super::{badges, layout, pretty_json, task_form};
+use super::{badges, layout, pretty_json, shown, task_form};
 use bxcore::{LogRecord, ToolOutcome, TurnEnd};
 use maud::{Markup, html};
 use proto::api::{RecordsPage, SessionInfo};
@@ -165,9 +165,9 @@ fn record_item(record: &LogRecord) -> Markup {
         } => html! {
             li.record.approval {
                 details.tool-call {
-                    summary { (tool) " asked for the owner's approval" (badges(*class, *untrusted)) }
-                    p { (reason) }
-                    pre.arguments { (pretty_json(arguments)) }
+                    summary { (shown(tool)) " asked for the owner's approval" (badges(*class, *untrusted)) }
+                    p { (shown(reason)) }
+                    pre.arguments { (shown(&pretty_json(arguments))) }
                 }
             }
         },
