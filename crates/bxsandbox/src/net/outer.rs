@@ -339,3 +339,100 @@ async fn keep_first<R: AsyncRead + Unpin>(mut reader: R, max: usize) -> Vec<u8> 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::spawn::Spawner;
+
+    fn walls(network: Network) -> Walls {
+        Walls {
+            bwrap: PathBuf::from("/usr/bin/bwrap"),
+            shim: PathBuf::from("/usr/libexec/bxsandbox-shim"),
+            landlock: None,
+            run_as: None,
+            spawner: Spawner::plain(),
+            network,
+        }
+    }
+
+    fn bwrap_args() -> Vec<String> {
+        [
+            "--unshare-all",
+            "--share-net",
+            "--",
+            "/shim",
+            "{}",
+            "--",
+            "true",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    #[test]
+    fn with_network_the_helper_starts_bubblewrap_with_the_handshake_before_its_program() {
+        let mut spec = Spec::new(["true"]);
+        spec.network = true;
+        spec.networks = vec!["192.0.2.7/32".parse().unwrap()];
+        let wrapped = wrap(&spec, &walls(Network::Slirp("/x".into())), bwrap_args()).unwrap();
+        assert_eq!(
+            wrapped.program,
+            PathBuf::from("/usr/libexec/bxsandbox-shim")
+        );
+        let args = &wrapped.args;
+        assert_eq!(args[0], HELPER_ARG);
+        assert_eq!(args[1], r#"{"allowed":["192.0.2.7/32"]}"#);
+        assert_eq!(args[2..4], ["--", "/usr/bin/bwrap"]);
+        let fd = |i: usize| wrapped.fds[i].as_raw_fd().to_string();
+        let mut want = vec!["--unshare-all", "--share-net", "--info-fd"];
+        let (info, block, resolv) = (fd(0), fd(1), fd(2));
+        want.extend([
+            info.as_str(),
+            "--block-fd",
+            block.as_str(),
+            "--ro-bind-data",
+        ]);
+        want.extend([
+            resolv.as_str(),
+            RESOLV_CONF,
+            "--",
+            "/shim",
+            "{}",
+            "--",
+            "true",
+        ]);
+        assert_eq!(args[4..], want);
+    }
+
+    #[test]
+    fn without_network_bubblewrap_starts_as_it_is() {
+        let wrapped = wrap(
+            &Spec::new(["true"]),
+            &walls(Network::Unavailable("none".into())),
+            bwrap_args(),
+        )
+        .unwrap();
+        assert_eq!(wrapped.program, PathBuf::from("/usr/bin/bwrap"));
+        assert_eq!(wrapped.args, bwrap_args());
+        assert!(wrapped.fds.is_empty());
+    }
+
+    #[test]
+    fn no_slirp4netns_or_an_ipv6_network_is_refused_before_anything_starts() {
+        let mut spec = Spec::new(["true"]);
+        spec.network = true;
+        let why = "slirp4netns is not installed (no slirp4netns on PATH)";
+        let err = wrap(
+            &spec,
+            &walls(Network::Unavailable(why.into())),
+            bwrap_args(),
+        );
+        assert!(matches!(err, Err(NetError::Unavailable(w)) if w == why));
+        spec.networks = vec!["fd00::/8".parse().unwrap()];
+        let err = wrap(&spec, &walls(Network::Slirp("/x".into())), bwrap_args());
+        let err = err.err().unwrap().to_string();
+        assert!(err.starts_with("networks entry fd00::/8: "), "{err}");
+    }
+}
