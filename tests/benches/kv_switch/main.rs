@@ -181,7 +181,7 @@ fn scenario(parts: &RealParts, kv: bool) -> (Vec<Turn>, Probes) {
     }
     if !kv {
         assert!(
-            !kv_dir.join(format!("{}.bin", SESSIONS[0].0)).exists(),
+            !kv_dir.join(kv_file(0)).exists(),
             "loopd wrote KV files with [kv] enabled = false"
         );
         return (turns, Probes::new());
@@ -209,9 +209,15 @@ fn copy_name(session: usize, after: usize) -> String {
     format!("{}.after{after}.copy", SESSIONS[session].0)
 }
 
+/// The name of `session`'s KV file (`s-<SHA-256 of its id>.bin`, `docs/kv.md`).
+fn kv_file(session: usize) -> String {
+    let id = bxcore::SessionId::new(SESSIONS[session].0).unwrap();
+    format!("{}{}", loopd::kv::name_of(&id), loopd::kv::KV_SUFFIX)
+}
+
 /// Copies `session`'s KV file, if loopd made one, as its state after turn `after`.
 fn keep_aside(kv_dir: &Path, session: usize, after: usize) {
-    let file = kv_dir.join(format!("{}.bin", SESSIONS[session].0));
+    let file = kv_dir.join(kv_file(session));
     if after > 0 && file.is_file() {
         std::fs::copy(&file, kv_dir.join(copy_name(session, after))).unwrap();
     }

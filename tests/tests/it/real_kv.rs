@@ -119,7 +119,10 @@ fn two_sessions_alternating_on_one_slot_evaluate_only_their_new_tokens() {
     alternate(&mut stack, None);
     assert_every_later_turn_reuses_the_one_before(&stack, "no restart");
     let kv = stack.dir.path().join("state/kv");
-    assert!(kv.join("alpha.bin").is_file() && kv.join("alpha.json").is_file());
+    let alpha = loopd::kv::name_of(&SessionId::new("alpha").unwrap());
+    assert!(
+        kv.join(format!("{alpha}.bin")).is_file() && kv.join(format!("{alpha}.json")).is_file()
+    );
 
     let mut restarted = self::stack(&parts, &parts.smollm2);
     alternate(&mut restarted, Some(3));

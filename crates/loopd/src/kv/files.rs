@@ -4,6 +4,12 @@
 //! and bytes, when it was last used). A file without its note, or a note that does not match
 //! the session now, is never restored: it is deleted.
 //!
+//! Every name is `s-` and the SHA-256 (hex) of the session id ([`name_of`]), never the id
+//! itself: a client chooses its session ids, and an id spelled like another session's file
+//! name would otherwise share (overwrite, delete) that session's file. No id's digest is
+//! another id's. A file of any other name (one an older loopd named after the id) is removed
+//! at start, never restored.
+//!
 //! A save goes to `<name>.bin.tmp` first (llama-server writes in place), then is renamed
 //! over `<name>.bin`, and only then is the note written (atomically): a crash mid-save leaves
 //! the old pair or a stray temporary file, which the next start removes (`clean`); while
@@ -48,16 +54,27 @@ pub struct Note {
     pub used_ms: u64,
 }
 
-/// The file name (no suffix) for `session`: its id, unless the id holds `..` (which
-/// llama-server refuses in a file name), then `sha-` and 32 hex digits of its SHA-256.
+/// What every file name (no suffix) starts with.
+const NAME_PREFIX: &str = "s-";
+/// The hex digits of a name after its prefix: all of a SHA-256's.
+const NAME_HEX_DIGITS: usize = 64;
+
+/// The file name (no suffix) for `session`: `s-` and the SHA-256 (64 hex digits) of its id.
+/// A digest, whatever the id: a name that is the id (or, for some ids only, a digest) could
+/// be taken by a client naming its session as another's file.
 pub fn name_of(session: &SessionId) -> String {
-    let id = session.as_str();
-    if id.contains("..") {
-        let digest = hex::encode(Sha256::digest(id.as_bytes()));
-        format!("sha-{}", &digest[..32])
-    } else {
-        id.to_string()
-    }
+    let digest = Sha256::digest(session.as_str().as_bytes());
+    format!("{NAME_PREFIX}{}", hex::encode(digest))
+}
+
+/// Whether `name` (no suffix) is one [`name_of`] makes: only such files are ever used.
+fn is_name(name: &str) -> bool {
+    name.strip_prefix(NAME_PREFIX).is_some_and(|digest| {
+        digest.len() == NAME_HEX_DIGITS
+            && digest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// The files of one name in a directory.
@@ -108,9 +125,9 @@ impl Pair {
     }
 }
 
-/// Every whole pair in `dir` (a readable note and its `.bin`), with its note. Read only: a
-/// save in flight (its `.bin.tmp`, or its `.bin` before the note) is left alone, so this may
-/// run while another slot saves (a status, the prune after a save).
+/// Every whole pair in `dir` (a readable note and its `.bin`) of a name [`name_of`] makes,
+/// with its note. Read only: a save in flight (its `.bin.tmp`, or its `.bin` before the note)
+/// is left alone, so this may run while another slot saves (a status, the prune after a save).
 pub fn list(dir: &Path) -> Vec<(Pair, Note)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -120,6 +137,9 @@ pub fn list(dir: &Path) -> Vec<(Pair, Note)> {
         .filter_map(|entry| {
             let file = entry.file_name();
             let name = file.to_str()?.strip_suffix(NOTE_SUFFIX)?;
+            if !is_name(name) {
+                return None;
+            }
             let pair = Pair::new(dir, name);
             let note = pair.read_note()?;
             pair.kv.is_file().then_some((pair, note))
@@ -128,7 +148,9 @@ pub fn list(dir: &Path) -> Vec<(Pair, Note)> {
 }
 
 /// Removes what a crash left in `dir`: temporary files, a `.bin` without its note, a note
-/// without its `.bin`. Only at start, before any save can be in flight.
+/// without its `.bin`; and every `.bin` and `.json` of a name [`name_of`] does not make (an
+/// older loopd's, named after the session id). Only at start, before any save can be in
+/// flight.
 pub fn clean(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -147,7 +169,7 @@ pub fn clean(dir: &Path) {
             continue;
         };
         let pair = Pair::new(dir, name);
-        if pair.read_note().is_none() || !pair.kv.is_file() {
+        if !is_name(name) || pair.read_note().is_none() || !pair.kv.is_file() {
             pair.remove();
         }
     }
@@ -196,22 +218,62 @@ mod tests {
         pair
     }
 
+    fn id(s: &str) -> SessionId {
+        SessionId::new(s).unwrap()
+    }
+
     #[test]
-    fn a_name_llama_server_would_refuse_is_hashed() {
-        assert_eq!(name_of(&SessionId::new("main").unwrap()), "main");
-        let odd = name_of(&SessionId::new("a..b").unwrap());
-        assert!(odd.starts_with("sha-") && odd.len() == 36, "{odd}");
+    fn every_name_is_the_digest_of_its_id_which_no_other_id_can_take() {
+        let main = name_of(&id("main"));
+        assert_eq!(main, format!("s-{}", hex::encode(Sha256::digest(b"main"))));
+        assert!(is_name(&main) && main.len() == 66, "{main}");
+        // No id is spelled as a file name (66 bytes, longer than any id); and were it, its
+        // name would be the digest of that spelling.
+        assert!(SessionId::new(&main).is_err());
+        assert_ne!(name_of(&id(&main[..64])), main);
+        // So does one spelled as the name an older loopd gave an id holding `..`.
+        let old = format!("sha-{}", &hex::encode(Sha256::digest(b"a..b"))[..32]);
+        assert_ne!(name_of(&id(&old)), name_of(&id("a..b")));
+        assert!(!is_name("main") && !is_name(&old) && !is_name(&main.to_uppercase()));
+    }
+
+    #[test]
+    fn a_file_of_another_name_is_never_listed_and_goes_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = put(dir.path(), &note("main", 10, 1));
+        // An older loopd's files, named after the id, with notes that match.
+        let mut older = Vec::new();
+        for (name, session) in [
+            ("main", "main"),
+            ("sha-0123456789abcdef0123456789abcdef", "a..b"),
+        ] {
+            let pair = Pair::new(dir.path(), name);
+            std::fs::write(&pair.kv, b"x").unwrap();
+            pair.write_note(&note(session, 1, 1)).unwrap();
+            older.push(pair);
+        }
+        let other = dir.path().join("README");
+        std::fs::write(&other, b"not ours").unwrap();
+        let found = list(dir.path());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0.kv, kept.kv);
+        clean(dir.path());
+        for pair in &older {
+            assert!(!pair.kv.exists() && !pair.note.exists(), "{pair:?}");
+        }
+        assert!(kept.kv.exists() && kept.note.exists());
+        assert!(other.exists(), "what is not a KV file is left alone");
     }
 
     #[test]
     fn a_listing_leaves_a_save_in_flight_and_cleaning_removes_what_a_crash_left() {
         let dir = tempfile::tempdir().unwrap();
         let kept = put(dir.path(), &note("a", 10, 1));
-        let orphan = Pair::new(dir.path(), "b");
+        let orphan = Pair::new(dir.path(), &name_of(&id("b")));
         std::fs::write(&orphan.kv, b"x").unwrap();
-        let noteless = Pair::new(dir.path(), "c");
+        let noteless = Pair::new(dir.path(), &name_of(&id("c")));
         noteless.write_note(&note("c", 1, 1)).unwrap();
-        let temp = Pair::new(dir.path(), "d");
+        let temp = Pair::new(dir.path(), &name_of(&id("d")));
         std::fs::write(&temp.temp, b"x").unwrap();
         let found = list(dir.path());
         assert_eq!(found.len(), 1);
@@ -234,16 +296,13 @@ mod tests {
         for (s, bytes, used) in [("old", 50, 1), ("mid", 30, 2), ("new", 40, 3)] {
             put(dir.path(), &note(s, bytes, used));
         }
-        let names = |pairs: Vec<Pair>| -> Vec<String> {
-            pairs
-                .iter()
-                .map(|p| p.kv.file_name().unwrap().to_string_lossy().into_owned())
-                .collect()
-        };
-        assert_eq!(names(over_limits(list(dir.path()), 80, 10)), ["old.bin"]);
+        let names =
+            |pairs: Vec<Pair>| -> Vec<PathBuf> { pairs.into_iter().map(|p| p.kv).collect() };
+        let kv = |s: &str| Pair::new(dir.path(), &name_of(&id(s))).kv;
+        assert_eq!(names(over_limits(list(dir.path()), 80, 10)), [kv("old")]);
         assert_eq!(
             names(over_limits(list(dir.path()), 1000, 1)),
-            ["old.bin", "mid.bin"]
+            [kv("old"), kv("mid")]
         );
         assert!(over_limits(list(dir.path()), 120, 3).is_empty());
     }

@@ -8,7 +8,7 @@
 use crate::api::Backend;
 use crate::config::{Config, Kv};
 use crate::engine::{Engine, EngineParts, ToolSource};
-use crate::kv::{Note, SlotFiles};
+use crate::kv::{Note, SlotFiles, name_of};
 use crate::llama::ServerInfo;
 use crate::llama::tests::support::Fake;
 use crate::meter::{Meter, system_clock};
@@ -16,7 +16,7 @@ use crate::route::Router;
 use crate::tests::bed::{Bed, COMPACT_PHRASE, ROOMY_N_CTX, SYSTEM, run_task};
 use crate::tools::{FakeTools, Registry};
 use bxcore::{LogRecord, SessionId};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The model fakellama reports (`--model`).
@@ -76,6 +76,11 @@ fn engine_with(bed: &Bed, kv: bool, tweak: impl FnOnce(&mut Config)) -> Engine {
         meter: Arc::new(Meter::load(&cfg, system_clock()).unwrap()),
         cfg,
     })
+}
+
+/// Session `id`'s KV file (`suffix` `.bin`) or note (`.json`) in `dir`.
+fn at(dir: &Path, id: &str, suffix: &str) -> PathBuf {
+    dir.join(format!("{}{suffix}", name_of(&SessionId::new(id).unwrap())))
 }
 
 /// Runs `text` on session `id` to its end.
@@ -142,7 +147,7 @@ fn sessions_taking_turns_on_one_slot_come_back_to_their_cache() {
         "a first turn has nothing to miss: {status:?}"
     );
     assert_eq!(status.files, 2, "{status:?}");
-    assert!(dir.join("a.bin").is_file() && dir.join("a.json").is_file());
+    assert!(at(&dir, "a", ".bin").is_file() && at(&dir, "a", ".json").is_file());
     stop(&bed, &engine, false);
 
     // The same without the files: every switch prefills the whole prompt again.
@@ -183,15 +188,15 @@ fn a_file_that_does_not_match_is_deleted_never_restored() {
     alternate(&bed, &engine, 1);
     run(&bed, &engine, "a", "again");
     let note_of = |id: &str| -> Note {
-        serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json"))).unwrap()).unwrap()
+        serde_json::from_slice(&std::fs::read(at(&dir, id, ".json")).unwrap()).unwrap()
     };
     // b's file says another model made it: b's next turn must not use it.
     let mut b = note_of("b");
     b.model = "/models/another.gguf".into();
-    std::fs::write(dir.join("b.json"), serde_json::to_vec(&b).unwrap()).unwrap();
+    std::fs::write(at(&dir, "b", ".json"), serde_json::to_vec(&b).unwrap()).unwrap();
     run(&bed, &engine, "b", "once more");
     assert!(
-        !dir.join("b.bin").exists(),
+        !at(&dir, "b", ".bin").exists(),
         "the other model's file is gone"
     );
     // Only the prefix every session shares (system prompt, tools) was still in the slot.
@@ -199,13 +204,13 @@ fn a_file_that_does_not_match_is_deleted_never_restored() {
     assert!(b_calls[1].1 < b_calls[0].0, "prefilled: {b_calls:?}");
     // A compaction: a's file of the old epoch is dropped.
     // b's turn saved a's cache: a has a file of epoch 0 now.
-    assert!(dir.join("a.bin").exists());
+    assert!(at(&dir, "a", ".bin").exists());
     let compacted = bed
         .fake
         .rt
         .block_on(engine.compact(&SessionId::new("a").unwrap()));
     assert_eq!(compacted.unwrap().epoch, 1);
-    assert!(!dir.join("a.bin").exists() && !dir.join("a.json").exists());
+    assert!(!at(&dir, "a", ".bin").exists() && !at(&dir, "a", ".json").exists());
     stop(&bed, &engine, false);
 }
 
@@ -215,12 +220,12 @@ fn a_restore_that_fails_or_a_server_without_files_leaves_the_turn_to_prefill() {
     let engine = engine(&bed, true);
     alternate(&bed, &engine, 1);
     // a's file is damaged: the server refuses it, the turn runs cold, the file goes.
-    std::fs::write(dir.join("a.bin"), b"not a slot file").unwrap();
+    std::fs::write(at(&dir, "a", ".bin"), b"not a slot file").unwrap();
     run(&bed, &engine, "a", "again");
     let a = calls(&bed, "a");
     assert_eq!(a.len(), 2);
     assert_eq!(a[1].1, 0, "prefilled: {a:?}");
-    assert!(!dir.join("a.bin").exists());
+    assert!(!at(&dir, "a", ".bin").exists());
     let status = engine.models().kv().unwrap().status();
     assert_eq!(status.restore_failures, 1, "{status:?}");
     stop(&bed, &engine, false);
@@ -282,7 +287,7 @@ fn a_compaction_after_a_turn_drops_the_sessions_file() {
     let first = engine(&bed, true);
     alternate(&bed, &first, 1);
     // b's turn saved a's cache of epoch 0.
-    assert!(dir.join("a.bin").is_file());
+    assert!(at(&dir, "a", ".bin").is_file());
     stop(&bed, &first, false);
     // Compaction due after every turn: a's next turn compacts in its background work.
     let second = engine_with(&bed, true, |cfg| cfg.compact.threshold = f64::MIN_POSITIVE);
@@ -299,7 +304,54 @@ fn a_compaction_after_a_turn_drops_the_sessions_file() {
         .count();
     assert!(epoch >= 1, "compacted after the first turn");
     assert!(
-        !dir.join("a.bin").exists() && !dir.join("a.json").exists(),
+        !at(&dir, "a", ".bin").exists() && !at(&dir, "a", ".json").exists(),
         "the old epoch's file is gone"
     );
+}
+
+#[test]
+fn a_session_named_as_anothers_file_never_takes_or_spoils_its_cache() {
+    use sha2::{Digest, Sha256};
+    let (bed, dir) = bed(true);
+    let engine = engine(&bed, true);
+    // The name an older loopd gave the file of session `a..b`: a client may name a session so.
+    let named_so = format!("sha-{}", &hex::encode(Sha256::digest(b"a..b"))[..32]);
+    for n in 0..2 {
+        run(&bed, &engine, "a..b", &format!("task {n} of a..b"));
+        run(&bed, &engine, &named_so, &format!("task {n} of the other"));
+    }
+    run(&bed, &engine, "a..b", "task 2 of a..b");
+    for id in ["a..b", named_so.as_str()] {
+        assert!(
+            every_later_turn_warm(&bed, id),
+            "{id}: {:?}",
+            calls(&bed, id)
+        );
+    }
+    let status = engine.models().kv().unwrap().status();
+    assert_eq!(
+        (status.misses, status.files),
+        (0, 2),
+        "each its own file: {status:?}"
+    );
+    assert!(!dir.join(format!("{named_so}.bin")).exists());
+    stop(&bed, &engine, false);
+}
+
+#[test]
+fn a_file_an_older_loopd_named_after_the_session_is_removed_never_restored() {
+    let (bed, dir) = bed(true);
+    let first = engine(&bed, true);
+    alternate(&bed, &first, 1);
+    stop(&bed, &first, true);
+    // As an older loopd left them: a's file and note named after the session id.
+    for suffix in [".bin", ".json"] {
+        std::fs::rename(at(&dir, "a", suffix), dir.join(format!("a{suffix}"))).unwrap();
+    }
+    let second = engine(&bed, true);
+    assert!(!dir.join("a.bin").exists() && !dir.join("a.json").exists());
+    run(&bed, &second, "a", "again");
+    let a = calls(&bed, "a");
+    assert!(a[1].1 < a[0].0, "a prefilled: {a:?}");
+    stop(&bed, &second, false);
 }
