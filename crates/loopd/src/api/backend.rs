@@ -71,6 +71,20 @@ pub trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Submitted, ApiFailure>> + Send {
         self.submit(task)
     }
+    /// [`Backend::submit_unattended`] into a session that must be new (a schedule's run with
+    /// `session = "new"`): when session `task.session` exists, or a task is queued for it
+    /// already, nothing is queued and the answer is [`ApiFailure::Forbidden`]. A run never
+    /// goes into a session a client made before it. By default, refused: a backend that
+    /// cannot check so runs no such run (fail closed).
+    fn submit_unattended_new(
+        &self,
+        task: TaskRequest,
+    ) -> impl Future<Output = Result<Submitted, ApiFailure>> + Send {
+        let _ = task;
+        std::future::ready(Err(ApiFailure::Internal(
+            "this backend cannot make a run's new session".into(),
+        )))
+    }
     /// Every session.
     fn sessions(&self) -> Result<SessionList, ApiFailure>;
     /// Up to `limit` records of session `id` from index `from`.

@@ -240,7 +240,17 @@ impl Engine {
     /// Puts `work` on session `id`'s lane: behind what runs or waits there (a full queue is
     /// [`ApiFailure::Busy`]), or on a new worker when the lane is idle.
     fn queue(&self, id: &SessionId, work: Work) -> Result<(), ApiFailure> {
-        let mut lanes = self.inner.lock_lanes();
+        self.queue_locked(&mut self.inner.lock_lanes(), id, work)
+    }
+
+    /// [`Engine::queue`] under the lanes' lock, taken by the caller: what it checked under
+    /// the lock still holds.
+    fn queue_locked(
+        &self,
+        lanes: &mut HashMap<SessionId, Lane>,
+        id: &SessionId,
+        work: Work,
+    ) -> Result<(), ApiFailure> {
         let lane = lanes.entry(id.clone()).or_insert_with(Lane::new);
         if lane.is_busy() {
             lane.enqueue(work, self.inner.parts.cfg.api.session_queue_len, id)
@@ -338,11 +348,15 @@ fn store_failure(e: StoreError) -> ApiFailure {
 
 impl Backend for Engine {
     async fn submit(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
-        self.submit_task(task, false).await
+        self.submit_task(task, submit::How::ATTENDED).await
     }
 
     async fn submit_unattended(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
-        self.submit_task(task, true).await
+        self.submit_task(task, submit::How::UNATTENDED).await
+    }
+
+    async fn submit_unattended_new(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
+        self.submit_task(task, submit::How::UNATTENDED_NEW).await
     }
 
     async fn compact(&self, id: &SessionId) -> Result<CompactAnswer, ApiFailure> {

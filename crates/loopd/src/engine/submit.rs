@@ -5,20 +5,47 @@ use super::lane::{Pending, Work};
 use super::{Engine, task_ids, waiting};
 use crate::api::{ApiFailure, Submitted};
 use crate::meter::Refusal;
+use bxcore::SessionId;
 use proto::api::TaskRequest;
 use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
 
+/// How a task is submitted.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct How {
+    /// Nobody watches its turn (a schedule's run).
+    unattended: bool,
+    /// Its session must not exist yet (a schedule's `session = "new"` run).
+    new_session: bool,
+}
+
+impl How {
+    /// A client's task.
+    pub(super) const ATTENDED: How = How {
+        unattended: false,
+        new_session: false,
+    };
+    /// A schedule's run into its fixed session.
+    pub(super) const UNATTENDED: How = How {
+        unattended: true,
+        new_session: false,
+    };
+    /// A schedule's run into a session of its own.
+    pub(super) const UNATTENDED_NEW: How = How {
+        unattended: true,
+        new_session: true,
+    };
+}
+
 impl Engine {
-    /// Queues `task` (see [`crate::api::Backend::submit`]); `unattended` when nobody watches its
-    /// turn. A refusal the metrics count (`loopd_tasks_refused_total`) is counted here, whatever
-    /// step refused it.
+    /// Queues `task` (see [`crate::api::Backend::submit`]) as `how` says. A refusal the
+    /// metrics count (`loopd_tasks_refused_total`) is counted here, whatever step refused it.
     pub(super) async fn submit_task(
         &self,
         task: TaskRequest,
-        unattended: bool,
+        how: How,
     ) -> Result<Submitted, ApiFailure> {
-        let submitted = self.queue_task(task, unattended).await;
+        let submitted = self.queue_task(task, how).await;
         if let Err(why) = &submitted
             && let Some(refusal) = refusal(why)
         {
@@ -27,11 +54,7 @@ impl Engine {
         submitted
     }
 
-    async fn queue_task(
-        &self,
-        task: TaskRequest,
-        unattended: bool,
-    ) -> Result<Submitted, ApiFailure> {
+    async fn queue_task(&self, task: TaskRequest, how: How) -> Result<Submitted, ApiFailure> {
         if self.inner.shutting_down.load(Ordering::SeqCst) {
             return Err(ApiFailure::Unavailable("loopd is shutting down".into()));
         }
@@ -81,12 +104,36 @@ impl Engine {
             reply,
             named,
             waiting,
-            unattended,
+            unattended: how.unattended,
         };
-        self.queue(&id, Work::Task(pending))?;
+        if how.new_session {
+            self.queue_new(&id, pending)?;
+        } else {
+            self.queue(&id, Work::Task(pending))?;
+        }
         answer.await.map_err(|_| {
             ApiFailure::Internal("the task was dropped before its turn started".into())
         })?
+    }
+}
+
+impl Engine {
+    /// Queues `pending` on session `id` only if no session `id` exists and nothing is queued
+    /// for it: checked and queued under the lanes' lock, so that a client who learnt the id
+    /// (`GET /v1/schedules` shows a run's session as it starts) and sent a task to it first
+    /// cannot have a schedule's run appended to the session it made.
+    fn queue_new(&self, id: &SessionId, pending: Pending) -> Result<(), ApiFailure> {
+        let mut lanes = self.inner.lock_lanes();
+        if lanes.contains_key(id) || self.inner.parts.store.exists(id) {
+            drop(lanes);
+            let why = ApiFailure::Forbidden(format!(
+                "session {id} exists already, and a run into a new session never goes into one \
+                 made before it; nothing was run"
+            ));
+            pending.refuse(why.clone());
+            return Err(why);
+        }
+        self.queue_locked(&mut lanes, id, Work::Task(pending))
     }
 }
 

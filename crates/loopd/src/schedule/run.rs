@@ -18,6 +18,8 @@ use tokio::sync::oneshot;
 struct Begun {
     name: String,
     session: SessionId,
+    /// Its session is one of its own (`session = "new"`), which must not exist yet.
+    new_session: bool,
     task: TaskSource,
     started: bxcore::Timestamp,
 }
@@ -106,6 +108,7 @@ impl<B: Backend> Shared<B> {
         Ok(Begun {
             name: name.to_string(),
             session,
+            new_session: entry.spec.session.is_none(),
             task: entry.spec.task.clone(),
             started,
         })
@@ -145,7 +148,13 @@ impl<B: Backend> Shared<B> {
                 text,
                 task_id: None,
             };
-            self.backend.submit_unattended(task).await
+            // A new session is made by this run or the run does not go: a client that saw
+            // its id (`GET /v1/schedules` shows it from now) cannot have made it first.
+            if begun.new_session {
+                self.backend.submit_unattended_new(task).await
+            } else {
+                self.backend.submit_unattended(task).await
+            }
         }
         .await;
         let submitted = match started {

@@ -4,7 +4,9 @@
 
 use super::clock::Clock;
 use super::state::{self, ScheduleState, StateError, StateFile};
-use super::timing::{from_timestamp, latest_due, new_session_name, timestamp};
+use super::timing::{
+    RUN_SESSION_RANDOM_BYTES, from_timestamp, latest_due, new_session_name, timestamp,
+};
 use super::{Paths, Spec, info};
 use crate::api::{ApiFailure, Backend};
 use crate::config::Missed;
@@ -313,17 +315,22 @@ pub(super) async fn drive<B: Backend>(shared: Arc<Shared<B>>, mut stop: watch::R
     }
 }
 
-/// The session of a run of `spec` due at `due`.
+/// The session of a run of `spec` due at `due`: its fixed one, or a new one nobody can name
+/// before (random digits from the OS).
 pub(super) fn session_of(spec: &Spec, due: DateTime<Utc>) -> Result<SessionId, ApiFailure> {
-    match &spec.session {
-        Some(id) => Ok(id.clone()),
-        None => SessionId::new(&new_session_name(&spec.name, due)).map_err(|e| {
+    let Some(id) = &spec.session else {
+        let no_session = |why: String| {
             ApiFailure::Internal(format!(
-                "schedule {}: no session for its run: {e}",
+                "schedule {}: no session for its run: {why}",
                 spec.name
             ))
-        }),
-    }
+        };
+        let mut random = [0u8; RUN_SESSION_RANDOM_BYTES];
+        getrandom::fill(&mut random).map_err(|e| no_session(format!("no randomness: {e}")))?;
+        return SessionId::new(&new_session_name(&spec.name, due, random))
+            .map_err(|e| no_session(e.to_string()));
+    };
+    Ok(id.clone())
 }
 
 /// `loopd_schedule_runs_total`'s outcome of a run skipped.

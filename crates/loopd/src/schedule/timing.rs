@@ -42,10 +42,24 @@ pub fn latest_due(
     }
 }
 
-/// The session of a run of schedule `name` with `session = "new"` due at `due`:
-/// `<name>-<YYYYMMDDTHHMMSSZ>`.
-pub fn new_session_name(name: &str, due: DateTime<Utc>) -> String {
-    format!("{name}-{}", due.format("%Y%m%dT%H%M%SZ"))
+/// The random bytes in the session id of a run with `session = "new"` (as hex digits): with
+/// the longest schedule name (`MAX_SCHEDULE_NAME_BYTES`) and the due time the id is 64 bytes,
+/// the most a session id may be.
+pub const RUN_SESSION_RANDOM_BYTES: usize = 7;
+
+/// The session of a run of schedule `name` with `session = "new"` due at `due`, with `random`
+/// bytes from the OS: `<name>-<YYYYMMDDTHHMMSSZ>-<14 hex digits>`. The due time alone would
+/// let a client make that session before the run and have the run's task appended to it.
+pub fn new_session_name(
+    name: &str,
+    due: DateTime<Utc>,
+    random: [u8; RUN_SESSION_RANDOM_BYTES],
+) -> String {
+    format!(
+        "{name}-{}-{}",
+        due.format("%Y%m%dT%H%M%SZ"),
+        hex::encode(random)
+    )
 }
 
 /// `t` as the API writes it.
@@ -139,12 +153,18 @@ mod tests {
     }
 
     #[test]
-    fn a_new_session_is_named_by_its_due_time_in_utc() {
+    fn a_new_session_is_named_by_its_due_time_in_utc_and_random_digits() {
         assert_eq!(
-            new_session_name("morning", utc("2026-03-29T05:00:07.5+02:00")),
-            "morning-20260329T030007Z"
+            new_session_name(
+                "morning",
+                utc("2026-03-29T05:00:07.5+02:00"),
+                [0, 1, 2, 0xab, 0xcd, 0xef, 0xff]
+            ),
+            "morning-20260329T030007Z-000102abcdefff"
         );
-        let id = bxcore::SessionId::new(&new_session_name("a.b_c-d", utc("2026-01-01T00:00:00Z")));
+        let longest = "a.b_c-d".repeat(5)[..crate::config::MAX_SCHEDULE_NAME_BYTES].to_string();
+        let name = new_session_name(&longest, utc("2026-01-01T00:00:00Z"), [0xff; 7]);
+        let id = bxcore::SessionId::new(&name);
         assert!(id.is_ok(), "a valid session id: {id:?}");
     }
 }

@@ -24,6 +24,7 @@ mod long_session;
 mod memory;
 mod read_output;
 mod result_cap;
+mod schedule_new_session;
 mod session_store;
 mod summary_call;
 mod summary_outcomes;

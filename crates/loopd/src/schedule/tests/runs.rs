@@ -344,10 +344,57 @@ fn a_new_session_per_run_is_named_by_the_due_time_and_cron_runs_in_its_zone() {
         wait_got(&bed, 1).await;
         s.stop().await;
     });
-    assert_eq!(
-        bed.stub.got()[0].session,
-        SessionId::new("night-20260329T010000Z").unwrap()
+    let got = &bed.stub.got()[0];
+    let random = got
+        .session
+        .as_str()
+        .strip_prefix("night-20260329T010000Z-")
+        .unwrap();
+    assert!(
+        random.len() == 14 && random.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{random}"
     );
+    assert!(got.new_session, "a run that must make its session");
+}
+
+#[test]
+fn a_new_sessions_id_cannot_be_named_before_its_run_and_a_fixed_one_is_appended_to() {
+    let bed = Bed::at("2026-01-01T10:00:00Z");
+    rt().block_on(async {
+        let s = bed.start(vec![spec(r#"{"name": "n", "every": "1h"}"#), hourly("")]);
+        for runs in [2, 4] {
+            bed.advance(HOUR);
+            wait_got(&bed, runs).await;
+            for i in runs - 2..runs {
+                bed.stub.end(i, "done", TurnEnd::Done, 0);
+            }
+            wait_counts(&s, |c| c.finished >= runs as u64).await;
+        }
+        s.stop().await;
+    });
+    let got = bed.stub.got();
+    let new: Vec<&SessionId> = got
+        .iter()
+        .filter(|g| g.new_session)
+        .map(|g| &g.session)
+        .collect();
+    assert_eq!(new.len(), 2, "{got:?}");
+    // Not the due time alone: a client could make that session before the run.
+    assert!(
+        new[0].as_str().starts_with("n-20260101T110000Z-"),
+        "{}",
+        new[0]
+    );
+    assert!(
+        new[1].as_str().starts_with("n-20260101T120000Z-"),
+        "{}",
+        new[1]
+    );
+    let random = |id: &SessionId| id.as_str()["n-20260101T110000Z-".len()..].to_string();
+    assert_ne!(random(new[0]), random(new[1]), "drawn for each run");
+    let fixed: Vec<&super::stub::Got> = got.iter().filter(|g| !g.new_session).collect();
+    assert_eq!(fixed.len(), 2);
+    assert!(fixed.iter().all(|g| g.session.as_str() == "reports"));
 }
 
 #[test]

@@ -15,6 +15,8 @@ pub struct Got {
     pub session: SessionId,
     pub text: String,
     pub unattended: bool,
+    /// Whether it had to make its session (`submit_unattended_new`).
+    pub new_session: bool,
     /// The state file when `submit` was called.
     pub state: StateFile,
 }
@@ -65,12 +67,23 @@ impl Stub {
         self.turns.lock().unwrap()[i] = mpsc::unbounded_channel().0;
     }
 
-    fn take(&self, task: TaskRequest, unattended: bool) -> Result<Submitted, ApiFailure> {
+    fn take(
+        &self,
+        task: TaskRequest,
+        unattended: bool,
+        new_session: bool,
+    ) -> Result<Submitted, ApiFailure> {
         let session = task.session.clone().unwrap();
+        if new_session && self.got().iter().any(|g| g.session == session) {
+            return Err(ApiFailure::Forbidden(format!(
+                "session {session} exists already"
+            )));
+        }
         let got = Got {
             session: session.clone(),
             text: task.text,
             unattended,
+            new_session,
             state: state::load(&self.file).unwrap(),
         };
         let turn = {
@@ -94,10 +107,13 @@ impl Stub {
 
 impl Backend for Stub {
     async fn submit(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
-        self.take(task, false)
+        self.take(task, false, false)
     }
     async fn submit_unattended(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
-        self.take(task, true)
+        self.take(task, true, false)
+    }
+    async fn submit_unattended_new(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
+        self.take(task, true, true)
     }
     fn sessions(&self) -> Result<SessionList, ApiFailure> {
         unimplemented!("not used by the scheduler")
