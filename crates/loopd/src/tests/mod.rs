@@ -31,4 +31,5 @@ mod summary_outcomes;
 mod turn;
 mod turn_recovery;
 mod untrusted_marks;
+mod untrusted_tools_array;
 mod usage_accounts;
