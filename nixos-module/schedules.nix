@@ -31,7 +31,7 @@ let
         path (./morning.md) is copied into the store, which every user can read: give a string
         ("/etc/boxmaker/morning.md") for a task that is private.
       '';
-      session = optional types.str ''A fixed session id, or "new": a fresh session per run, named <name>-<time>.'';
+      session = optional types.str ''A fixed session id, or "new": a fresh session per run, named <name>-<time>-<random>.'';
       missed = optional (types.enum [ "skip" "run_once" ]) "What to do at start about runs that fell due while loopd was down: none, or one catch-up run.";
       quiet_reply = optional types.str "An answer equal to it (trimmed) is quiet: no notification under notify = \"unless_quiet\".";
       notify = optional (types.enum [ "always" "unless_quiet" "never" ]) "When a run's answer becomes a notification.";
