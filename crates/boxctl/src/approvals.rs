@@ -1,17 +1,14 @@
 //! How calls waiting for the owner read for people: the `boxctl approvals` table, a call's age,
 //! a request and its decision as `task` and `show --follow` print them, and what an answer
 //! recorded.
+//!
+//! The owner decides on what these show, so a call's tool, arguments and reason are shown in
+//! full, never cut (a path cut short could hide where a write goes), with every hidden
+//! character written out (`safe_text::in_full`): what the owner reads is what runs.
 
-use crate::safe_text::{one_line, terminal_safe};
+use crate::safe_text::{in_full, terminal_safe};
 use bxcore::{ApprovalDecision, ApprovalId, Timestamp};
 use proto::api::{ApprovalAnswered, ApprovalList};
-
-/// The most characters of a call's arguments in the `boxctl approvals` table: enough for a
-/// path and the start of a content, short enough for one line; `--json` has them whole.
-pub const MAX_LISTED_ARGUMENT_CHARS: usize = 60;
-/// The most characters of a waiting call's arguments shown as it is asked: the owner decides
-/// on them, so far more than a tool call's line; `boxctl approvals --json` has them whole.
-pub const MAX_APPROVAL_ARGUMENT_CHARS: usize = 2_000;
 
 /// `seconds` in its largest whole unit: `12s`, `3m`, `2h`, `1d`.
 pub fn age_words(seconds: u64) -> String {
@@ -30,7 +27,8 @@ pub fn age(then: &Timestamp, now: &Timestamp) -> String {
 }
 
 /// The waiting calls as a table with a header, oldest first, their ages taken at `now`; a
-/// line saying so when none waits.
+/// line saying so when none waits. The arguments, whole, are the last column, so that however
+/// long they are no other column is pushed aside.
 pub fn approvals_table(list: &ApprovalList, now: &Timestamp) -> String {
     if list.approvals.is_empty() {
         return "no calls wait for approval\n".into();
@@ -42,15 +40,15 @@ pub fn approvals_table(list: &ApprovalList, now: &Timestamp) -> String {
             [
                 terminal_safe(a.id.as_str()).into_owned(),
                 terminal_safe(a.session.as_str()).into_owned(),
-                one_line(&a.tool, None),
+                in_full(&a.tool),
                 age(&a.asked, now),
-                one_line(a.arguments.trim(), Some(MAX_LISTED_ARGUMENT_CHARS)),
-                one_line(&a.reason, None),
+                in_full(&a.reason),
+                in_full(&a.arguments),
             ]
         })
         .collect();
     crate::table::columns(
-        ["ID", "SESSION", "TOOL", "AGE", "ARGUMENTS", "REASON"],
+        ["ID", "SESSION", "TOOL", "AGE", "REASON", "ARGUMENTS"],
         &rows,
     )
 }
@@ -69,8 +67,8 @@ pub fn answered_line(answered: &ApprovalAnswered) -> String {
     )
 }
 
-/// A call that waits for the owner, as three lines: what would run, why it is asked, and how
-/// to answer it (and that silence denies it).
+/// A call that waits for the owner, as three lines: what would run (its arguments whole), why
+/// it is asked, and how to answer it (and that silence denies it).
 pub fn approval_request_text(
     approval: &ApprovalId,
     tool: &str,
@@ -79,16 +77,12 @@ pub fn approval_request_text(
     timeout_ms: u64,
 ) -> String {
     let id = terminal_safe(approval.as_str());
-    let shown = one_line(arguments.trim(), Some(MAX_APPROVAL_ARGUMENT_CHARS));
-    let cut = match arguments.trim().chars().count() > MAX_APPROVAL_ARGUMENT_CHARS {
-        true => " (cut; boxctl approvals --json shows them whole)",
-        false => "",
-    };
     format!(
-        "? approval {id}: {} {shown}{cut}\n  why: {}\n  answer: boxctl approve {id} [--for-turn], \
+        "? approval {id}: {} {}\n  why: {}\n  answer: boxctl approve {id} [--for-turn], \
          or boxctl deny {id} [--reason TEXT]; without an answer in {} it is denied\n",
-        one_line(tool, None),
-        one_line(reason, None),
+        in_full(tool),
+        in_full(arguments),
+        in_full(reason),
         wait_words(timeout_ms),
     )
 }

@@ -1,9 +1,10 @@
 //! How boxctl shows things to people: pure functions from events, records and answers to
 //! text. Everything that came from the model or a tool is made safe for a terminal first.
 
-use crate::approvals::{MAX_APPROVAL_ARGUMENT_CHARS, approval_decided_line, approval_request_text};
+use crate::approvals::{approval_decided_line, approval_request_text};
 use bxcore::{DataClass, LogRecord, ToolCall, ToolOutcome, TurnEnd, TurnEvent};
 
+use crate::safe_text::in_full;
 pub use crate::safe_text::{one_line, terminal_safe};
 
 /// The most characters of a tool call's arguments shown on its line.
@@ -395,9 +396,9 @@ pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
         } => vec![format!(
             "{} approval {approval} asked: {} {} ({})",
             clock(time),
-            one_line(tool, None),
-            one_line(arguments.trim(), Some(MAX_ARGUMENT_CHARS)),
-            one_line(reason, None)
+            in_full(tool),
+            in_full(arguments),
+            in_full(reason)
         )],
         LogRecord::ApprovalDecided {
             time,
@@ -457,9 +458,9 @@ fn nested_line(event: &TurnEvent, depth: usize) -> Option<String> {
         } => Some(format!(
             "? approval {}: {} {} ({}); boxctl approve|deny {0}",
             terminal_safe(approval.as_str()),
-            one_line(tool, None),
-            one_line(arguments.trim(), Some(MAX_APPROVAL_ARGUMENT_CHARS)),
-            one_line(reason, None)
+            in_full(tool),
+            in_full(arguments),
+            in_full(reason)
         )),
         TurnEvent::ApprovalDecided {
             approval, decision, ..

@@ -1,5 +1,6 @@
 //! Text from the model, a tool or brokerd made safe to print: no control characters, and on
-//! one line where a line is wanted. Below every module that prints (`format`, `approvals`).
+//! one line where a line is wanted; what the owner decides on, with every hidden character
+//! written out. Below every module that prints (`format`, `approvals`).
 
 use std::borrow::Cow;
 
@@ -27,4 +28,14 @@ pub fn one_line(text: &str, max_chars: Option<usize>) -> String {
         }
         _ => flat,
     }
+}
+
+/// `text` as the owner must read what they decide on (an approval's arguments, tool and
+/// reason): on one line (newlines shown as ` ⏎ `), every control, bidi, zero-width or other
+/// hidden character written out as `\u{..}` (`bxcore::visible`) rather than dropped, and never
+/// cut, however long: a path cut short, or reordered by U+202E, could hide what runs.
+pub fn in_full(text: &str) -> String {
+    // Only plain spaces and newlines are trimmed: `str::trim` would also drop the Unicode
+    // spaces at the ends that `visible` is there to show.
+    bxcore::visible::visible(text.trim_matches([' ', '\n'])).replace('\n', " ⏎ ")
 }

@@ -32,20 +32,45 @@ fn format_an_approval_request_says_what_would_run_why_and_how_to_answer() {
     assert_eq!(
         out,
         "Saving\n\
-         ? approval ap-1: write_file {\"path\":\"/n/a.txt\", ⏎ \"content\":\"[2Jhi\"}\n\
+         ? approval ap-1: write_file {\"path\":\"/n/a.txt\", ⏎ \"content\":\"\\u{1b}[2Jhi\"}\n\
          \x20 why: write_file after untrusted text entered the session\n\
          \x20 answer: boxctl approve ap-1 [--for-turn], or boxctl deny ap-1 [--reason TEXT]; \
          without an answer in 1m it is denied\n"
     );
-    // Long arguments are cut far later than a tool call's line, and say where they are whole.
+    // Long arguments are shown whole: the owner decides on all of them.
     let long = format!("{{\"content\":\"{}\"}}", "a".repeat(3_000));
     let printed = EventPrinter::new(false, false).print(&approval_requested(&long));
     let first = printed.out.lines().next().unwrap();
-    assert!(first.contains(&"a".repeat(1_900)), "{first}");
-    assert!(
-        first.ends_with("… (cut; boxctl approvals --json shows them whole)"),
-        "{first}"
+    assert!(first.ends_with(&long), "{first}");
+}
+
+/// Issue 32: a right-to-left override makes `/srv/txt.exe` read as `/srv/exe.txt`, and a path
+/// cut short hides where the write goes. The request shows both as they are.
+#[test]
+fn format_an_approval_request_writes_out_bidi_and_shows_a_long_path_whole() {
+    let path = format!("/srv/{}/end", "d".repeat(191));
+    assert_eq!(path.chars().count(), 200);
+    let arguments = format!("{{\"content\":\"x\",\"path\":\"{path}/\u{202e}txt.exe\u{200b}\"}}");
+    let printed = EventPrinter::new(false, false).print(&approval_requested(&arguments));
+    let first = printed.out.lines().next().unwrap();
+    assert_eq!(
+        first,
+        format!(
+            "? approval ap-1: write_file {{\"content\":\"x\",\"path\":\"{path}/\\u{{202e}}txt.exe\\u{{200b}}\"}}"
+        )
     );
+    assert!(!printed.out.contains('\u{202e}'), "{}", printed.out);
+    // A subagent's request, on one line, the same.
+    let nested = TurnEvent::Subagent {
+        session: SessionId::new("sub-s1-1").unwrap(),
+        event: Box::new(approval_requested(&arguments)),
+    };
+    let line = EventPrinter::new(false, false).print(&nested).out;
+    assert!(
+        line.contains(&format!("{path}/\\u{{202e}}txt.exe")),
+        "{line}"
+    );
+    assert!(!line.contains('\u{202e}'), "{line}");
 }
 
 #[test]

@@ -26,11 +26,11 @@ async fn boxctl_approvals_lists_the_waiting_calls_and_json_is_the_list() {
     let age = row.split_whitespace().nth(3).unwrap();
     assert!(age.ends_with('d'), "{row}");
     assert!(
-        row.contains(r#"{"path":"/srv/notes/a.txt","content":"hello"}"#),
+        row.contains("write_file asks the owner first (approve = always)"),
         "{row}"
     );
     assert!(
-        row.ends_with("write_file asks the owner first (approve = always)"),
+        row.ends_with(r#"{"path":"/srv/notes/a.txt","content":"hello"}"#),
         "{row}"
     );
     let (code, json, _) = boxctl(&served, &["approvals", "--json"]).await;
@@ -44,16 +44,22 @@ async fn boxctl_approvals_lists_the_waiting_calls_and_json_is_the_list() {
     assert!(served.stub.answered.lock().unwrap().is_empty());
 }
 
+/// Issue 32: the owner decides on the arguments, so the table shows them whole (a path of 200
+/// characters, not its first 60), last so that they push no column aside, with a bidi
+/// override written out rather than reordering the line.
 #[test]
-fn approvals_table_says_when_none_wait_and_shortens_long_arguments() {
+fn approvals_table_says_when_none_wait_and_shows_arguments_whole_and_written_out() {
     let now = Timestamp::now();
     let empty = ApprovalList { approvals: vec![] };
     assert_eq!(
         approvals_table(&empty, &now),
         "no calls wait for approval\n"
     );
+    let path = format!("/srv/{}/end", "d".repeat(191));
+    assert_eq!(path.chars().count(), 200);
     let mut pending = stub_pending_approval();
-    pending.arguments = format!("{{\"content\":\"{}\\nrm -rf /\"}}", "x".repeat(500));
+    pending.arguments =
+        format!("{{\"content\":\"x\\nrm -rf /\",\"path\":\"{path}\u{202e}txt.exe\"}}");
     pending.asked = now;
     let table = approvals_table(
         &ApprovalList {
@@ -62,8 +68,13 @@ fn approvals_table_says_when_none_wait_and_shortens_long_arguments() {
         &now,
     );
     let row = table.lines().nth(1).unwrap();
-    assert!(row.contains(&format!("{}…", "x".repeat(48))), "{row}");
-    assert!(!row.contains("rm -rf"), "{row}");
+    assert!(
+        row.ends_with(&format!(
+            "{{\"content\":\"x\\nrm -rf /\",\"path\":\"{path}\\u{{202e}}txt.exe\"}}"
+        )),
+        "{row}"
+    );
+    assert!(!row.contains('\u{202e}'), "{row}");
     assert!(row.contains(" 0s "), "{row}");
     assert_eq!(table.lines().count(), 2, "one line each: {table}");
 }

@@ -185,7 +185,7 @@ async fn approve_always_asks_runs_nothing_then_the_approval_runs_the_call_exactl
     assert_eq!(ask.tool, "write_file");
     assert_eq!(
         ask.arguments, r.arguments,
-        "the whole arguments, as received"
+        "the whole arguments as brokerd parsed them, written out (this text is so already)"
     );
     assert_eq!((&ask.session, ask.context), (&r.session, r.context));
     assert_eq!(
