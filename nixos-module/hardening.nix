@@ -77,10 +77,11 @@ rec {
     # ProtectProc=invisible stays: other users' processes are still hidden.
     ProcSubset = "all";
     # bwrap's own set-up inside its namespaces: mount, umount2, pivot_root (@mount), capset
-    # (dropping every capability); the shim's Landlock calls. @privileged stays denied
-    # otherwise, and the sandboxed program inherits this filter and has no capability, so
-    # mount is of no use to it.
-    SystemCallFilter = [ "@system-service" "~@privileged" "@mount" "capset" "landlock_create_ruleset" "landlock_add_rule" "landlock_restrict_self" "~syslog" ];
+    # (dropping every capability); the shim's Landlock calls, and its seccomp filter that
+    # lets a `programs` grant's program execute nothing else (not in @system-service).
+    # @privileged stays denied otherwise, and the sandboxed program inherits this filter and
+    # has no capability, so mount is of no use to it.
+    SystemCallFilter = [ "@system-service" "~@privileged" "@mount" "capset" "landlock_create_ruleset" "landlock_add_rule" "landlock_restrict_self" "seccomp" "~syslog" ];
     # bwrap brings up the sandbox's loopback over rtnetlink.
     RestrictAddressFamilies = [ "AF_INET" "AF_INET6" "AF_UNIX" "AF_NETLINK" ];
   };

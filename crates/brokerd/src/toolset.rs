@@ -100,7 +100,8 @@ impl ToolSet {
     ) -> Result<ToolSet, ToolSetError> {
         let mut set = ToolSet::with_builtins_from(cfg)?;
         if let Sandbox::Ready(walls) = &sandbox {
-            set.insert(Arc::new(Exec::new(walls.clone())))?;
+            // The grants' bound paths are pinned here, at start (`exec::binds`).
+            set.insert(Arc::new(Exec::with_grants(walls.clone(), &cfg.grants)))?;
         }
         set.sandbox = sandbox;
         Ok(set)

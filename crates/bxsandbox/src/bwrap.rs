@@ -8,7 +8,10 @@
 use crate::shim;
 use crate::spec::{Resolved, Spec};
 use crate::walls::Walls;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+
+pub use crate::program::SANDBOX_PATH;
 
 /// System paths bound read-only when they exist (a symlink among them, such as `/bin` on a
 /// merged-`/usr` Debian, is recreated as the same symlink). Never all of `/etc`, and never
@@ -32,9 +35,6 @@ pub const SYSTEM_RO_PATHS: &[&str] = &[
     "/run/current-system/sw",
 ];
 
-/// The sandbox's `PATH` (directories that do not exist inside are harmless).
-pub const SANDBOX_PATH: &str =
-    "/run/current-system/sw/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 /// `HOME` when the spec has no `rw_paths`: the private `/tmp`.
 pub const PRIVATE_HOME: &str = "/tmp";
 
@@ -71,13 +71,17 @@ pub(crate) fn command_line(spec: &Spec, resolved: &Resolved, walls: &Walls) -> V
     }
     push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
     // After the private /tmp, so a bound path beneath /tmp is not hidden by it; read-only
-    // binds after read-write ones, so a ro path inside a rw path stays read-only.
+    // binds after read-write ones, so a ro path inside a rw path stays read-only. Each is
+    // bound by the descriptor pinned when its path was first resolved (`pin`): what is
+    // mounted is that file, whatever the path names now; bubblewrap closes it after.
     for rw in &resolved.rw_paths {
-        push(&["--bind", path_str(rw), path_str(rw)]);
+        let fd = rw.fd.as_raw_fd().to_string();
+        push(&["--bind-fd", &fd, path_str(&rw.dest)]);
     }
     for ro in &resolved.ro_paths {
-        push(&["--ro-bind", path_str(ro), path_str(ro)]);
-        read_paths.push(ro.clone());
+        let fd = ro.fd.as_raw_fd().to_string();
+        push(&["--ro-bind-fd", &fd, path_str(&ro.dest)]);
+        read_paths.push(ro.dest.clone());
     }
     let shim_path = path_str(walls.shim());
     push(&["--ro-bind", shim_path, shim_path]);
@@ -85,8 +89,10 @@ pub(crate) fn command_line(spec: &Spec, resolved: &Resolved, walls: &Walls) -> V
     push(&["--chdir", path_str(&resolved.cwd)]);
 
     let mut write_paths = vec![PathBuf::from("/tmp"), PathBuf::from("/dev")];
-    write_paths.extend(resolved.rw_paths.iter().cloned());
+    write_paths.extend(resolved.rw_paths.iter().map(|b| b.dest.clone()));
     let config = shim::Config {
+        program: resolved.program.clone(),
+        exec_rule: spec.exec_rule,
         memory_mb: spec.memory_mb,
         max_processes: spec.max_processes,
         cpu_seconds: spec.cpu_seconds,
@@ -110,7 +116,7 @@ pub(crate) fn environment(spec: &Spec, resolved: &Resolved) -> Vec<(String, Stri
     let home = resolved
         .rw_paths
         .first()
-        .map(|p| path_str(p))
+        .map(|b| path_str(&b.dest))
         .unwrap_or(PRIVATE_HOME);
     let mut env: Vec<(String, String)> = [
         ("PATH", SANDBOX_PATH),
@@ -126,7 +132,7 @@ pub(crate) fn environment(spec: &Spec, resolved: &Resolved) -> Vec<(String, Stri
     env
 }
 
-/// Resolved paths were checked to be UTF-8 (`spec::resolve`); the shim's by `probe`.
+/// Resolved paths were checked to be UTF-8 (`pin`, `program`); the shim's by `probe`.
 fn path_str(path: &Path) -> &str {
     path.to_str().unwrap_or("/nonexistent")
 }

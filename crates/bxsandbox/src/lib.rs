@@ -4,19 +4,25 @@
 //!   namespaces allowed, the shim next to the current executable (or where the caller says),
 //!   and, from one trial sandbox, the Landlock ABI. It gives `Walls` or `Unavailable` with a
 //!   sentence a person can act on.
-//! - `Spec` is one run: argv, cwd, stdin, env, the paths bound read-only and read-write,
-//!   network or not, and the limits.
+//! - `Spec` is one run: argv, which programs it may execute (`ExecRule`: by default only
+//!   `argv[0]`, resolved once), cwd, stdin, env, the paths bound read-only and read-write
+//!   (`Pinned`: resolved once and bound by descriptor), network or not, and the limits.
 //! - `run(spec, walls)` runs it: bubblewrap with new user, pid, ipc, uts, cgroup and network
 //!   namespaces, only the system directories and the spec's paths bound, a private `/tmp`,
-//!   a fixed environment; inside, `bxsandbox-shim` sets the rlimits and the Landlock ruleset
-//!   and execs the program. It gives the exit status or signal, stdout and stderr capped with
+//!   a fixed environment; inside, `bxsandbox-shim` sets the rlimits, the Landlock ruleset and
+//!   (under `ExecRule::ProgramOnly`) the seccomp filter that refuses every later exec, and
+//!   execs the program. It gives the exit status or signal, stdout and stderr capped with
 //!   their totals, and the wall time; the whole tree dies at the timeout.
 //!
 //! Invariant: nothing runs outside the sandbox. `run` needs `Walls`, which only a successful
 //! `probe` makes.
 
 mod bwrap;
+pub mod execwall;
+pub mod interp;
+pub mod pin;
 pub mod probe;
+pub mod program;
 pub mod run;
 pub mod shim;
 pub mod spawn;
@@ -24,7 +30,9 @@ pub mod spec;
 mod walls;
 
 pub use bwrap::{SANDBOX_PATH, SYSTEM_RO_PATHS};
+pub use pin::{PinError, Pinned};
 pub use probe::{ProbeOptions, Unavailable, Walls, probe, probe_with};
+pub use program::ProgramError;
 pub use run::{Outcome, Output, RunError, Status, run};
 pub use spawn::Spawner;
-pub use spec::{Spec, SpecError};
+pub use spec::{ExecRule, Spec, SpecError};

@@ -4,6 +4,7 @@
 use crate::bwrap::{command_line, environment};
 use crate::spec::{Spec, SpecError, resolve};
 use crate::walls::Walls;
+use command_fds::CommandFdExt;
 use std::fmt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
@@ -96,15 +97,19 @@ pub async fn run(spec: &Spec, walls: &Walls) -> Result<Outcome, RunError> {
 
 /// `run` for the probe's candidate walls, before the probe has vouched for them.
 pub(crate) async fn run_unchecked(spec: &Spec, walls: &Walls) -> Result<Outcome, RunError> {
-    let resolved = resolve(spec)?;
+    let mut resolved = resolve(spec)?;
     let args = command_line(spec, &resolved, walls);
+    let env = environment(spec, &resolved);
     let mut command = tokio::process::Command::new(walls.bwrap());
     command
         .args(&args)
+        // The pinned paths' descriptors, by the numbers on the command line; the command owns
+        // them (closed here once it is dropped), bubblewrap closes its copies after binding.
+        .preserved_fds(resolved.take_fds())
         // None of ours: bubblewrap passes on exactly the sandbox's environment, which stays
         // off its command line (`bwrap` module).
         .env_clear()
-        .envs(environment(spec, &resolved))
+        .envs(env)
         .stdin(if spec.stdin.is_empty() {
             Stdio::null()
         } else {
@@ -124,6 +129,8 @@ pub(crate) async fn run_unchecked(spec: &Spec, walls: &Walls) -> Result<Outcome,
             bwrap: walls.bwrap().display().to_string(),
             source,
         })?;
+    // bubblewrap has its copies: close ours now rather than at the end of the run.
+    drop(command);
 
     let (stop, stopped) = watch::channel(false);
     let cap = spec.max_output_bytes;

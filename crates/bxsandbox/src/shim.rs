@@ -1,19 +1,23 @@
 //! The shim: the first program bubblewrap runs inside the sandbox. It sets the rlimits,
-//! applies the Landlock ruleset when the probe found Landlock, and `exec`s the program, so the
-//! program starts with every wall up and nothing of the shim left. It never runs a shell.
+//! applies the Landlock ruleset when the probe found Landlock, under `ExecRule::ProgramOnly`
+//! installs the seccomp filter that refuses every later exec (`execwall`), and `exec`s the
+//! program (the resolved `Config::program`, exactly), so the program starts with every wall
+//! up and nothing of the shim left. It never runs a shell.
 //!
-//! Its command line is `bxsandbox-shim CONFIG_JSON -- PROGRAM ARGS...` (`Config` as JSON), or
+//! Its command line is `bxsandbox-shim CONFIG_JSON -- ARGV0 ARGS...` (`Config` as JSON), or
 //! `bxsandbox-shim --probe`, which prints `landlock_abi=N` (0: none) for `probe`.
 
+use crate::execwall::{self, ExecWallError};
+use crate::interp;
+use crate::spec::ExecRule;
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
 };
 use nix::sys::resource::{Resource, setrlimit};
 use serde::{Deserialize, Serialize};
 use std::convert::Infallible;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
 /// The shim's file name; `probe` looks for it next to the current executable by default.
@@ -35,6 +39,10 @@ const NET_ABI: ABI = ABI::V4;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The program executed: absolute, resolved on the host (`argv[0]` is passed as given).
+    pub program: PathBuf,
+    /// Which programs may be executed after it.
+    pub exec_rule: ExecRule,
     /// `RLIMIT_AS` (MiB).
     pub memory_mb: u64,
     /// `RLIMIT_NPROC`.
@@ -47,9 +55,11 @@ pub struct Config {
     pub landlock: bool,
     /// Whether the network is shared; without it Landlock also denies TCP bind and connect.
     pub network: bool,
-    /// Paths read and executed beneath (system dirs, `ro_paths`, the shim, `/proc`).
+    /// Paths read beneath (system dirs, `ro_paths`, the shim, `/proc`); executed beneath
+    /// too under `ExecRule::Any`.
     pub read_paths: Vec<PathBuf>,
-    /// Paths read and written beneath (`rw_paths`, `/tmp`, `/dev`).
+    /// Paths read and written beneath (`rw_paths`, `/tmp`, `/dev`); executed beneath too
+    /// under `ExecRule::Any`.
     pub write_paths: Vec<PathBuf>,
 }
 
@@ -76,21 +86,16 @@ pub enum ShimError {
     /// The probe found Landlock but the kernel did not enforce the ruleset.
     #[error("Landlock was found by the probe but the ruleset was not enforced")]
     NotEnforced,
-    /// The program could not be executed.
-    #[error("cannot execute {program}: {source}")]
-    Exec {
-        /// `argv[0]`.
-        program: String,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The program could not be executed, or the exec wall could not be set.
+    #[error(transparent)]
+    Exec(#[from] ExecWallError),
 }
 
 impl ShimError {
     /// The exit status the shim ends with for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
-            ShimError::Exec { .. } => EXEC_FAILED_EXIT,
+            ShimError::Exec(ExecWallError::Exec { .. }) => EXEC_FAILED_EXIT,
             _ => SHIM_FAILED_EXIT,
         }
     }
@@ -106,17 +111,13 @@ pub fn main(args: &[String]) -> Result<Infallible, ShimError> {
             let _ = writeln!(out, "landlock_abi={abi}");
             std::process::exit(0)
         }
-        [_, config, dashes, program, rest @ ..] if dashes == "--" => {
+        [_, config, dashes, argv @ ..] if dashes == "--" && !argv.is_empty() => {
             let config: Config = serde_json::from_str(config)?;
             set_limits(&config)?;
             if config.landlock {
                 apply_landlock(&config)?;
             }
-            let source = std::process::Command::new(program).args(rest).exec();
-            Err(ShimError::Exec {
-                program: program.clone(),
-                source,
-            })
+            Ok(execwall::exec(&config.program, argv, config.exec_rule)?)
         }
         _ => Err(ShimError::Usage),
     }
@@ -150,6 +151,13 @@ fn set_limits(config: &Config) -> Result<(), ShimError> {
 }
 
 fn apply_landlock(config: &Config) -> Result<(), ShimError> {
+    // Under ProgramOnly no directory grants Execute: only the program and the files the
+    // kernel opens to run it (its loader, a script's interpreter) do.
+    let (exec_rights, exec_files) = match config.exec_rule {
+        ExecRule::Any => (AccessFs::Execute.into(), Vec::new()),
+        ExecRule::ProgramOnly => (BitFlags::empty(), interp::exec_files(&config.program)),
+    };
+    let without_execute = |all: BitFlags<AccessFs>| (all & !AccessFs::Execute) | exec_rights;
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(RULESET_ABI))?;
     if !config.network {
         // Handled with no rule: every TCP bind and connect is denied (a second wall behind
@@ -160,11 +168,15 @@ fn apply_landlock(config: &Config) -> Result<(), ShimError> {
         .create()?
         .add_rules(path_beneath_rules(
             &config.read_paths,
-            AccessFs::from_read(RULESET_ABI),
+            without_execute(AccessFs::from_read(RULESET_ABI)),
         ))?
         .add_rules(path_beneath_rules(
             &config.write_paths,
-            AccessFs::from_all(RULESET_ABI),
+            without_execute(AccessFs::from_all(RULESET_ABI)),
+        ))?
+        .add_rules(path_beneath_rules(
+            &exec_files,
+            AccessFs::Execute | AccessFs::ReadFile,
         ))?
         .restrict_self()?;
     if status.ruleset == RulesetStatus::NotEnforced {

@@ -2,6 +2,10 @@
 //! under. The `exec` tool turns a grant plus a call into a `Spec`; `bwrap::command_line` turns
 //! a `Spec` into bubblewrap's arguments.
 
+use crate::pin::{PinError, Pinned};
+use crate::program::{self, ProgramError};
+use serde::{Deserialize, Serialize};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 /// The default wall-clock limit of a run (milliseconds).
@@ -17,12 +21,31 @@ pub const DEFAULT_CPU_SECONDS: u64 = 60;
 /// The default limit on the size of one file the program writes (bytes).
 pub const DEFAULT_FILE_SIZE_BYTES: u64 = 256 * 1024 * 1024;
 
+/// Which programs may be executed inside the sandbox once it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecRule {
+    /// Only `argv[0]`, resolved once: the shim executes exactly that file, then every later
+    /// `execve`/`execveat` of the run fails with `EACCES` (a seccomp filter, and where the
+    /// kernel has Landlock, the `Execute` right only on that file and its loader). So a
+    /// program that runs others (`sort --compress-program`, `find -exec`, `env`, the loader
+    /// `ld.so`) runs nothing else. The default.
+    #[default]
+    ProgramOnly,
+    /// Any program the walls let it read: for a run that exists to run a shell.
+    Any,
+}
+
 /// One run: the program and its arguments, what it may read and write, and its limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spec {
     /// The program and its arguments; `argv[0]` is looked up on the sandbox's `PATH` when it
-    /// holds no `/`. Never a shell line: a shell runs only when `argv` names one.
+    /// holds no `/`, resolved once to an absolute path without symlinks, and that file is
+    /// what runs (`argv[0]` itself is passed on as given). Never a shell line: a shell runs
+    /// only when `argv` names one.
     pub argv: Vec<String>,
+    /// Which programs may be executed once the run started (default: only `argv[0]`).
+    pub exec_rule: ExecRule,
     /// The working directory inside the sandbox; it must lie beneath a `ro_paths` or
     /// `rw_paths` entry. `None`: the first `rw_paths` entry, else `/tmp`.
     pub cwd: Option<PathBuf>,
@@ -33,10 +56,12 @@ pub struct Spec {
     /// environment, never its command line (which every user can read), so a value may be a
     /// credential.
     pub env: Vec<(String, String)>,
-    /// Host paths bound read-only at the same path (resolved first; each must exist).
-    pub ro_paths: Vec<PathBuf>,
-    /// Host paths bound read-write at the same path (resolved first; each must exist).
-    pub rw_paths: Vec<PathBuf>,
+    /// Host paths bound read-only where they resolved when pinned. A run whose path no
+    /// longer resolves to the pinned file is refused, and what is bound is the pinned file
+    /// itself (see `pin`).
+    pub ro_paths: Vec<Pinned>,
+    /// Host paths bound read-write, pinned as `ro_paths`.
+    pub rw_paths: Vec<Pinned>,
     /// Whether the sandbox shares the host's network; without it only a private loopback.
     pub network: bool,
     /// The wall-clock limit: at it the whole process tree is killed (milliseconds).
@@ -62,6 +87,7 @@ impl Spec {
     {
         Spec {
             argv: argv.into_iter().map(Into::into).collect(),
+            exec_rule: ExecRule::ProgramOnly,
             cwd: None,
             stdin: Vec::new(),
             env: Vec::new(),
@@ -95,24 +121,17 @@ pub enum SpecError {
     /// An environment variable's name was empty or held `=`.
     #[error("env name {0:?} is not a variable name (empty, or holds '=')")]
     EnvName(String),
-    /// A path could not be resolved (it does not exist, or a component cannot be searched).
-    #[error("{what} {path}: cannot resolve it: {source}")]
-    Resolve {
+    /// A bound path no longer names what was pinned, or the cwd cannot be resolved.
+    #[error("{what} {source}")]
+    Path {
         /// Which key the path came from.
         what: &'static str,
-        /// The path as given.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// What is wrong with it.
+        source: PinError,
     },
-    /// A path is not valid UTF-8, so it cannot be handed to the shim.
-    #[error("{what} {path}: not valid UTF-8")]
-    NotUtf8 {
-        /// Which key the path came from.
-        what: &'static str,
-        /// The path as given.
-        path: PathBuf,
-    },
+    /// `argv[0]` names no program that can run.
+    #[error(transparent)]
+    Program(#[from] ProgramError),
     /// The working directory lies outside every bound path.
     #[error("cwd {0} lies beneath no ro_paths or rw_paths entry, so it does not exist inside")]
     CwdOutside(PathBuf),
@@ -121,20 +140,38 @@ pub enum SpecError {
     ZeroLimit(&'static str),
 }
 
-/// A spec with its paths resolved (`canonicalize`: a symlink cannot redirect a bind) and
-/// checked.
-#[derive(Debug, Clone)]
-pub(crate) struct Resolved {
-    pub(crate) ro_paths: Vec<PathBuf>,
-    pub(crate) rw_paths: Vec<PathBuf>,
-    pub(crate) cwd: PathBuf,
+/// One pinned path as a run binds it: a duplicate of its descriptor and where it goes.
+#[derive(Debug)]
+pub(crate) struct Bind {
+    pub(crate) fd: OwnedFd,
+    pub(crate) dest: PathBuf,
 }
 
-/// Checks `spec` and resolves its paths.
-pub(crate) fn resolve(spec: &Spec) -> Result<Resolved, SpecError> {
-    if spec.argv.first().is_none_or(|p| p.is_empty()) {
-        return Err(SpecError::EmptyArgv);
+/// A spec checked, its bound paths still naming what was pinned (their descriptors ready
+/// for bubblewrap), its cwd and program resolved.
+#[derive(Debug)]
+pub(crate) struct Resolved {
+    pub(crate) ro_paths: Vec<Bind>,
+    pub(crate) rw_paths: Vec<Bind>,
+    pub(crate) cwd: PathBuf,
+    /// The absolute path, without symlinks, the shim executes.
+    pub(crate) program: PathBuf,
+}
+
+impl Resolved {
+    /// Every descriptor, to be handed to bubblewrap (which closes each after its bind).
+    pub(crate) fn take_fds(&mut self) -> Vec<OwnedFd> {
+        let ro = std::mem::take(&mut self.ro_paths);
+        let rw = std::mem::take(&mut self.rw_paths);
+        rw.into_iter().chain(ro).map(|b| b.fd).collect()
     }
+}
+
+/// Checks `spec`, its pinned paths and resolves its program and cwd.
+pub(crate) fn resolve(spec: &Spec) -> Result<Resolved, SpecError> {
+    let Some(argv0) = spec.argv.first().filter(|p| !p.is_empty()) else {
+        return Err(SpecError::EmptyArgv);
+    };
     for arg in &spec.argv {
         no_nul("an argv entry", arg)?;
     }
@@ -156,25 +193,31 @@ pub(crate) fn resolve(spec: &Spec) -> Result<Resolved, SpecError> {
             return Err(SpecError::ZeroLimit(key));
         }
     }
-    let ro_paths = canonical_all("ro_paths", &spec.ro_paths)?;
-    let rw_paths = canonical_all("rw_paths", &spec.rw_paths)?;
+    let ro_paths = binds("ro_paths", &spec.ro_paths)?;
+    let rw_paths = binds("rw_paths", &spec.rw_paths)?;
     let cwd = match &spec.cwd {
         Some(cwd) => {
-            let cwd = canonical("cwd", cwd)?;
-            if !ro_paths.iter().chain(&rw_paths).any(|p| cwd.starts_with(p)) {
+            let cwd = canonical_cwd(cwd)?;
+            if !ro_paths
+                .iter()
+                .chain(&rw_paths)
+                .any(|b| cwd.starts_with(&b.dest))
+            {
                 return Err(SpecError::CwdOutside(cwd));
             }
             cwd
         }
         None => rw_paths
             .first()
-            .cloned()
+            .map(|b| b.dest.clone())
             .unwrap_or_else(|| PathBuf::from("/tmp")),
     };
+    let program = program::resolve(argv0)?;
     Ok(Resolved {
         ro_paths,
         rw_paths,
         cwd,
+        program,
     })
 }
 
@@ -188,21 +231,45 @@ fn no_nul(what: &'static str, value: &str) -> Result<(), SpecError> {
     Ok(())
 }
 
-fn canonical_all(what: &'static str, paths: &[PathBuf]) -> Result<Vec<PathBuf>, SpecError> {
-    paths.iter().map(|p| canonical(what, p)).collect()
+/// Each pinned path checked (it still names what was pinned) with a duplicate of its
+/// descriptor.
+fn binds(what: &'static str, paths: &[Pinned]) -> Result<Vec<Bind>, SpecError> {
+    paths
+        .iter()
+        .map(|pinned| {
+            pinned
+                .check()
+                .map_err(|source| SpecError::Path { what, source })?;
+            let fd = pinned.descriptor().map_err(|source| SpecError::Path {
+                what,
+                source: PinError::Open {
+                    path: pinned.path().to_owned(),
+                    source,
+                },
+            })?;
+            Ok(Bind {
+                fd,
+                dest: pinned.path().to_owned(),
+            })
+        })
+        .collect()
 }
 
-fn canonical(what: &'static str, path: &Path) -> Result<PathBuf, SpecError> {
-    let resolved = std::fs::canonicalize(path).map_err(|source| SpecError::Resolve {
-        what,
-        path: path.to_owned(),
+fn canonical_cwd(path: &Path) -> Result<PathBuf, SpecError> {
+    let path_error = |source| SpecError::Path {
+        what: "cwd",
         source,
+    };
+    let resolved = std::fs::canonicalize(path).map_err(|source| {
+        path_error(PinError::Resolve {
+            path: path.to_owned(),
+            source,
+        })
     })?;
     if resolved.to_str().is_none() {
-        return Err(SpecError::NotUtf8 {
-            what,
+        return Err(path_error(PinError::NotUtf8 {
             path: path.to_owned(),
-        });
+        }));
     }
     Ok(resolved)
 }
@@ -213,12 +280,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_missing_path_is_refused_by_name() {
+    fn a_bound_path_moved_since_it_was_pinned_is_refused_by_key_and_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = dir.path().join("entry");
+        std::fs::create_dir(&entry).unwrap();
         let mut spec = Spec::new(["true"]);
-        spec.rw_paths.push("/nonexistent/bxsandbox".into());
+        spec.ro_paths.push(Pinned::new(&entry).unwrap());
+        assert!(resolve(&spec).is_ok());
+        std::fs::remove_dir(&entry).unwrap();
         let err = resolve(&spec).unwrap_err().to_string();
         assert!(
-            err.starts_with("rw_paths /nonexistent/bxsandbox: cannot resolve"),
+            err.starts_with(&format!("ro_paths {}: cannot resolve", entry.display())),
             "{err}"
         );
     }

@@ -8,9 +8,17 @@
 //!   with `shell = true`. A refusal happens in `check`, before anything runs; the lookup
 //!   there reads only the system directories of the sandbox's `PATH`, nothing the model
 //!   could have written, so the refusal stays unlabelled like the policy's.
+//! - **What else may run**: nothing, under a `programs` grant. The sandbox executes exactly
+//!   the resolved program and the kernel refuses every later exec (`bxsandbox::ExecRule::
+//!   ProgramOnly`: a seccomp filter, and Landlock's `Execute` right only on the program and its
+//!   loader), so `sort --compress-program=sh` or `find -exec` get "Permission denied". A
+//!   `shell = true` grant exists to run a shell that runs programs: exec stays open there.
 //! - **Where it runs**: only inside the walls a successful probe found ([`Sandbox`]); this tool
 //!   exists only with them, so when the sandbox cannot be made `exec` is in no catalogue and
 //!   its calls are denied with the probe's reason (see [`crate::Broker`]).
+//! - **What is bound** ([`binds`]): each grant's `ro_paths` and `rw_paths`, pinned when brokerd
+//!   starts: a call binds the pinned directory by its descriptor, and is refused when the path
+//!   no longer resolves to it (a parent renamed, a symlink planted).
 //! - **The walls** come from the grant: `ro_paths`, `rw_paths`, `network`, `env`,
 //!   `memory_mb`, `max_processes`, `max_output_bytes`, and `timeout_ms` (the most a call may
 //!   ask for; the run also stops [`TIMEOUT_SLACK_MS`] before `limits.call_timeout_ms`, so the
@@ -27,18 +35,21 @@
 //!   stdout and stderr each capped at `max_output_bytes` with their totals; `truncated` when
 //!   either was capped. A run that cannot start (a missing `rw_paths` entry) is `Failed`.
 
+pub mod binds;
 mod program;
 mod report;
 
 use super::files::args::{self, Kind, Param};
 use crate::audit::{AuditFacts, args_sha256};
-use crate::config::{EXEC_TOOL, ExecGrant};
+use crate::config::{EXEC_TOOL, ExecGrant, Grant};
 use crate::secrets::{Secrets, Template};
 use crate::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};
-use bxsandbox::{ProbeOptions, Spec, Walls};
+use binds::Binds;
+use bxsandbox::{ExecRule, ProbeOptions, Spec, Walls};
 use proto::ToolSchema;
 use serde_json::Value;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The most bytes of `stdin` one call may feed (1 MiB).
 pub const MAX_STDIN_BYTES: usize = 1024 * 1024;
@@ -146,12 +157,25 @@ impl Sandbox {
 #[derive(Debug, Clone)]
 pub struct Exec {
     walls: Walls,
+    binds: Arc<Binds>,
 }
 
 impl Exec {
-    /// The tool over `walls`.
+    /// The tool over `walls`, pinning each grant's paths at its first call.
     pub fn new(walls: Walls) -> Exec {
-        Exec { walls }
+        Exec {
+            walls,
+            binds: Arc::default(),
+        }
+    }
+
+    /// The tool over `walls`, with the paths of `grants`' exec grants pinned now (brokerd's
+    /// start): what each call binds is what they named then.
+    pub fn with_grants(walls: Walls, grants: &[Grant]) -> Exec {
+        Exec {
+            walls,
+            binds: Arc::new(Binds::pin_grants(grants)),
+        }
     }
 }
 
@@ -191,7 +215,7 @@ impl Tool for Exec {
     fn call<'a>(&'a self, arguments: &'a Value, ctx: CallContext<'a>) -> CallFuture<'a> {
         Box::pin(async move {
             let call = checked(arguments, ctx)?;
-            let spec = spec(call, &ctx.grant.exec, ctx.secrets)?;
+            let spec = spec(call, &ctx.grant.exec, ctx.secrets, &self.binds)?;
             let mut outcome = bxsandbox::run(&spec, &self.walls)
                 .await
                 .map_err(|e| ToolError::Failed(format!("exec could not run the program: {e}")))?;
@@ -288,14 +312,26 @@ fn env(grant: &ExecGrant, secrets: &Secrets) -> Result<Vec<(String, String)>, To
         .collect()
 }
 
-/// The sandbox spec of `call` under `grant`, its `env` filled from `secrets`.
-fn spec(call: Call, grant: &ExecGrant, secrets: &Secrets) -> Result<Spec, ToolError> {
+/// The sandbox spec of `call` under `grant`, its `env` filled from `secrets`, its paths the
+/// ones pinned in `binds`.
+fn spec(
+    call: Call,
+    grant: &ExecGrant,
+    secrets: &Secrets,
+    binds: &Binds,
+) -> Result<Spec, ToolError> {
     let mut spec = Spec::new(call.argv);
+    // A shell grant exists to run programs from a shell; any other runs its program only.
+    spec.exec_rule = if grant.shell {
+        ExecRule::Any
+    } else {
+        ExecRule::ProgramOnly
+    };
     spec.cwd = call.cwd;
     spec.stdin = call.stdin;
     spec.env = env(grant, secrets)?;
-    spec.ro_paths = grant.ro_paths.clone();
-    spec.rw_paths = grant.rw_paths.clone();
+    spec.ro_paths = binds.all("ro_paths", &grant.ro_paths)?;
+    spec.rw_paths = binds.all("rw_paths", &grant.rw_paths)?;
     spec.network = grant.network;
     spec.timeout_ms = call.timeout_ms;
     if let Some(cap) = grant.max_output_bytes {

@@ -9,7 +9,7 @@ use bxconfig::Problems;
 use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The tool these keys belong to.
 pub const EXEC_TOOL: &str = "exec";
@@ -81,6 +81,22 @@ pub const RUNNERS: &[&str] = &[
 /// Name prefixes of versioned runners (`python3.11`, `perl5.36.0`, `lua5.4`, `php8.2`).
 pub const RUNNER_PREFIXES: &[&str] = &["python", "perl", "ruby", "lua", "php", "node", "pypy"];
 
+/// Name prefixes of the dynamic loader (`ld-linux-x86-64.so.2`, `ld-musl-x86_64.so.1`,
+/// `ld64.so.2`, `ld.so`): run as a program, it loads any ELF file it is given into its own
+/// process, with no exec the kernel could refuse.
+pub const LOADER_PREFIXES: &[&str] = &["ld-linux", "ld-musl", "ld64.so", "ld.so"];
+
+/// Names of runners that [`RUNNER_PREFIXES`] and [`LOADER_PREFIXES`] catch, tried against a
+/// glob in `programs` as the names in [`RUNNERS`] are.
+const VERSIONED_EXAMPLES: &[&str] = &[
+    "python3.11",
+    "perl5.36",
+    "ld.so",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+    "ld-musl-x86_64.so.1",
+];
+
 /// The directories a path glob in `programs` is tried against for each runner, so that
 /// `/usr/bin/*` is caught as naming `sh` (and the sandbox's `PATH` is among them).
 const RUNNER_DIRS: &[&str] = &[
@@ -91,11 +107,19 @@ const RUNNER_DIRS: &[&str] = &[
     "/usr/local/bin",
     "/usr/local/sbin",
     "/run/current-system/sw/bin",
+    // Where the loader lives.
+    "/lib",
+    "/lib64",
+    "/usr/lib",
+    "/usr/lib64",
 ];
 
 /// Whether the program file name `name` runs other programs (see [`RUNNERS`]).
 pub fn is_runner(name: &str) -> bool {
     RUNNERS.contains(&name)
+        || LOADER_PREFIXES
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
         || RUNNER_PREFIXES.iter().any(|prefix| {
             name.strip_prefix(prefix).is_some_and(|rest| {
                 !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit() || c == '.')
@@ -233,15 +257,12 @@ impl ExecGrant {
         if self.shell {
             return;
         }
-        let named = RUNNERS
-            .iter()
-            .chain(&["python3.11", "perl5.36"])
-            .find(|name| {
-                matcher.is_match(name)
-                    || RUNNER_DIRS
-                        .iter()
-                        .any(|dir| matcher.is_match(format!("{dir}/{name}")))
-            });
+        let named = RUNNERS.iter().chain(VERSIONED_EXAMPLES).find(|name| {
+            matcher.is_match(name)
+                || RUNNER_DIRS
+                    .iter()
+                    .any(|dir| matcher.is_match(format!("{dir}/{name}")))
+        });
         if let Some(name) = named {
             p.push(
                 key,
@@ -269,6 +290,50 @@ impl ExecGrant {
             ("max_processes", self.max_processes.is_some()),
         ]
     }
+}
+
+/// A bound path (`ro_paths` or `rw_paths`) of any exec grant strictly beneath an `rw_paths`
+/// entry of any exec grant (its own or another's) is refused, naming both paths and both
+/// grants: a call under the writable one could rename the bound path's parents and plant a
+/// symlink in its place. brokerd binds what a path named at start and refuses a call whose
+/// path moved (`builtin::exec::binds`), so this is the first wall, not the only one. Paths
+/// are compared as written and, where they exist, resolved.
+pub(super) fn check_nesting<'a>(
+    grants: impl Iterator<Item = (usize, &'a ExecGrant)> + Clone,
+    p: &mut Problems,
+) {
+    let writable: Vec<(usize, usize, &PathBuf)> = grants
+        .clone()
+        .flat_map(|(i, g)| g.rw_paths.iter().enumerate().map(move |(j, r)| (i, j, r)))
+        .collect();
+    for (i, grant) in grants {
+        let bound = [("ro_paths", &grant.ro_paths), ("rw_paths", &grant.rw_paths)];
+        for (key, paths) in bound {
+            for (j, path) in paths.iter().enumerate() {
+                let Some((k, l, rw)) = writable.iter().find(|(_, _, rw)| beneath(path, rw)) else {
+                    continue;
+                };
+                p.push(
+                    format!("grants[{i}].{key}[{j}]"),
+                    format!(
+                        "{} lies beneath grants[{k}].rw_paths[{l}] ({}), which exec may write: a                          call there could rename its parent and plant a symlink, so that                          grants[{i}] binds the host's / or any other directory; bind paths                          that do not nest in a writable one",
+                        path.display(),
+                        rw.display()
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Whether `path` lies strictly beneath `dir`, as written or as resolved (where both exist).
+fn beneath(path: &Path, dir: &Path) -> bool {
+    let strictly = |path: &Path, dir: &Path| path != dir && path.starts_with(dir);
+    strictly(path, dir)
+        || matches!(
+            (std::fs::canonicalize(path), std::fs::canonicalize(dir)),
+            (Ok(path), Ok(dir)) if strictly(&path, &dir)
+        )
 }
 
 /// Probes the sandbox from synchronous code (`--check-config`): on a thread of its own with a

@@ -138,6 +138,14 @@ impl Validate for Config {
         for (i, grant) in self.grants.iter().enumerate() {
             grant.check(i, &prefixes, &mut p);
         }
+        exec::check_nesting(
+            self.grants
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.tool == EXEC_TOOL)
+                .map(|(i, g)| (i, &g.exec)),
+            &mut p,
+        );
         for (i, server) in self.mcp.iter().enumerate() {
             server.check(i, &mut p);
             if let Some(j) = self.mcp[..i].iter().position(|m| m.name == server.name) {

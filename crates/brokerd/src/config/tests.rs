@@ -433,6 +433,7 @@ fn an_exec_grant_renders_as_toml_that_loads_back() {
 }
 
 mod approvals;
+mod exec_walls;
 mod secrets;
 
 #[test]

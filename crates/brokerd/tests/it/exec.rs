@@ -24,10 +24,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod binds;
 mod empty_optionals;
 mod fail_closed;
 mod limits;
 mod output;
+mod programs;
 mod secrets;
 mod setuid;
 

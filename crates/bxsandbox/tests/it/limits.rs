@@ -1,6 +1,6 @@
 //! The limits: processes, time, output.
 
-use crate::common::{sh, walls};
+use crate::common::{pin, sh, walls};
 use bxsandbox::{Spec, Status};
 use std::time::{Duration, Instant};
 
@@ -75,7 +75,7 @@ async fn cpu_and_file_size_limits_hold() {
     let Some(walls) = walls().await else { return };
     let dir = crate::common::open_dir();
     let mut spec = Spec::new(["sh"]);
-    spec.rw_paths.push(dir.path().to_owned());
+    spec.rw_paths.push(pin(dir.path()));
     spec.file_size_bytes = 4096;
     let outcome = sh(&walls, "head -c 100000 /dev/zero > big", spec).await;
     assert_ne!(outcome.status, Status::Exited(0));

@@ -3,7 +3,9 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+mod binds;
 mod common;
+mod exec_rule;
 mod limits;
 mod probe;
 mod walls;

@@ -1,6 +1,6 @@
 //! The walls: what the program cannot read, write, reach or inherit.
 
-use crate::common::{open_dir, sh, stdout, walls};
+use crate::common::{open_dir, pin, sh, stdout, walls};
 use bxsandbox::{Spec, Status};
 
 #[tokio::test]
@@ -22,7 +22,7 @@ async fn writing_outside_rw_paths_fails_also_through_a_planted_symlink() {
     let outside = open_dir();
     std::os::unix::fs::symlink(outside.path(), rw.path().join("escape")).unwrap();
     let mut spec = Spec::new(["sh"]);
-    spec.rw_paths.push(rw.path().to_owned());
+    spec.rw_paths.push(pin(rw.path()));
     let script = "echo in > inside.txt; echo out > escape/planted.txt; echo x > /usr/x; \
                   echo done";
     let outcome = sh(&walls, script, spec).await;
@@ -43,7 +43,7 @@ async fn a_symlinked_rw_path_binds_its_target_not_the_link() {
     let link = links.path().join("link");
     std::os::unix::fs::symlink(real.path(), &link).unwrap();
     let mut spec = Spec::new(["sh"]);
-    spec.rw_paths.push(link.clone());
+    spec.rw_paths.push(pin(&link));
     spec.cwd = Some(link);
     let outcome = sh(&walls, "pwd", spec).await;
     assert_eq!(

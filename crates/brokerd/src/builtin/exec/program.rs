@@ -190,4 +190,15 @@ mod tests {
         let m = refused(&["/bin/sh"], &grant(&["/bin/s?"], false));
         assert!(m.contains("runs other programs"), "{m}");
     }
+
+    #[test]
+    fn the_loader_is_a_runner() {
+        let loader = bxsandbox::interp::exec_files(std::path::Path::new(&resolve("sort").unwrap()))
+            .pop()
+            .unwrap();
+        let loader = loader.to_str().unwrap();
+        let dir = loader.rsplit_once('/').unwrap().0;
+        let m = refused(&[loader], &grant(&[&format!("{dir}/*")], false));
+        assert!(m.contains("runs other programs"), "{m}");
+    }
 }

@@ -1,6 +1,6 @@
 //! The walls for the tests, and directories the sandbox's user can use.
 
-use bxsandbox::{Outcome, ProbeOptions, Spec, Walls};
+use bxsandbox::{ExecRule, Outcome, Pinned, ProbeOptions, Spec, Walls};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
@@ -28,9 +28,10 @@ pub fn open_dir() -> tempfile::TempDir {
     dir
 }
 
-/// Runs `sh -c script` with `spec`'s other fields.
+/// Runs `sh -c script` with `spec`'s other fields, and any program allowed (a shell run).
 pub async fn sh(walls: &Walls, script: &str, mut spec: Spec) -> Outcome {
     spec.argv = vec!["sh".into(), "-c".into(), script.into()];
+    spec.exec_rule = ExecRule::Any;
     let outcome = bxsandbox::run(&spec, walls).await.unwrap();
     eprintln!(
         "{script}: {} | stdout {} | stderr {}",
@@ -44,4 +45,9 @@ pub async fn sh(walls: &Walls, script: &str, mut spec: Spec) -> Outcome {
 /// The text of stdout.
 pub fn stdout(outcome: &Outcome) -> String {
     String::from_utf8_lossy(&outcome.stdout.bytes).into_owned()
+}
+
+/// `path` pinned, as a grant's path is when brokerd starts.
+pub fn pin(path: &std::path::Path) -> Pinned {
+    Pinned::new(path).unwrap()
 }
