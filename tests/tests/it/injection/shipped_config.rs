@@ -133,11 +133,15 @@ fn the_model_cannot_read_outside_the_shipped_files_root_or_call_what_it_does_not
     let (outcome, content) = attack(&stack, 0);
     assert_eq!(outcome, ToolOutcome::Ok, "{content}");
     assert!(content.contains("shopping list"), "{content}");
-    for i in 1..=4 {
+    for i in 1..=3 {
         let (outcome, content) = attack(&stack, i);
         assert_ne!(outcome, ToolOutcome::Ok, "attack {i}: {content}");
         assert!(!content.contains(OUTSIDE_SECRET), "attack {i}: {content}");
     }
+    // The key given twice is refused by name before anything is sent, whichever path wins.
+    let (_, content) = attack(&stack, 4);
+    assert!(content.contains("\"path\" twice"), "attack 4: {content}");
+    assert!(!content.contains(OUTSIDE_SECRET), "attack 4: {content}");
     for i in 5..=7 {
         // Not offered to the session at all: loopd answers that no such tool exists, or
         // brokerd refuses it for want of a grant. Either way it never ran (the audit below).
