@@ -86,6 +86,10 @@ pub(crate) fn command_line(spec: &Spec, resolved: &Resolved, walls: &Walls) -> V
     let shim_path = path_str(walls.shim());
     push(&["--ro-bind", shim_path, shim_path]);
     read_paths.push(walls.shim().to_owned());
+    if spec.network {
+        // The resolver's configuration `net` binds (slirp4netns's DNS forwarder).
+        read_paths.push(PathBuf::from(crate::net::RESOLV_CONF));
+    }
     push(&["--chdir", path_str(&resolved.cwd)]);
 
     let mut write_paths = vec![PathBuf::from("/tmp"), PathBuf::from("/dev")];
@@ -151,6 +155,7 @@ mod tests {
             landlock: None,
             run_as: None,
             spawner: Spawner::plain(),
+            network: crate::walls::Network::Unavailable("not probed".to_owned()),
         }
     }
 

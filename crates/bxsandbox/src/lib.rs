@@ -13,6 +13,9 @@
 //!   (under `ExecRule::ProgramOnly`) the seccomp filter that refuses every later exec, and
 //!   execs the program. It gives the exit status or signal, stdout and stderr capped with
 //!   their totals, and the wall time; the whole tree dies at the timeout.
+//! - `net`: with network, the run's network namespace is its own, never the host's: out only
+//!   through slirp4netns, to global addresses and the spec's `networks` (the probe finds
+//!   whether slirp4netns is there: `Walls::network`; without it such a run fails).
 //!
 //! Invariant: nothing runs outside the sandbox. `run` needs `Walls`, which only a successful
 //! `probe` makes.
@@ -20,6 +23,7 @@
 mod bwrap;
 pub mod execwall;
 pub mod interp;
+pub mod net;
 pub mod pin;
 pub mod probe;
 pub mod program;
@@ -31,7 +35,7 @@ mod walls;
 
 pub use bwrap::{SANDBOX_PATH, SYSTEM_RO_PATHS};
 pub use pin::{PinError, Pinned};
-pub use probe::{ProbeOptions, Unavailable, Walls, probe, probe_with};
+pub use probe::{Network, ProbeOptions, Unavailable, Walls, probe, probe_with};
 pub use program::ProgramError;
 pub use run::{Outcome, Output, RunError, Status, run};
 pub use spawn::Spawner;

@@ -1,11 +1,12 @@
 //! Whether the sandbox can be made here, and which walls are up. `run` takes the `Walls` only
 //! a successful probe makes, so nothing can run when the sandbox cannot be made.
 
+use crate::net::SLIRP_NAME;
 use crate::run::{Status, run_unchecked};
 use crate::shim::{PROBE_ARG, SHIM_NAME};
 use crate::spawn::Spawner;
 use crate::spec::Spec;
-pub use crate::walls::Walls;
+pub use crate::walls::{Network, Walls};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -74,6 +75,7 @@ pub async fn probe_with(options: &ProbeOptions, spawner: Spawner) -> Result<Wall
         landlock: None,
         run_as: root.then_some((ROOT_FALLBACK_ID, ROOT_FALLBACK_ID)),
         spawner,
+        network: Network::Unavailable("not probed".to_owned()),
     };
     let mut trial = Spec::new([path_string(&candidate.shim), PROBE_ARG.to_owned()]);
     trial.timeout_ms = PROBE_TIMEOUT_MS;
@@ -86,10 +88,14 @@ pub async fn probe_with(options: &ProbeOptions, spawner: Spawner) -> Result<Wall
         .find_map(|l| l.strip_prefix("landlock_abi="))
         .and_then(|n| n.trim().parse::<u32>().ok());
     match (outcome.status, abi) {
-        (Status::Exited(0), Some(abi)) => Ok(Walls {
-            landlock: (abi > 0).then_some(abi),
-            ..candidate
-        }),
+        (Status::Exited(0), Some(abi)) => {
+            let mut walls = Walls {
+                landlock: (abi > 0).then_some(abi),
+                ..candidate
+            };
+            walls.network = network(options, &walls).await;
+            Ok(walls)
+        }
         (status, _) => {
             let stderr = String::from_utf8_lossy(&outcome.stderr.bytes);
             let said = stderr.lines().next().unwrap_or("nothing on stderr");
@@ -98,6 +104,47 @@ pub async fn probe_with(options: &ProbeOptions, spawner: Spawner) -> Result<Wall
             )))
         }
     }
+}
+
+/// Whether runs with network can be made: slirp4netns on the search path, and one trial
+/// sandbox with network. Either way the walls stand: only runs with network need it.
+async fn network(options: &ProbeOptions, walls: &Walls) -> Network {
+    let Ok(found) = which::which_in(SLIRP_NAME, Some(&options.search_path), "/") else {
+        return Network::Unavailable(format!(
+            "{SLIRP_NAME} is not installed (no {SLIRP_NAME} on PATH)"
+        ));
+    };
+    let slirp = match std::fs::canonicalize(&found) {
+        Ok(slirp) => slirp,
+        Err(e) => return Network::Unavailable(format!("{SLIRP_NAME} at {}: {e}", found.display())),
+    };
+    let candidate = Walls {
+        network: Network::Slirp(slirp.clone()),
+        ..walls.clone()
+    };
+    let mut trial = Spec::new([path_string(&walls.shim), PROBE_ARG.to_owned()]);
+    trial.timeout_ms = PROBE_TIMEOUT_MS;
+    trial.network = true;
+    let why = match run_unchecked(&trial, &candidate).await {
+        Ok(outcome) if outcome.status == Status::Exited(0) => return Network::Slirp(slirp),
+        Ok(outcome) => {
+            let stderr = String::from_utf8_lossy(&outcome.stderr.bytes);
+            let said = stderr.lines().next().unwrap_or("nothing on stderr");
+            format!(
+                "a trial sandbox with network failed ({}): {said}",
+                outcome.status
+            )
+        }
+        Err(e) => format!("a trial sandbox with network could not start: {e}"),
+    };
+    // The usual cause on a machine without udev: the tun device is root's alone.
+    let hint = if why.contains("/dev/net/tun") {
+        " (slirp4netns runs as the sandbox's user; /dev/net/tun must be open to it, mode 0666 \
+         as udev makes it)"
+    } else {
+        ""
+    };
+    Network::Unavailable(format!("{why}{hint}"))
 }
 
 fn find_shim(options: &ProbeOptions) -> Result<PathBuf, Unavailable> {

@@ -88,6 +88,9 @@ pub enum RunError {
     /// Waiting for bubblewrap failed.
     #[error("waiting for bubblewrap: {0}")]
     Wait(std::io::Error),
+    /// The run has network and its network could not be made (see `net`).
+    #[error(transparent)]
+    Network(#[from] crate::net::NetError),
 }
 
 /// Runs `spec` inside `walls`. Dropping the future kills the sandbox.
@@ -100,9 +103,12 @@ pub(crate) async fn run_unchecked(spec: &Spec, walls: &Walls) -> Result<Outcome,
     let mut resolved = resolve(spec)?;
     let args = command_line(spec, &resolved, walls);
     let env = environment(spec, &resolved);
-    let mut command = tokio::process::Command::new(walls.bwrap());
+    // With network, bubblewrap is started through the helper that makes its namespace.
+    let wrapped = crate::net::wrap(spec, walls, args)?;
+    let mut command = tokio::process::Command::new(&wrapped.program);
     command
-        .args(&args)
+        .args(&wrapped.args)
+        .preserved_fds(wrapped.fds)
         // The pinned paths' descriptors, by the numbers on the command line; the command owns
         // them (closed here once it is dropped), bubblewrap closes its copies after binding.
         .preserved_fds(resolved.take_fds())
@@ -149,6 +155,14 @@ pub(crate) async fn run_unchecked(spec: &Spec, walls: &Walls) -> Result<Outcome,
             let _ = w.write_all(&input).await;
         })
     });
+    let network = match wrapped.pending.attach(child.id(), walls).await {
+        Ok(network) => network,
+        Err(e) => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            return Err(e.into());
+        }
+    };
 
     let timeout = Duration::from_millis(spec.timeout_ms);
     let (exit, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
@@ -160,6 +174,7 @@ pub(crate) async fn run_unchecked(spec: &Spec, walls: &Walls) -> Result<Outcome,
             (child.wait().await.map_err(RunError::Wait)?, true)
         }
     };
+    network.finish().await;
     if let Some(feeder) = feeder {
         feeder.abort();
     }

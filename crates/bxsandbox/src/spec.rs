@@ -62,8 +62,11 @@ pub struct Spec {
     pub ro_paths: Vec<Pinned>,
     /// Host paths bound read-write, pinned as `ro_paths`.
     pub rw_paths: Vec<Pinned>,
-    /// Whether the sandbox shares the host's network; without it only a private loopback.
+    /// Whether the sandbox has network: its own namespace, out through slirp4netns, to global
+    /// addresses and `networks` only (see `net`); without it only a private loopback.
     pub network: bool,
+    /// With `network`: the non-global IPv4 networks it may reach too (a grant's `networks`).
+    pub networks: Vec<ipnet::IpNet>,
     /// The wall-clock limit: at it the whole process tree is killed (milliseconds).
     pub timeout_ms: u64,
     /// The cap on each of stdout and stderr kept; the rest is read and counted, not kept.
@@ -94,6 +97,7 @@ impl Spec {
             ro_paths: Vec::new(),
             rw_paths: Vec::new(),
             network: false,
+            networks: Vec::new(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             memory_mb: DEFAULT_MEMORY_MB,

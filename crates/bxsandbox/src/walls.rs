@@ -5,6 +5,16 @@
 use crate::spawn::Spawner;
 use std::path::{Path, PathBuf};
 
+/// Whether a run may have network (`Spec::network`), and through what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Network {
+    /// slirp4netns at this path, which the probe's trial sandbox with network used.
+    Slirp(PathBuf),
+    /// Why not ("slirp4netns is not installed (no slirp4netns on PATH)"): a run with network
+    /// then fails, never falling back to the host's network.
+    Unavailable(String),
+}
+
 /// The walls a successful probe found; the only way to get one is `probe`.
 #[derive(Debug, Clone)]
 pub struct Walls {
@@ -13,6 +23,7 @@ pub struct Walls {
     pub(crate) landlock: Option<u32>,
     pub(crate) run_as: Option<(u32, u32)>,
     pub(crate) spawner: Spawner,
+    pub(crate) network: Network,
 }
 
 impl Walls {
@@ -32,11 +43,20 @@ impl Walls {
     pub fn run_as(&self) -> Option<(u32, u32)> {
         self.run_as
     }
-    /// The walls for a status line: "bubblewrap + Landlock v4" or "bubblewrap".
+    /// Whether a run may have network, and through what.
+    pub fn network(&self) -> &Network {
+        &self.network
+    }
+    /// The walls for a status line: "bubblewrap + Landlock v4; network through slirp4netns",
+    /// or "bubblewrap; no network: slirp4netns is not installed (no slirp4netns on PATH)".
     pub fn describe(&self) -> String {
-        match self.landlock {
+        let walls = match self.landlock {
             Some(abi) => format!("bubblewrap + Landlock v{abi}"),
             None => "bubblewrap".to_owned(),
+        };
+        match &self.network {
+            Network::Slirp(_) => format!("{walls}; network through slirp4netns"),
+            Network::Unavailable(why) => format!("{walls}; no network: {why}"),
         }
     }
 }

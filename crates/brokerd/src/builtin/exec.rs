@@ -19,7 +19,9 @@
 //! - **What is bound** ([`binds`]): each grant's `ro_paths` and `rw_paths`, pinned when brokerd
 //!   starts: a call binds the pinned directory by its descriptor, and is refused when the path
 //!   no longer resolves to it (a parent renamed, a symlink planted).
-//! - **The walls** come from the grant: `ro_paths`, `rw_paths`, `network`, `env`,
+//! - **The walls** come from the grant: `ro_paths`, `rw_paths`, `network` (and `networks`:
+//!   the sandbox's own network namespace reaches global addresses and those networks only,
+//!   through slirp4netns; see `bxsandbox::net`), `env`,
 //!   `memory_mb`, `max_processes`, `max_output_bytes`, and `timeout_ms` (the most a call may
 //!   ask for; the run also stops [`TIMEOUT_SLACK_MS`] before `limits.call_timeout_ms`, so the
 //!   outcome is reported rather than cut off).
@@ -215,7 +217,8 @@ impl Tool for Exec {
     fn call<'a>(&'a self, arguments: &'a Value, ctx: CallContext<'a>) -> CallFuture<'a> {
         Box::pin(async move {
             let call = checked(arguments, ctx)?;
-            let spec = spec(call, &ctx.grant.exec, ctx.secrets, &self.binds)?;
+            let mut spec = spec(call, &ctx.grant.exec, ctx.secrets, &self.binds)?;
+            spec.networks = networks(ctx.grant)?;
             let mut outcome = bxsandbox::run(&spec, &self.walls)
                 .await
                 .map_err(|e| ToolError::Failed(format!("exec could not run the program: {e}")))?;
@@ -293,6 +296,19 @@ fn no_leak(argv: &[&str], stdin: &str, secrets: &Secrets) -> Result<(), ToolErro
         Some(name) => Err(ToolError::leak(name, "stdin")),
         None => Ok(()),
     }
+}
+
+/// The grant's `networks`: the non-global networks a run with network may reach too (the
+/// config check refused any the sandbox cannot honour).
+fn networks(grant: &Grant) -> Result<Vec<ipnet::IpNet>, ToolError> {
+    grant
+        .networks
+        .iter()
+        .map(|n| {
+            crate::config::parse_network(n)
+                .map_err(|e| ToolError::Failed(format!("exec's grant lists networks {n:?}: {e}")))
+        })
+        .collect()
 }
 
 /// The grant's `env` with its `{secret:NAME}` placeholders filled from `secrets`.

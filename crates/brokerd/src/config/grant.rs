@@ -116,8 +116,9 @@ pub struct Grant {
     /// ([`DEFAULT_PORTS`] when the grant does not say).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<u16>,
-    /// For `http_fetch`: networks (CIDR) of non-global addresses (loopback, private, ...) it
-    /// may connect to anyway; any other non-global address is refused.
+    /// For `http_fetch`, and `exec` with `network = true`: networks (CIDR) of non-global
+    /// addresses (loopback, private, ...) it may connect to anyway; any other non-global
+    /// address is refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub networks: Vec<String>,
     /// The class the tool's results are labelled with.
@@ -330,6 +331,9 @@ impl Grant {
             &self.networks,
             p,
         );
+        if tool == EXEC_TOOL {
+            super::reach::check_exec_networks(i, self.exec.network, &self.networks, p);
+        }
         approvals::check_grant(i, self.approve, self.when_untrusted, p);
         if let Some(n) = self.max_calls_per_turn {
             p.at_least(&key("max_calls_per_turn"), n, 1);

@@ -1,7 +1,9 @@
 //! Where an `http_fetch` grant may reach: its `hosts` entries (a glob, optionally with a port or
 //! as a `scheme://host[:port]` URL), its `ports` and its `networks`. Parsed here once for the
-//! config check and again by the tool, so both read an entry the same way.
+//! config check and again by the tool, so both read an entry the same way. An `exec` grant with
+//! `network = true` takes `networks` too, with the same meaning ([`check_exec_networks`]).
 
+use super::exec::EXEC_TOOL;
 use super::grant::HOST_TOOLS;
 use bxconfig::Problems;
 use ipnet::IpNet;
@@ -135,7 +137,8 @@ pub(super) fn check(
         for (name, empty) in [
             ("hosts", hosts.is_empty()),
             ("ports", ports.is_empty()),
-            ("networks", networks.is_empty()),
+            // exec's are checked by `check_exec_networks`.
+            ("networks", networks.is_empty() || tool == EXEC_TOOL),
         ] {
             p.check(
                 empty,
@@ -164,6 +167,53 @@ pub(super) fn check(
     for (j, network) in networks.iter().enumerate() {
         if let Err(e) = parse_network(network) {
             p.push(format!("grants[{i}].networks[{j}]"), e);
+        }
+    }
+}
+
+/// Checks the `networks` of exec grant `i`: they need `network = true`, and each must be an
+/// IPv4 network the sandbox's network can reach (`bxsandbox::net`): not IPv6 (it has none),
+/// not within 127.0.0.0/8 (the sandbox's own loopback, never the box's) nor within
+/// slirp4netns's own network.
+pub(super) fn check_exec_networks(i: usize, network: bool, networks: &[String], p: &mut Problems) {
+    p.check(
+        network || networks.is_empty(),
+        format!("grants[{i}].networks"),
+        "exec takes networks only with network = true (without it nothing is reachable)",
+    );
+    let loopback: IpNet = ipnet::Ipv4Net::new_assert(std::net::Ipv4Addr::LOCALHOST, 8)
+        .trunc()
+        .into();
+    let slirp = IpNet::V4(bxsandbox::net::SLIRP_NETWORK);
+    for (j, entry) in networks.iter().enumerate() {
+        let key = format!("grants[{i}].networks[{j}]");
+        let Ok(net) = parse_network(entry) else {
+            continue; // `check` says why
+        };
+        if matches!(net, IpNet::V6(_)) {
+            p.push(
+                key,
+                format!(
+                    "{entry}: exec's network has no IPv6 (slirp4netns runs without it); \
+                     list IPv4 networks"
+                ),
+            );
+        } else if loopback.contains(&net) {
+            p.push(
+                key,
+                format!(
+                    "{entry}: inside exec's sandbox 127.0.0.0/8 is its own loopback; the box's \
+                     loopback services cannot be granted to exec"
+                ),
+            );
+        } else if slirp.contains(&net) {
+            p.push(
+                key,
+                format!(
+                    "{entry}: {slirp} is the sandbox network's own (slirp4netns); no address of \
+                     the box or its LAN there can be reached from exec"
+                ),
+            );
         }
     }
 }
@@ -222,6 +272,44 @@ mod tests {
         ] {
             let e = HostEntry::parse(text).unwrap_err();
             assert!(e.contains(why), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn exec_networks_need_network_and_an_ipv4_network_the_sandbox_can_reach() {
+        let problems = |network: bool, entries: &[&str]| {
+            let mut p = Problems::new();
+            let entries: Vec<String> = entries.iter().map(|e| (*e).to_owned()).collect();
+            check_exec_networks(0, network, &entries, &mut p);
+            p.finish()
+                .err()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|x| format!("{}: {}", x.key, x.message))
+                .collect::<Vec<_>>()
+        };
+        assert!(problems(true, &["192.168.1.0/24", "10.9.0.1", "0.0.0.0/0"]).is_empty());
+        // exec takes networks, where another tool without hosts may not.
+        let networks = ["10.0.0.0/8".to_owned()];
+        let mut p = Problems::new();
+        check(0, EXEC_TOOL, false, &[], &[], &networks, &mut p);
+        assert!(p.is_empty());
+        check(0, "read_file", false, &[], &[], &networks, &mut p);
+        assert!(!p.is_empty());
+        assert!(problems(false, &[]).is_empty());
+        let found = problems(false, &["192.168.1.0/24"]);
+        assert!(found[0].contains("only with network = true"), "{found:?}");
+        for (entry, why) in [
+            ("fd00::/8", "no IPv6"),
+            ("127.0.0.1", "its own loopback"),
+            ("127.0.0.0/8", "its own loopback"),
+            ("10.0.2.3", "the sandbox network's own"),
+        ] {
+            let found = problems(true, &[entry]);
+            assert!(
+                found.len() == 1 && found[0].contains(why),
+                "{entry}: {found:?}"
+            );
         }
     }
 

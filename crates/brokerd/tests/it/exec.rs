@@ -28,6 +28,7 @@ mod binds;
 mod empty_optionals;
 mod fail_closed;
 mod limits;
+mod network;
 mod output;
 mod programs;
 mod secrets;
@@ -218,10 +219,12 @@ async fn without_network_a_loopback_server_cannot_be_reached() {
         }
     ));
 
-    // The control, and the label that network brings: untrusted.
+    // Nor with network (its own namespace: `exec::network`); and the label that network
+    // brings: untrusted.
     let args = json!({ "argv": argv }).to_string();
     let r = b.call(&request("net", 1, "exec", &args)).await;
-    assert!(content(&r).contains("connected"), "{r:?}");
+    assert!(!content(&r).contains("connected"), "{r:?}");
+    assert!(listener.accept().is_err(), "a connection reached the host");
     assert!(matches!(
         r,
         ToolResponse::Result {

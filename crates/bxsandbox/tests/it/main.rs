@@ -7,5 +7,6 @@ mod binds;
 mod common;
 mod exec_rule;
 mod limits;
+mod network;
 mod probe;
 mod walls;

@@ -35,11 +35,15 @@ async fn a_missing_shim_is_unavailable_by_name() {
 async fn the_probe_names_its_walls_and_true_runs() {
     let Some(walls) = walls().await else { return };
     assert!(walls.bwrap().is_absolute());
-    let described = walls.describe();
-    match walls.landlock() {
-        Some(abi) => assert_eq!(described, format!("bubblewrap + Landlock v{abi}")),
-        None => assert_eq!(described, "bubblewrap"),
-    }
+    let landlock = match walls.landlock() {
+        Some(abi) => format!("bubblewrap + Landlock v{abi}"),
+        None => "bubblewrap".to_owned(),
+    };
+    let network = match walls.network() {
+        bxsandbox::Network::Slirp(_) => "network through slirp4netns".to_owned(),
+        bxsandbox::Network::Unavailable(why) => format!("no network: {why}"),
+    };
+    assert_eq!(walls.describe(), format!("{landlock}; {network}"));
     let outcome = bxsandbox::run(&Spec::new(["true"]), &walls).await.unwrap();
     assert_eq!(outcome.status, Status::Exited(0));
     let outcome = bxsandbox::run(&Spec::new(["false"]), &walls).await.unwrap();

@@ -65,10 +65,9 @@ async fn a_loopback_server_of_the_host_cannot_be_reached_without_network() {
     assert_ne!(stdout(&outcome), "connected\n");
     assert_ne!(outcome.status, Status::Exited(0));
 
-    // The same script with the network shared does connect: the test can tell.
-    spec.network = true;
-    let outcome = bxsandbox::run(&spec, &walls).await.unwrap();
-    assert_eq!(stdout(&outcome), "connected\n", "{outcome:?}");
+    // The server is there: the host itself connects (with network = true the sandbox does
+    // not either: `network::with_network_the_hosts_loopback_cannot_be_reached`).
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
 }
 
 #[tokio::test]

@@ -11,7 +11,8 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// IPv4 blocks that are not global, with what they are. The first match names the address,
-/// so a narrow block comes before the wide one that holds it.
+/// so a narrow block comes before the wide one that holds it. `exec`'s sandbox with network
+/// prohibits the same blocks (`bxsandbox::net::NON_GLOBAL_V4`; a test checks both agree).
 const V4: [(Ipv4Net, &str); 16] = [
     (v4(0, 0, 0, 0, 32), "unspecified"),
     (v4(0, 0, 0, 0, 8), "\"this network\""),
@@ -185,6 +186,12 @@ mod tests {
         ] {
             assert_eq!(non_global(ip(addr)), None, "{addr}");
         }
+    }
+
+    #[test]
+    fn execs_sandbox_refuses_the_same_ipv4_blocks() {
+        let ours: Vec<Ipv4Net> = V4.iter().map(|(net, _)| *net).collect();
+        assert_eq!(ours, bxsandbox::net::NON_GLOBAL_V4.to_vec());
     }
 
     #[test]
