@@ -461,8 +461,10 @@ in
       after = [ "network.target" ];
       # bwrap, for brokerd's `exec` tool: brokerd finds it on PATH (bxsandbox-shim is in the
       # package, next to brokerd). Without services.boxmaker.exec the unit's namespace
-      # restrictions stop it and brokerd says so.
-      path = [ pkgs.bubblewrap ];
+      # restrictions stop it and brokerd says so. slirp4netns is the network of a grant with
+      # network = true (the sandbox's own namespace, never the host's); without it such a grant
+      # fails and brokerd says why.
+      path = [ pkgs.bubblewrap pkgs.slirp4netns ];
       serviceConfig = {
         Type = "notify";
         NotifyAccess = "main";
@@ -491,7 +493,7 @@ in
         LimitNOFILE = cfg.maxOpenFiles;
 
         MemoryDenyWriteExecute = cfg.memoryDenyWriteExecute;
-      } // hardening.unit cfg.llama.gpu // lib.optionalAttrs cfg.exec hardening.execRelaxed;
+      } // hardening.unit cfg.llama.gpu // lib.optionalAttrs cfg.exec (hardening.execRelaxed // hardening.execDevices cfg.llama.gpu);
     };
   };
 }

@@ -86,6 +86,16 @@ rec {
     RestrictAddressFamilies = [ "AF_INET" "AF_INET6" "AF_UNIX" "AF_NETLINK" ];
   };
 
+  # The one device brokerd's `exec` needs, for a grant with network = true: slirp4netns, the
+  # sandbox network's only way out, opens the tun device to add `tap0` in the sandbox's own
+  # network namespace. Bound into the unit's private /dev (if the host has it), and allowed by
+  # the device policy beside the GPU's nodes; no other device is.
+  execDevices = gpu: {
+    BindPaths = [ "-/dev/net/tun" ];
+    DeviceAllow = [ "/dev/net/tun rw" ] ++ lib.optionals gpu gpuDevices;
+    DevicePolicy = "closed";
+  };
+
   # Whether `package` was visibly built without llama.cpp's RPC backend: nixpkgs' llama-cpp
   # renders its rpcSupport argument as -DGGML_RPC:BOOL=TRUE or FALSE in cmakeFlags. A package
   # without cmakeFlags (built some other way) is given the benefit of the doubt.

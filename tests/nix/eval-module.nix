@@ -53,6 +53,7 @@ let
   docOf = name: builtins.head (builtins.filter (o: o.name == "services.boxmaker.${name}") docs);
 
   gpu = unitOf { llama.gpu = true; };
+  gpuExec = unitOf { llama.gpu = true; grants = user.grants ++ [ execGrant ]; };
   mcp = [{ name = "fs"; prefix = "fs"; command = "npx"; args = [ "-y" "@modelcontextprotocol/server-filesystem" "/var/lib/boxmaker/files" ]; }];
   withMcp = unitOf { brokerd.settings.mcp = mcp; };
   withMcpForced = unitOf { brokerd.settings.mcp = mcp; memoryDenyWriteExecute = true; };
@@ -192,6 +193,13 @@ let
         && otherState.services.boxmaker.loopd.settings.state_dir == "/var/lib/box/main/loopd"))
     (check "bubblewrap on the unit's path (for brokerd's exec tool)"
       (builtins.any (p: (p.name or "") == "bubblewrap") config.systemd.services.boxmaker.path))
+    (check "slirp4netns on the unit's path (the network of an exec grant with network = true)"
+      (builtins.any (p: (p.name or "") == "slirp4netns") config.systemd.services.boxmaker.path))
+    (check "an exec grant: /dev/net/tun bound and allowed for slirp4netns, no other device"
+      (withExec.BindPaths == [ "-/dev/net/tun" ] && withExec.DeviceAllow == [ "/dev/net/tun rw" ]
+        && withExec.DevicePolicy == "closed" && withExec.PrivateDevices))
+    (check "a GPU and an exec grant: the GPU's nodes and /dev/net/tun both allowed"
+      (builtins.elem "/dev/net/tun rw" gpuExec.DeviceAllow && builtins.elem "char-nvidiactl" gpuExec.DeviceAllow))
     (check "no exec grant: the whole hardening set, no namespace allowed" (!cfg.exec && fullHardening sc))
     (check "exec = false keeps the whole hardening set even with an exec grant" (fullHardening execOff))
     (check "brokerd.configFile: the module cannot see an exec grant, exec is off"

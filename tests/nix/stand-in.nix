@@ -108,6 +108,7 @@ let
   pkgs = {
     llama-cpp = fake "llama-cpp";
     bubblewrap = fake "bubblewrap";
+    slirp4netns = fake "slirp4netns";
     procps = fake "procps";
     coreutils = fake "coreutils";
     formats.toml = _: {
