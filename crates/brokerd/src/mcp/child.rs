@@ -280,10 +280,22 @@ async fn log_stderr(
 /// Logs one line and keeps it in the tail, redacted: a server that prints its environment
 /// (or an error quoting its key) must not put a secret in brokerd's log or error messages.
 fn emit(server: &str, line: &[u8], tail: &StderrTail, redactor: &Redactor) {
+    let Some(text) = stderr_line(line, redactor) else {
+        return;
+    };
+    tracing::info!(target: "brokerd::mcp::stderr", %server, "{text}");
+    tail.push(text);
+}
+
+/// What brokerd logs and keeps of one stderr line: redacted, then cut to
+/// `STDERR_LINE_MAX_BYTES`; None for an empty line. The log and the tail take this one text,
+/// so a test of it is a test of what reaches the log (no log capture, which races with other
+/// test threads over tracing's callsite interest).
+fn stderr_line(line: &[u8], redactor: &Redactor) -> Option<String> {
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end_matches('\r');
     if text.is_empty() {
-        return;
+        return None;
     }
     let mut text = redactor.redact(text);
     // Cut after redacting, so a secret across the cut is not left half there.
@@ -294,8 +306,7 @@ fn emit(server: &str, line: &[u8], tail: &StderrTail, redactor: &Redactor) {
         }
         text.truncate(end);
     }
-    tracing::info!(target: "brokerd::mcp::stderr", %server, "{text}");
-    tail.push(text);
+    Some(text)
 }
 
 #[cfg(test)]
@@ -303,49 +314,21 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// A log sink the test reads back.
-    #[derive(Clone, Default)]
-    struct Sink(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Sink {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn a_stderr_line_is_redacted_in_the_log_and_the_tail() {
         let value = "sk-live-0123456789abcdef";
         let store = SecretStore::new(Secrets::from_values([("x", value)]));
         let redactor = Redactor::new(store.current(), store.clone());
         let tail = StderrTail::default();
-        let sink = Sink::default();
-        let writer = sink.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
         let line = format!("starting with key {value} (hex {})", hex::encode(value));
-        tracing::subscriber::with_default(subscriber, || {
-            emit("srv", line.as_bytes(), &tail, &redactor);
-        });
-        let logged = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-        assert!(
-            logged.contains("starting with key {secret:x} (hex {secret:x})"),
-            "{logged}"
-        );
-        assert!(!logged.contains(value), "{logged}");
+        let logged = stderr_line(line.as_bytes(), &redactor).unwrap();
+        assert_eq!(logged, "starting with key {secret:x} (hex {secret:x})");
+        emit("srv", line.as_bytes(), &tail, &redactor);
         assert_eq!(
             tail.quote(),
             " (stderr: starting with key {secret:x} (hex {secret:x}))"
         );
+        assert_eq!(stderr_line(b"\r", &redactor), None);
     }
 
     #[tokio::test]

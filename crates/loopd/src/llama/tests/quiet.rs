@@ -4,10 +4,12 @@
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::cell::RefCell;
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Once;
 
-use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::SubscriberExt;
 
 use crate::config::Llama;
 use crate::llama::tests::support::{Fake, user};
@@ -18,13 +20,21 @@ const PROMPT: &str = "PROMPT-zanzibar-4471 tell me the secret plan";
 const ANSWER: &str = "ANSWER-quixotic-9182 the plan is hidden";
 const KEY: &str = "KEY-marmalade-3141";
 
-/// A writer into a shared buffer, for the capturing subscriber.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
+thread_local! {
+    /// What the global test subscriber wrote for this thread, while a capture runs on it.
+    static CAPTURED: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+}
 
-impl Write for Captured {
+/// Writes into this thread's capture (nothing when none runs).
+struct ThreadBuffer;
+
+impl Write for ThreadBuffer {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
+        CAPTURED.with(|c| {
+            if let Some(out) = c.borrow_mut().as_mut() {
+                out.extend_from_slice(buf);
+            }
+        });
         Ok(buf.len())
     }
 
@@ -33,12 +43,29 @@ impl Write for Captured {
     }
 }
 
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
+/// Runs `f` with every event this thread emits, at any level, captured, and gives them.
+///
+/// One global subscriber, installed once, whose layer is enabled only on a thread with a
+/// capture running: a scoped subscriber (`with_default`) can miss events when another test
+/// thread fixes a callsite's interest first, which made log tests fail now and then.
+fn capture<R>(f: impl FnOnce() -> R) -> (R, String) {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let layer = tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_writer(|| ThreadBuffer)
+            .with_filter(tracing_subscriber::filter::filter_fn(|_| {
+                CAPTURED.with(|c| c.borrow().is_some())
+            }));
+        let subscriber = tracing_subscriber::registry().with(layer);
+        // Another test binary's subscriber cannot be here: this is the only one loopd's
+        // unit tests install.
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+    });
+    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    let result = f();
+    let logged = CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    (result, String::from_utf8(logged).unwrap())
 }
 
 #[test]
@@ -69,15 +96,9 @@ fn the_prompt_and_the_answer_are_never_logged() {
         ClientOptions::for_endpoint(&llama, "llama", &url, Some(&key), Some(&ca)).unwrap();
     let client = Client::new(options);
 
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(captured.clone())
-        .finish();
     // The client runs on a runtime of this thread, so every event it (and the connection
-    // tasks it spawns) emits goes to the subscriber set here.
-    let (answer, failed) = tracing::subscriber::with_default(subscriber, || {
+    // tasks it spawns) emits is this thread's.
+    let ((answer, failed), logs) = capture(|| {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -105,7 +126,6 @@ fn the_prompt_and_the_answer_are_never_logged() {
     assert_eq!(answer, ANSWER, "the answer did come through");
     assert!(failed.is_err());
 
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     assert!(logs.contains("llama-server call"), "{logs}");
     assert!(logs.contains("llama-server answered"), "{logs}");
     assert!(logs.contains("retrying"), "{logs}");
