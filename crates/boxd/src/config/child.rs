@@ -1,18 +1,64 @@
 //! `[[children]]`: the daemons boxd starts, in order, and how it knows each is ready.
 
 use bxconfig::Problems;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::PathBuf;
 
-/// How boxd knows a child is ready, before it starts the next one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// How boxd knows a child is ready, before it starts the next one. Read from a table with
+/// exactly one key: one with both is refused (serde's own enum reading took the last and
+/// dropped the other without a word).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Ready {
     /// Ready when a GET of this URL answers 200 (`ready = { http = "http://127.0.0.1:8080/health" }`).
     Http(String),
     /// Ready when this Unix socket accepts a connection (`ready = { socket = "PATH" }`).
     Socket(PathBuf),
+}
+
+/// The keys a `ready` table may have, one of them at a time.
+const READY_KINDS: &[&str] = &["http", "socket"];
+
+impl<'de> Deserialize<'de> for Ready {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Ready, D::Error> {
+        deserializer.deserialize_map(ReadyVisitor)
+    }
+}
+
+struct ReadyVisitor;
+
+impl<'de> Visitor<'de> for ReadyVisitor {
+    type Value = Ready;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a table with one of `http` (a URL) or `socket` (a path)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ready, A::Error> {
+        let mut found = Vec::new();
+        // The key is read as text and judged here, so that an unknown one is named at
+        // `ready` itself, like the other problems of the table.
+        while let Some(kind) = map.next_key::<String>()? {
+            found.push(match kind.as_str() {
+                "http" => Ready::Http(map.next_value()?),
+                "socket" => Ready::Socket(map.next_value()?),
+                _ => return Err(de::Error::unknown_variant(&kind, READY_KINDS)),
+            });
+        }
+        match (found.pop(), found.is_empty()) {
+            (Some(ready), true) => Ok(ready),
+            (Some(_), false) => Err(de::Error::custom(
+                "has both `socket` and `http`: a child is ready by exactly one of them \
+                 (`ready = { socket = \"PATH\" }` or `ready = { http = \"URL\" }`)",
+            )),
+            (None, _) => Err(de::Error::custom(
+                "is empty: give exactly one of `socket` (a path) or `http` (a URL)",
+            )),
+        }
+    }
 }
 
 /// One child daemon. Children start in the order listed, each once the one before is ready,

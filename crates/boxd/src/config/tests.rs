@@ -122,6 +122,25 @@ fn config_unknown_ready_kind_names_the_key() {
 }
 
 #[test]
+fn a_ready_table_with_both_kinds_is_refused_at_the_childs_key() {
+    let f = file(
+        "[[children]]\nname = \"a\"\ncommand = \"a\"\nready = { socket = \"/s\" }\n\
+         [[children]]\nname = \"loopd\"\ncommand = \"loopd\"\n\
+         ready = { socket = \"/run/l.sock\", http = \"http://127.0.0.1:1/health\" }\n",
+    );
+    let found = problems(load_from::<Config>(f.path(), ENV_PREFIX, Vec::new()).unwrap_err());
+    assert_eq!(keys(&found), ["children[1].ready"], "{found:?}");
+    let message = &found[0].message;
+    for word in ["has both `socket` and `http`", "exactly one"] {
+        assert!(message.contains(word), "{word}: {message}");
+    }
+    let f = file("[[children]]\nname = \"a\"\ncommand = \"a\"\nready = {}\n");
+    let found = problems(load_from::<Config>(f.path(), ENV_PREFIX, Vec::new()).unwrap_err());
+    assert_eq!(keys(&found), ["children[0].ready"], "{found:?}");
+    assert!(found[0].message.contains("is empty"), "{}", found[0]);
+}
+
+#[test]
 fn config_bad_value_names_the_key() {
     let f = file("notify = \"yes\"\n");
     let found = problems(load_from::<Config>(f.path(), ENV_PREFIX, Vec::new()).unwrap_err());
