@@ -4,7 +4,7 @@
 use super::{ApiFailure, NAMES};
 pub(super) use bxhttp::answer::{Body, Problem, json};
 use http::StatusCode;
-use proto::api::error_kind;
+use proto::api::{ApprovalAnswer, OwnerAnswer, error_kind};
 use serde::de::DeserializeOwned;
 
 /// A backend's failure, as the problem it answers with.
@@ -46,6 +46,56 @@ where
     bxhttp::request::read_json(request, &NAMES, max_body_bytes, "a valid request").await
 }
 
+/// The words `answer` takes in `POST /v1/approvals/{id}`, every [`OwnerAnswer`] (a test keeps
+/// the list whole).
+const OWNER_ANSWERS: [OwnerAnswer; 3] = [
+    OwnerAnswer::Approve,
+    OwnerAnswer::ApproveForTurn,
+    OwnerAnswer::Deny,
+];
+
+/// Reads an approval's answer (`POST /v1/approvals/{id}`) like [`read_json`]; a body whose
+/// `answer` is missing or not one of the words gets a 400 that names them. serde names them
+/// only for an unknown word: for a number, `null` or no `answer` it says "expected value" or
+/// "missing field", which does not tell the client what to send.
+pub(super) async fn read_approval_answer<B>(
+    request: http::Request<B>,
+    max_body_bytes: usize,
+) -> Result<ApprovalAnswer, Problem>
+where
+    B: hyper::body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let bytes = bxhttp::request::read_body(request, &NAMES, max_body_bytes).await?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        let given = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|body| body.get("answer").cloned());
+        match given {
+            Some(answer) if serde_json::from_value::<OwnerAnswer>(answer.clone()).is_ok() => {
+                Problem::bad_request(format!("the request body is not a valid answer: {e}"))
+            }
+            Some(answer) => Problem::bad_request(format!(
+                "`answer` must be one of {}, is {answer}",
+                owner_answer_words()
+            )),
+            None => Problem::bad_request(format!(
+                "the request body is not a valid answer ({e}): `answer` must be one of {}",
+                owner_answer_words()
+            )),
+        }
+    })
+}
+
+/// `"approve", "approve_for_turn", "deny"`: the words of [`OWNER_ANSWERS`] as JSON strings.
+fn owner_answer_words() -> String {
+    OWNER_ANSWERS
+        .iter()
+        .filter_map(|answer| serde_json::to_string(answer).ok())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The answer to `GET /metrics` from `source`, in the format `accept` asks for
 /// ([`bxmetrics::scrape`]).
 pub(super) fn metrics(
@@ -69,5 +119,25 @@ pub(super) fn metrics(
             "the metrics could not be encoded",
         )
         .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listed_answers_are_every_owner_answer_once() {
+        // A new answer stops this match compiling until it is listed in OWNER_ANSWERS too.
+        let place = |answer: OwnerAnswer| match answer {
+            OwnerAnswer::Approve => 0,
+            OwnerAnswer::ApproveForTurn => 1,
+            OwnerAnswer::Deny => 2,
+        };
+        assert_eq!(OWNER_ANSWERS.map(place), [0, 1, 2]);
+        assert_eq!(
+            owner_answer_words(),
+            r#""approve", "approve_for_turn", "deny""#
+        );
     }
 }

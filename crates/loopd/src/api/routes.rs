@@ -6,7 +6,7 @@ use super::sse::{follow_stream, task_stream};
 use super::{ApiFailure, ApiOptions, Backend, MAX_PAGE_RECORDS, UsageQuery};
 use bxcore::{ApprovalId, SessionId};
 use http::{Method, Request, Response, StatusCode, header};
-use proto::api::{ApprovalAnswer, TaskRequest, reserved};
+use proto::api::{TaskRequest, reserved};
 use std::convert::Infallible;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -260,7 +260,8 @@ where
             let uid = owner_peer(ctx, &request, OwnerAct::Answer)
                 .await?
                 .map(|p| p.uid);
-            let body: ApprovalAnswer = read_json(request, ctx.options.max_body_bytes).await?;
+            let body =
+                super::body::read_approval_answer(request, ctx.options.max_body_bytes).await?;
             super::check_approval_answer(&body)?;
             answer(backend.answer_approval(&id, body, uid).await)
         }

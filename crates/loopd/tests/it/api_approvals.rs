@@ -100,3 +100,23 @@ async fn a_deny_reason_longer_than_the_limit_is_400_and_never_reaches_the_backen
     assert_eq!(relayed[0].0.reason.as_deref(), Some(most.as_str()));
     served.stop().await;
 }
+
+#[tokio::test]
+async fn an_answer_that_is_not_one_of_the_words_is_400_naming_them() {
+    let served = start(test_options());
+    for body in [
+        r#"{"answer":1}"#,
+        r#"{"answer":"maybe"}"#,
+        r#"{"answer":null}"#,
+        r#"{"reason":"no answer"}"#,
+    ] {
+        let (status, answer) = post(&served.socket, "ap-1", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert_eq!(kind(&answer), error_kind::BAD_REQUEST);
+        for word in [r#"\"approve\""#, r#"\"approve_for_turn\""#, r#"\"deny\""#] {
+            assert!(answer.contains(word), "{body}: {word} not in {answer}");
+        }
+    }
+    assert!(served.stub.answered.lock().unwrap().is_empty());
+    served.stop().await;
+}
