@@ -19,6 +19,12 @@ fn position(events: &[String], line: &str) -> usize {
         .unwrap_or_else(|| panic!("{line:?} not in {events:?}"))
 }
 
+/// Whether the record of children in `s`'s runtime dir names `pid`.
+fn recorded(s: &Setup, pid: i32) -> bool {
+    let record = s.dir.path().join("run").join(boxd::leftovers::RECORD_FILE);
+    std::fs::read_to_string(record).is_ok_and(|text| text.contains(&format!("\"pid\":{pid},")))
+}
+
 #[test]
 fn children_die_when_boxd_is_killed() {
     let mut s = Setup::new(RESTART);
@@ -46,6 +52,10 @@ fn what_a_killed_boxd_left_is_killed_before_the_next_one_starts_its_children() {
     let child = first.pids_of("a start")[0];
     let grandchild = first.pids_of("a-grandchild start")[0];
     let _guard = KillOnDrop(vec![child, grandchild]);
+    // boxd records a child just after it spawns it, while the child runs on: on a loaded
+    // machine the child (and its grandchild) can log before the record is written. Killed
+    // before that, boxd leaves no record, and no later boxd could find the grandchild.
+    wait_until("the first boxd to record the child", || recorded(&s, child));
     first.signal(Signal::SIGKILL);
     first.wait_exit();
     wait_until("the child to die with boxd", || !runs(child));
@@ -56,6 +66,11 @@ fn what_a_killed_boxd_left_is_killed_before_the_next_one_starts_its_children() {
     wait_until("the leftover grandchild to be killed", || !runs(grandchild));
     wait_until("the second a to listen", || {
         second.pids_of("a listening").len() == 2
+    });
+    // boxd logs a start after its spawn returns; the child may listen before that line is
+    // written.
+    wait_until("the second boxd to log the start of a", || {
+        second.stderr().contains("started child=a")
     });
     let err = second.stderr();
     let killed = err
