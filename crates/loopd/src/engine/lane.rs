@@ -25,6 +25,9 @@ pub struct Pending {
     /// Nobody watches its turn (a schedule's run): a call that needs the owner's approval is
     /// written as a notification too.
     pub unattended: bool,
+    /// Its session must be its own (a schedule's `session = "new"` run): found holding a task
+    /// that is not this one, it is refused (`submit::Engine::queue_new`).
+    pub new_session: bool,
 }
 
 impl Pending {

@@ -105,6 +105,7 @@ impl Engine {
             named,
             waiting,
             unattended: how.unattended,
+            new_session: how.new_session,
         };
         if how.new_session {
             self.queue_new(&id, pending)?;
@@ -121,20 +122,30 @@ impl Engine {
     /// Queues `pending` on session `id` only if no session `id` exists and nothing is queued
     /// for it: checked and queued under the lanes' lock, so that a client who learnt the id
     /// (`GET /v1/schedules` shows a run's session as it starts) and sent a task to it first
-    /// cannot have a schedule's run appended to the session it made.
+    /// cannot have a schedule's run appended to the session it made. A named task (a run
+    /// submitted again after a crash, with its task id) is queued into a session that exists
+    /// and is idle: it may be its own, made before the crash. The worker, holding the session,
+    /// answers it from its user record there, runs it in a session that holds no task, and
+    /// refuses it, as here, in one that holds another's (`worker::foreground`).
     fn queue_new(&self, id: &SessionId, pending: Pending) -> Result<(), ApiFailure> {
         let mut lanes = self.inner.lock_lanes();
-        if lanes.contains_key(id) || self.inner.parts.store.exists(id) {
+        let exists = self.inner.parts.store.exists(id);
+        if lanes.contains_key(id) || (exists && pending.named.is_none()) {
             drop(lanes);
-            let why = ApiFailure::Forbidden(format!(
-                "session {id} exists already, and a run into a new session never goes into one \
-                 made before it; nothing was run"
-            ));
+            let why = made_before(id);
             pending.refuse(why.clone());
             return Err(why);
         }
         self.queue_locked(&mut lanes, id, Work::Task(pending))
     }
+}
+
+/// Why a run into a new session does not go into session `id`.
+pub(super) fn made_before(id: &SessionId) -> ApiFailure {
+    ApiFailure::Forbidden(format!(
+        "session {id} exists already, and a run into a new session never goes into one made \
+         before it; nothing was run"
+    ))
 }
 
 /// The refusal `loopd_tasks_refused_total` counts a failure as, if it is one.

@@ -12,7 +12,7 @@ use crate::tools::Registry;
 use crate::turn::{
     NoOwner, Owner, Runtime, Stop, TurnError, finish_turn, run_foreground, start_task,
 };
-use bxcore::{SessionId, TurnEnd, TurnEvent};
+use bxcore::{LogRecord, SessionId, TurnEnd, TurnEvent};
 use proto::api::TaskAccepted;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -125,6 +125,18 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
     {
         tracing::info!(session = %id, turn = answer.accepted.turn, "a task id seen before: answering its turn");
         let _ = pending.reply.send(Ok(answer));
+        return None;
+    }
+    // A run into a session of its own, submitted again after a crash (`submit::queue_new`
+    // let it through: named, into a session that exists): it goes only into a session that
+    // holds no task, its own made just before the crash; never after another's.
+    if pending.new_session
+        && session
+            .records()
+            .iter()
+            .any(|r| matches!(r, LogRecord::User { .. }))
+    {
+        pending.refuse(super::submit::made_before(id));
         return None;
     }
     // The day's budget was spent while this task waited for its turn.

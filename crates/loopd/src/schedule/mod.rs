@@ -1,7 +1,9 @@
 //! Schedules (`docs/schedules.md`): tasks loopd runs by itself at set times, the heartbeat
 //! among them, through the same `Backend::submit` as a client's task. Each schedule's last
-//! due time, last run and paused flag are durable (`state`) and written before a run's task
-//! is submitted, so a restart neither repeats a run nor loses one beyond what `missed` says.
+//! due time, last run, paused flag and run in flight are durable (`state`) and written before
+//! a run's task is submitted; the task carries an id of the run's own, and a restart submits a
+//! run in flight again, so a crash neither repeats a run nor loses one beyond what `missed`
+//! says.
 //! Time comes from a [`Clock`], so the tests advance it instead of sleeping.
 
 mod answer;
@@ -23,7 +25,7 @@ use crate::meter::ScheduleRuns;
 use bxcore::SessionId;
 use chrono::{DateTime, Utc};
 use proto::api::{ScheduleInfo, ScheduleList, ScheduleStarted};
-use runner::Shared;
+use runner::{AtStart, Shared};
 use state::ScheduleState;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -124,9 +126,10 @@ pub struct Scheduler<B: Backend> {
 }
 
 impl<B: Backend> Scheduler<B> {
-    /// Loads the state, settles what was missed while loopd was down (`missed`), and starts
-    /// the scheduler on the current runtime; each run's end is counted in `runs`. An
-    /// unreadable state file is an error: runs would repeat or be lost without it.
+    /// Loads the state, submits again the runs a crash cut (written down, not ended), settles
+    /// what was missed while loopd was down (`missed`), and starts the scheduler on the
+    /// current runtime; each run's end is counted in `runs`. An unreadable state file is an
+    /// error: runs would repeat or be lost without it.
     pub fn start(
         backend: Arc<B>,
         specs: Vec<Spec>,
@@ -134,11 +137,20 @@ impl<B: Backend> Scheduler<B> {
         clock: Arc<dyn Clock>,
         runs: ScheduleRuns,
     ) -> Result<Scheduler<B>, state::StateError> {
-        let (shared, catch_up) = Shared::load(backend, specs, paths, clock, runs)?;
+        let (shared, at_start) = Shared::load(backend, specs, paths, clock, runs)?;
         let shared = Arc::new(shared);
         let (stop, stop_rx) = watch::channel(false);
-        for (name, due) in catch_up {
-            shared.start_due(&name, due, proto::api::RunTrigger::CatchUp);
+        for start in at_start {
+            match start {
+                AtStart::CatchUp(name, due) => {
+                    shared.start_due(&name, due, proto::api::RunTrigger::CatchUp);
+                }
+                AtStart::Resume {
+                    name,
+                    flight,
+                    catch_up,
+                } => shared.resume(&name, flight, catch_up),
+            }
         }
         let driver = tokio::spawn(runner::drive(Arc::clone(&shared), stop_rx));
         tracing::info!(schedules = shared.count(), "scheduler started");

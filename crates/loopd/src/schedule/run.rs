@@ -1,14 +1,18 @@
-//! One run of a schedule: begun (marked running), written down before its task is
-//! submitted (as unattended: nobody is at a terminal), its turn followed to its end, its
-//! answer kept as a notification when the schedule says so, and its outcome written down.
+//! One run of a schedule: begun (marked running, in flight with its task id), written down
+//! before its task is submitted (as unattended: nobody is at a terminal), its turn followed to
+//! its end, its answer kept as a notification when the schedule says so, and its outcome
+//! written down. A run a crash cut is submitted again at the next start (`resume`) as the
+//! same task: the engine runs it if it never got there, and answers from the session's log if
+//! it did.
 
 use super::answer::{Answer, notification_text};
 use super::runner::{STILL_RUNNING, Shared, not_found, outcome_word, session_of, state_failure};
-use super::timing::timestamp;
+use super::state::InFlight;
+use super::timing::{run_task_id, timestamp};
 use crate::api::{ApiFailure, Backend, Submitted};
 use crate::config::TaskSource;
 use crate::journal;
-use bxcore::{Labels, SessionId};
+use bxcore::{Labels, SessionId, TaskId};
 use chrono::{DateTime, Utc};
 use proto::api::{Notification, RunOutcome, RunTrigger, ScheduleRun, ScheduleStarted, TaskRequest};
 use std::sync::Arc;
@@ -22,6 +26,8 @@ struct Begun {
     new_session: bool,
     task: TaskSource,
     started: bxcore::Timestamp,
+    /// Its task's id: the engine runs it at most once in its session.
+    task_id: TaskId,
 }
 
 impl<B: Backend> Shared<B> {
@@ -39,6 +45,54 @@ impl<B: Backend> Shared<B> {
             if let Ok((_, submitted)) = shared.launch(&begun, trigger).await {
                 shared.follow(begun, submitted).await;
             }
+        });
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        runs.retain(|run| !run.is_finished());
+        runs.push(run);
+    }
+
+    /// Submits again the run of `name` a crash cut (`flight`), as the same task into the same
+    /// session, and follows it; then, unless it runs now, the catch-up due at `catch_up`
+    /// (`missed = "run_once"` runs one run at start: the cut one, when it runs now). The
+    /// schedule was marked running when it was loaded.
+    pub(super) fn resume(
+        self: &Arc<Self>,
+        name: &str,
+        flight: InFlight,
+        catch_up: Option<DateTime<Utc>>,
+    ) {
+        let Some(task) = self.lock().get(name).map(|e| e.spec.task.clone()) else {
+            return;
+        };
+        let trigger = flight.trigger;
+        let begun = Begun {
+            name: name.to_string(),
+            session: flight.session,
+            new_session: flight.new_session,
+            task,
+            started: flight.started,
+            task_id: flight.task_id,
+        };
+        let shared = Arc::clone(self);
+        let run = tokio::spawn(async move {
+            let name = begun.name.clone();
+            let runs_now = match shared.launch(&begun, trigger).await {
+                // Answered with its end: it ran before the crash, and does not again.
+                Ok((_, submitted)) if submitted.accepted.end.is_some() => {
+                    shared.follow(begun, submitted).await;
+                    false
+                }
+                Ok((_, submitted)) => {
+                    shared.counts.send_modify(|c| c.resumed += 1);
+                    shared.follow(begun, submitted).await;
+                    return;
+                }
+                Err(_) => false,
+            };
+            if !runs_now && let Some(due) = catch_up {
+                shared.start_due(&name, due, RunTrigger::CatchUp);
+            }
+            shared.counts.send_modify(|c| c.resumed += 1);
         });
         let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
         runs.retain(|run| !run.is_finished());
@@ -93,6 +147,9 @@ impl<B: Backend> Shared<B> {
             )));
         }
         let session = session_of(&entry.spec, due.unwrap_or(now))?;
+        let task_id = run_task_id(name, trigger, due.unwrap_or(now)).map_err(|e| {
+            ApiFailure::Internal(format!("schedule {name}: no task id for its run: {e}"))
+        })?;
         let started = timestamp(now);
         entry.running = true;
         if let Some(due) = due {
@@ -105,23 +162,33 @@ impl<B: Backend> Shared<B> {
             turn: None,
             outcome: RunOutcome::Running,
         });
+        let new_session = entry.spec.session.is_none();
+        entry.state.in_flight = Some(InFlight {
+            task_id: task_id.clone(),
+            session: session.clone(),
+            new_session,
+            started,
+            trigger,
+        });
         Ok(Begun {
             name: name.to_string(),
             session,
-            new_session: entry.spec.session.is_none(),
+            new_session,
             task: entry.spec.task.clone(),
             started,
+            task_id,
         })
     }
 
-    /// Writes the run down, reads its task and submits it; a run that cannot start is
-    /// recorded as failed.
+    /// Writes the run down, reads its task and submits it with the run's task id; a run that
+    /// cannot start is recorded as failed.
     async fn launch(
         self: &Arc<Self>,
         begun: &Begun,
         trigger: RunTrigger,
     ) -> Result<(ScheduleStarted, Submitted), ApiFailure> {
-        // Before the task is submitted: a loopd killed from here on does not run it again.
+        // Before the task is submitted: a loopd killed from here on submits it again at its
+        // next start, with the same task id, which the engine runs at most once.
         if let Err(e) = self.persist_async().await {
             tracing::warn!(schedule = %begun.name, error = %e, "not run: its start cannot be written down");
             // Nothing ran; the state on disk is the one before, and in memory it reads failed
@@ -146,10 +213,11 @@ impl<B: Backend> Shared<B> {
             let task = TaskRequest {
                 session: Some(begun.session.clone()),
                 text,
-                task_id: None,
+                task_id: Some(begun.task_id.clone()),
             };
             // A new session is made by this run or the run does not go: a client that saw
-            // its id (`GET /v1/schedules` shows it from now) cannot have made it first.
+            // its id (`GET /v1/schedules` shows it from now) cannot have made it first. The
+            // run's own task, submitted again after a crash, is answered from it.
             if begun.new_session {
                 self.backend.submit_unattended_new(task).await
             } else {
@@ -165,6 +233,10 @@ impl<B: Backend> Shared<B> {
                     reason: why.to_string(),
                 };
                 self.end_run(begun, None, outcome, true);
+                // Ended: not submitted again at the next start.
+                if let Err(e) = self.persist_async().await {
+                    tracing::warn!(schedule = %begun.name, error = %e, "cannot write the schedules' state");
+                }
                 self.counts.send_modify(|c| c.finished += 1);
                 return Err(why);
             }
@@ -184,8 +256,11 @@ impl<B: Backend> Shared<B> {
         Ok((started, submitted))
     }
 
-    /// Follows the run's turn to its end, keeps its notification, writes its outcome down.
+    /// Follows the run's turn to its end, keeps its notification, writes its outcome down. A
+    /// turn answered from the session's log (the run's task ran before a crash) is not
+    /// notified again: its answer is not in the answer, and a notification may have been kept.
     async fn follow(self: &Arc<Self>, begun: Begun, mut submitted: Submitted) {
+        let from_log = submitted.accepted.end.is_some();
         let mut answer = Answer::default();
         while let Some(event) = submitted.events.recv().await {
             answer.push(&event);
@@ -198,13 +273,17 @@ impl<B: Backend> Shared<B> {
                 None => return,
             }
         };
-        let text = notification_text(
-            &begun.name,
-            &answer.text,
-            answer.end.as_ref(),
-            quiet.as_deref(),
-            notify,
-        );
+        let text = if from_log {
+            None
+        } else {
+            notification_text(
+                &begun.name,
+                &answer.text,
+                answer.end.as_ref(),
+                quiet.as_deref(),
+                notify,
+            )
+        };
         let notified = match text {
             None => false,
             Some(text) => {
@@ -266,8 +345,8 @@ impl<B: Backend> Shared<B> {
         }
     }
 
-    /// The run is over: not running, its outcome recorded (when `record`, and it is still the
-    /// last run: a skipped run after it stays the last).
+    /// The run is over: not running, not in flight, its outcome recorded (when `record`, and it
+    /// is still the last run: a skipped run after it stays the last).
     fn end_run(&self, begun: &Begun, turn: Option<u64>, outcome: RunOutcome, record: bool) {
         self.ended.ended(&begun.name, outcome_word(&outcome));
         if record {
@@ -278,6 +357,14 @@ impl<B: Backend> Shared<B> {
         }
         if let Some(entry) = self.lock().get_mut(&begun.name) {
             entry.running = false;
+            if entry
+                .state
+                .in_flight
+                .as_ref()
+                .is_some_and(|f| f.task_id == begun.task_id && f.session == begun.session)
+            {
+                entry.state.in_flight = None;
+            }
         }
     }
 }

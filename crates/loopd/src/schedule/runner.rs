@@ -3,9 +3,10 @@
 //! kept as a notification when the schedule says so, and its outcome written down again.
 
 use super::clock::Clock;
-use super::state::{self, ScheduleState, StateError, StateFile};
+use super::state::{self, InFlight, ScheduleState, StateError, StateFile};
 use super::timing::{
-    RUN_SESSION_RANDOM_BYTES, from_timestamp, latest_due, new_session_name, timestamp,
+    RUN_SESSION_RANDOM_BYTES, from_timestamp, latest_due, new_session_name, next_at_start,
+    timestamp,
 };
 use super::{Paths, Spec, info};
 use crate::api::{ApiFailure, Backend};
@@ -35,6 +36,9 @@ pub struct RunCounts {
     pub notified: u64,
     /// Due runs skipped because the previous run still went.
     pub skipped: u64,
+    /// Runs a crash cut that the start submitted again, counted once that submission was
+    /// answered (and the catch-up that follows one that had run, begun).
+    pub resumed: u64,
 }
 
 pub(super) struct Entry {
@@ -45,8 +49,21 @@ pub(super) struct Entry {
     pub(super) running: bool,
 }
 
-/// A catch-up run to start (`missed = "run_once"`): the schedule's name and the due time.
-pub(super) type CatchUp = (String, DateTime<Utc>);
+/// What the start has to start besides the scheduler's task.
+pub(super) enum AtStart {
+    /// A catch-up run (`missed = "run_once"`): the schedule's name and the due time.
+    CatchUp(String, DateTime<Utc>),
+    /// The run a crash cut, to submit again; then, unless it runs now (it had run before the
+    /// crash, or cannot run), the catch-up due at `catch_up`: `run_once` runs one run at start.
+    Resume {
+        /// The schedule's name.
+        name: String,
+        /// The run.
+        flight: InFlight,
+        /// The catch-up's due time, when `missed = "run_once"` and runs were missed.
+        catch_up: Option<DateTime<Utc>>,
+    },
+}
 
 /// What the scheduler's task and its runs share.
 pub(super) struct Shared<B> {
@@ -67,36 +84,23 @@ pub(super) struct Shared<B> {
 }
 
 impl<B: Backend> Shared<B> {
-    /// The scheduler over `specs` with the state at `paths.state`, and the catch-up runs
-    /// (`missed = "run_once"`) to start: name and due time.
+    /// The scheduler over `specs` with the state at `paths.state`, and what to start with it:
+    /// the runs a crash cut, to submit again, and the catch-up runs (`missed = "run_once"`).
     pub(super) fn load(
         backend: Arc<B>,
         specs: Vec<Spec>,
         paths: Paths,
         clock: Arc<dyn Clock>,
         runs: ScheduleRuns,
-    ) -> Result<(Shared<B>, Vec<CatchUp>), StateError> {
+    ) -> Result<(Shared<B>, Vec<AtStart>), StateError> {
         let mut file = state::load(&paths.state)?;
         let now = clock.now();
-        let mut catch_up = Vec::new();
+        let mut at_start = Vec::new();
         let mut changed = false;
         let mut entries = BTreeMap::new();
         for spec in specs {
             let mut state = file.schedules.remove(&spec.name).unwrap_or_default();
-            // A run still `running` in the file went on when loopd stopped: its turn ended
-            // `interrupted` (the session log records so when it is next opened).
-            if let Some(run) = state.last_run.as_mut()
-                && run.outcome == RunOutcome::Running
-            {
-                run.outcome = RunOutcome::Ended {
-                    end: TurnEnd::Interrupted,
-                    notified: false,
-                    not_approved: 0,
-                };
-                // The loopd it ran in never counted its end.
-                runs.ended(&spec.name, outcome_word(&run.outcome));
-                changed = true;
-            }
+            let resume = settle_cut_run(&spec, &mut state, &runs, &mut changed);
             // A schedule never run before starts from now: nothing is missed.
             let missed = state
                 .last_due
@@ -104,11 +108,12 @@ impl<B: Backend> Shared<B> {
                 .and_then(from_timestamp)
                 .filter(|_| spec.enabled)
                 .and_then(|last| latest_due(&spec.timing, last, now));
+            let mut catch_up = None;
             if let Some(missed) = missed {
                 changed = true;
                 state.last_due = Some(timestamp(missed));
                 match spec.missed {
-                    Missed::RunOnce if !state.paused => catch_up.push((spec.name.clone(), missed)),
+                    Missed::RunOnce if !state.paused => catch_up = Some(missed),
                     Missed::RunOnce => {}
                     Missed::Skip if state.paused => {}
                     Missed::Skip => {
@@ -127,15 +132,24 @@ impl<B: Backend> Shared<B> {
                     }
                 }
             }
-            // From the later of now and the last due time: a clock set back since the last run
-            // must not bring that due time round again.
-            let from = state
-                .last_due
-                .as_ref()
-                .and_then(from_timestamp)
-                .map_or(now, |last| last.max(now));
+            let running = resume.is_some();
+            match resume {
+                Some(flight) => at_start.push(AtStart::Resume {
+                    name: spec.name.clone(),
+                    flight,
+                    catch_up,
+                }),
+                None => {
+                    if let Some(due) = catch_up {
+                        at_start.push(AtStart::CatchUp(spec.name.clone(), due));
+                    }
+                }
+            }
+            // In phase with the last due time (an `every` schedule does not count from the
+            // restart), and never that due time again (a clock set back since).
             let next_due = if spec.enabled {
-                spec.timing.next_after(from)
+                let last = state.last_due.as_ref().and_then(from_timestamp);
+                next_at_start(&spec.timing, last, now)
             } else {
                 None
             };
@@ -145,7 +159,7 @@ impl<B: Backend> Shared<B> {
                     spec,
                     state,
                     next_due,
-                    running: false,
+                    running,
                 },
             );
         }
@@ -167,7 +181,7 @@ impl<B: Backend> Shared<B> {
         if changed && let Err(e) = shared.persist() {
             tracing::warn!(error = %e, "cannot write the missed runs settled at start");
         }
-        Ok((shared, catch_up))
+        Ok((shared, at_start))
     }
 
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
@@ -313,6 +327,46 @@ pub(super) async fn drive<B: Backend>(shared: Arc<Shared<B>>, mut stop: watch::R
         }
         shared.fire_due();
     }
+}
+
+/// What becomes at start of the run a crash cut (`state.in_flight`, written down before its
+/// task was submitted): returned, to be submitted again, when its schedule still runs by
+/// itself (enabled, not paused): its task id makes that run it at most once. Otherwise, and
+/// for a run left `running` by a loopd from before runs were kept in flight, the run is
+/// ended `interrupted` (its turn, if it had one, was ended so when loopd stopped).
+fn settle_cut_run(
+    spec: &Spec,
+    state: &mut ScheduleState,
+    runs: &ScheduleRuns,
+    changed: &mut bool,
+) -> Option<InFlight> {
+    let had = state.in_flight.take();
+    let resume = had.clone().filter(|_| spec.enabled && !state.paused);
+    if let Some(flight) = &resume {
+        tracing::info!(schedule = %spec.name, task_id = %flight.task_id, session = %flight.session, "a run cut by a crash: submitting it again");
+        state.in_flight = resume.clone();
+    } else if had.is_some() {
+        *changed = true;
+    }
+    let is_resumed = |run: &ScheduleRun| {
+        resume
+            .as_ref()
+            .is_some_and(|f| f.started == run.started && f.session == run.session)
+    };
+    if let Some(run) = state.last_run.as_mut()
+        && run.outcome == RunOutcome::Running
+        && !is_resumed(run)
+    {
+        run.outcome = RunOutcome::Ended {
+            end: TurnEnd::Interrupted,
+            notified: false,
+            not_approved: 0,
+        };
+        // The loopd it ran in never counted its end.
+        runs.ended(&spec.name, outcome_word(&run.outcome));
+        *changed = true;
+    }
+    resume
 }
 
 /// The session of a run of `spec` due at `due`: its fixed one, or a new one nobody can name

@@ -1,9 +1,9 @@
-//! `<state_dir>/schedules.json`: each schedule's last due time, last run and paused flag,
-//! replaced atomically (a temporary file, fsync, rename, fsync of the directory), so a
+//! `<state_dir>/schedules.json`: each schedule's last due time, last run, paused flag and the
+//! run in flight (what a restart submits again), replaced atomically (a temporary file, fsync, rename, fsync of the directory), so a
 //! loopd killed at any point finds either the state before a write or the one after it.
 
-use bxcore::Timestamp;
-use proto::api::ScheduleRun;
+use bxcore::{SessionId, TaskId, Timestamp};
+use proto::api::{RunTrigger, ScheduleRun};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,6 +24,30 @@ pub struct ScheduleState {
     /// Paused by the owner.
     #[serde(default)]
     pub paused: bool,
+    /// The run begun and not yet ended, written down before its task is submitted and taken
+    /// out when its end is: the next start submits it again (`docs/schedules.md`). Absent in
+    /// files from before issue 33; a run left running there is ended `interrupted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<InFlight>,
+}
+
+/// A run in flight: enough to submit its task again as the same task, into the same session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InFlight {
+    /// Its task's id (`timing::run_task_id`): the engine runs a task of this id at most once in
+    /// its session, so a second submission after a crash is answered from the session's log
+    /// when the first one got there.
+    pub task_id: TaskId,
+    /// Its session: for `session = "new"` the one drawn for it, not a new draw.
+    pub session: SessionId,
+    /// Whether its session is one of its own (`session = "new"`): submitted again only into a
+    /// session that does not exist or holds nothing but this task.
+    pub new_session: bool,
+    /// When it began, as its `last_run` says (which it updates while that is still the last).
+    pub started: Timestamp,
+    /// Why it started.
+    pub trigger: RunTrigger,
 }
 
 /// The whole file: every schedule's state by name (also of schedules no longer configured,
@@ -97,7 +121,7 @@ pub fn save(path: &Path, state: &StateFile) -> Result<(), StateError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use proto::api::{RunOutcome, RunTrigger};
+    use proto::api::RunOutcome;
 
     #[test]
     fn a_saved_state_reads_back_and_a_missing_one_is_empty() {
@@ -117,6 +141,13 @@ mod tests {
                     outcome: RunOutcome::Running,
                 }),
                 paused: true,
+                in_flight: Some(InFlight {
+                    task_id: TaskId::new("s1767265200000-morning").unwrap(),
+                    session: bxcore::SessionId::new("s").unwrap(),
+                    new_session: false,
+                    started: Timestamp::now(),
+                    trigger: RunTrigger::Due,
+                }),
             },
         );
         save(&path, &state).unwrap();
@@ -126,5 +157,18 @@ mod tests {
         assert_eq!(left.len(), 1, "no temporary file left");
         std::fs::write(&path, "{").unwrap();
         assert!(matches!(load(&path), Err(StateError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn a_state_written_before_runs_were_kept_in_flight_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SCHEDULES_FILE);
+        std::fs::write(
+            &path,
+            r#"{"schedules": {"m": {"last_due": "2026-01-01T11:00:00Z", "paused": false}}}"#,
+        )
+        .unwrap();
+        let read = load(&path).unwrap();
+        assert_eq!(read.schedules["m"].in_flight, None);
     }
 }

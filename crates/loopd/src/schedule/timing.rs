@@ -1,9 +1,11 @@
 //! Due times: the next after a time, the latest missed up to now (in a cron expression's time
-//! zone, or every interval), and the session a `new` run goes to.
+//! zone, or every interval), the next after a restart (in phase with the last), the session a
+//! `new` run goes to and the task id a run's task carries.
 
 use crate::config::Timing;
-use bxcore::Timestamp;
+use bxcore::{TaskId, Timestamp};
 use chrono::{DateTime, Utc};
+use proto::api::RunTrigger;
 
 /// The most cron due times walked to find the latest one up to now: a minutely expression
 /// over more than two months of downtime stops there, and the latest found stands for it.
@@ -40,6 +42,40 @@ pub fn latest_due(
             latest
         }
     }
+}
+
+/// The next due time of a schedule that loopd (re)starts at `now`, its last due time `last`
+/// (missed ones settled: none in `(last, now]`, or, when some are, the first after them): in
+/// phase with `last`, so an `every` schedule counts from its last due time, not from the
+/// restart; a clock set back since `last` does not bring `last` round again. A schedule never
+/// run before counts from `now`.
+pub fn next_at_start(
+    timing: &Timing,
+    last: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let Some(last) = last else {
+        return timing.next_after(now);
+    };
+    let after = latest_due(timing, last, now).unwrap_or(last);
+    timing.next_after(after)
+}
+
+/// The task id of a run of schedule `name` due at `due` (a manual run: started at `due`):
+/// `s<unix ms>-<name>` for a due or catch-up run, `m<unix ms>-<name>` for a manual one. A
+/// run's task carries it, so that submitting the task again after a crash
+/// (`engine::task_ids`) runs it at most once; a due time and a manual run at the same
+/// millisecond do not share it. At most 47 bytes with the longest name (until the year 2286).
+pub fn run_task_id(
+    name: &str,
+    trigger: RunTrigger,
+    due: DateTime<Utc>,
+) -> Result<TaskId, bxcore::ValueError> {
+    let kind = match trigger {
+        RunTrigger::Due | RunTrigger::CatchUp => 's',
+        RunTrigger::Manual => 'm',
+    };
+    TaskId::new(&format!("{kind}{}-{name}", due.timestamp_millis()))
 }
 
 /// The random bytes in the session id of a run with `session = "new"` (as hex digits): with
@@ -150,6 +186,63 @@ mod tests {
             Some(utc("2026-01-04T07:00:00Z"))
         );
         assert_eq!(latest_due(&daily, after, utc("2026-01-01T11:00:00Z")), None);
+    }
+
+    #[test]
+    fn after_a_restart_every_keeps_its_phase_and_cron_its_times() {
+        let every = Timing::Every(Duration::from_secs(3_600));
+        let last = Some(utc("2026-01-01T11:00:00Z"));
+        assert_eq!(
+            next_at_start(&every, last, utc("2026-01-01T11:40:00Z")),
+            Some(utc("2026-01-01T12:00:00Z")),
+            "from the last due time, not from the restart"
+        );
+        assert_eq!(
+            next_at_start(&every, last, utc("2026-01-01T10:30:00Z")),
+            Some(utc("2026-01-01T12:00:00Z")),
+            "a clock set back does not bring 11:00 round again"
+        );
+        assert_eq!(
+            next_at_start(&every, last, utc("2026-01-01T14:30:00Z")),
+            Some(utc("2026-01-01T15:00:00Z")),
+            "past the ones missed, still in phase"
+        );
+        assert_eq!(
+            next_at_start(&every, None, utc("2026-01-01T11:40:00Z")),
+            Some(utc("2026-01-01T12:40:00Z")),
+            "never run before: one interval from now"
+        );
+        let daily = cron("0 7 * * *", "UTC");
+        assert_eq!(
+            next_at_start(&daily, last, utc("2026-01-01T11:40:00Z")),
+            Some(utc("2026-01-02T07:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_runs_task_id_is_its_schedules_name_and_due_time() {
+        let due = utc("2026-01-01T11:00:00.123Z");
+        assert_eq!(
+            run_task_id("morning", RunTrigger::Due, due)
+                .unwrap()
+                .as_str(),
+            "s1767265200123-morning"
+        );
+        assert_eq!(
+            run_task_id("morning", RunTrigger::CatchUp, due).unwrap(),
+            run_task_id("morning", RunTrigger::Due, due).unwrap()
+        );
+        assert_eq!(
+            run_task_id("morning", RunTrigger::Manual, due)
+                .unwrap()
+                .as_str(),
+            "m1767265200123-morning"
+        );
+        // The longest name and a time stamp of 13 digits (14 from the year 2286) fit.
+        let longest = ".".repeat(crate::config::MAX_SCHEDULE_NAME_BYTES);
+        let far = utc("2300-01-01T00:00:00Z");
+        let id = run_task_id(&longest, RunTrigger::Manual, far);
+        assert!(id.is_ok(), "{id:?}");
     }
 
     #[test]

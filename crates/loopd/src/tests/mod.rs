@@ -25,6 +25,7 @@ mod memory;
 mod read_output;
 mod result_cap;
 mod schedule_new_session;
+mod schedule_restart;
 mod session_store;
 mod summary_call;
 mod summary_outcomes;

@@ -67,6 +67,7 @@ fn a_run_left_running_by_a_stopped_loopd_is_counted_interrupted_at_the_next_star
                 outcome: RunOutcome::Running,
             }),
             paused: false,
+            in_flight: None,
         },
     );
     let meter = meter(&bed);

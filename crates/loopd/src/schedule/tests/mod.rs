@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod counted;
+mod restart;
 mod runs;
 mod stub;
 

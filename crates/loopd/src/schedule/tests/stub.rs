@@ -1,12 +1,16 @@
-//! A backend stand-in: records each submitted task (whether unattended, and the state file as
-//! it was when the task came), and holds each turn open until the test ends it.
+//! A backend stand-in: records each submitted task (whether unattended, its task id, and the
+//! state file as it was when the task came), and holds each turn open until the test ends it.
+//! A task id it got before in the same session is answered as the engine answers one its log
+//! has (the turn, ended), never taken again; while `hold` is set, no submission is answered
+//! (a loopd killed before the task reached the engine).
 
 use crate::api::{ApiFailure, Backend, Submitted};
 use crate::schedule::state::{self, StateFile};
-use bxcore::{ApprovalId, Labels, SessionId, TurnEnd, TurnEvent};
+use bxcore::{ApprovalId, Labels, SessionId, TaskId, TurnEnd, TurnEvent};
 use proto::api::*;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{broadcast, mpsc, watch};
 
 /// One task the stub got.
@@ -15,6 +19,8 @@ pub struct Got {
     pub session: SessionId,
     pub text: String,
     pub unattended: bool,
+    /// Its task id.
+    pub task_id: Option<TaskId>,
     /// Whether it had to make its session (`submit_unattended_new`).
     pub new_session: bool,
     /// The state file when `submit` was called.
@@ -27,6 +33,12 @@ pub struct Stub {
     turns: Mutex<Vec<mpsc::UnboundedSender<TurnEvent>>>,
     /// How many tasks it got, for waiting on.
     pub count: watch::Sender<usize>,
+    /// Submissions are held, never answered.
+    pub hold: AtomicBool,
+    /// How many submissions were held, for waiting on.
+    pub held: watch::Sender<usize>,
+    /// How many submissions were answered as seen before.
+    pub replayed: watch::Sender<usize>,
 }
 
 impl Stub {
@@ -36,7 +48,49 @@ impl Stub {
             got: Mutex::default(),
             turns: Mutex::default(),
             count: watch::Sender::new(0),
+            hold: AtomicBool::new(false),
+            held: watch::Sender::new(0),
+            replayed: watch::Sender::new(0),
         }
+    }
+
+    /// Never answers while `hold` is set.
+    async fn held(&self) {
+        if self.hold.load(Ordering::SeqCst) {
+            self.held.send_modify(|n| *n += 1);
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// The answer for task `task_id` of `session` when it was got before: its turn, ended
+    /// `interrupted` (the stub's turns are never ended by a log).
+    fn seen(&self, session: &SessionId, task_id: Option<&TaskId>) -> Option<Submitted> {
+        let task_id = task_id?;
+        let turn = self
+            .got()
+            .iter()
+            .position(|g| &g.session == session && g.task_id.as_ref() == Some(task_id))?
+            as u64
+            + 1;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(TurnEvent::Started {
+            session: session.clone(),
+            turn,
+        });
+        let _ = tx.send(TurnEvent::Ended {
+            turn,
+            end: TurnEnd::Interrupted,
+            context: Labels::PUBLIC,
+        });
+        self.replayed.send_modify(|n| *n += 1);
+        Some(Submitted {
+            accepted: TaskAccepted {
+                session: session.clone(),
+                turn,
+                end: Some(TurnEnd::Interrupted),
+            },
+            events: rx,
+        })
     }
 
     pub fn got(&self) -> Vec<Got> {
@@ -74,6 +128,9 @@ impl Stub {
         new_session: bool,
     ) -> Result<Submitted, ApiFailure> {
         let session = task.session.clone().unwrap();
+        if let Some(seen) = self.seen(&session, task.task_id.as_ref()) {
+            return Ok(seen);
+        }
         if new_session && self.got().iter().any(|g| g.session == session) {
             return Err(ApiFailure::Forbidden(format!(
                 "session {session} exists already"
@@ -83,6 +140,7 @@ impl Stub {
             session: session.clone(),
             text: task.text,
             unattended,
+            task_id: task.task_id,
             new_session,
             state: state::load(&self.file).unwrap(),
         };
@@ -107,12 +165,15 @@ impl Stub {
 
 impl Backend for Stub {
     async fn submit(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
+        self.held().await;
         self.take(task, false, false)
     }
     async fn submit_unattended(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
+        self.held().await;
         self.take(task, true, false)
     }
     async fn submit_unattended_new(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
+        self.held().await;
         self.take(task, true, true)
     }
     fn sessions(&self) -> Result<SessionList, ApiFailure> {
