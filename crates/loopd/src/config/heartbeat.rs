@@ -49,6 +49,7 @@ impl Heartbeat {
                 "{every:?} is shorter than {HEARTBEAT_MIN_MS} ms; use \"off\" for no heartbeat"
             ));
         }
+        super::schedules::not_too_long(every, interval)?;
         Ok(Some(interval))
     }
 

@@ -21,6 +21,9 @@ pub const DEFAULT_TIMEZONE: &str = "UTC";
 pub const MAX_SCHEDULE_NAME_BYTES: usize = 32;
 /// The shortest `every`, in milliseconds: shorter would be a busy loop of turns.
 pub const MIN_EVERY_MS: u64 = 10;
+/// The longest `every`, in days (100 years): a longer one would never run in the appliance's
+/// life, and one far longer (`300000years`) no due time can even be computed for.
+pub const MAX_EVERY_DAYS: u64 = 36_525;
 /// How many run times `--check-config` shows of each enabled schedule.
 pub const CHECK_RUN_TIMES: usize = 3;
 /// The name the heartbeat's schedule has: a `[[schedules]]` entry may not take it.
@@ -341,7 +344,21 @@ pub fn parse_every(text: &str) -> Result<Duration, String> {
     if every < Duration::from_millis(MIN_EVERY_MS) {
         return Err(format!("{text:?} is shorter than {MIN_EVERY_MS} ms"));
     }
+    not_too_long(text, every)?;
     Ok(every)
+}
+
+/// Refuses an interval `every` (written `text`) over [`MAX_EVERY_DAYS`]: it would never run.
+pub(super) fn not_too_long(text: &str, every: Duration) -> Result<(), String> {
+    const SECS_PER_DAY: u64 = 86_400;
+    if every > Duration::from_secs(MAX_EVERY_DAYS * SECS_PER_DAY) {
+        return Err(format!(
+            "{:?} is longer than {MAX_EVERY_DAYS} days (100 years): a schedule that long would \
+             never run",
+            text.trim()
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

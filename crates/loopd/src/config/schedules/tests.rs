@@ -81,6 +81,18 @@ fn a_bad_cron_expression_interval_or_time_zone_is_named_by_key() {
         "schedules[0].every",
         "shorter than",
     );
+    // Far beyond any due time the scheduler can compute: it would never run (issue 33).
+    assert_refused(
+        &entry("name = \"b\"\nevery = \"300000years\"\ntask = \"x\""),
+        "schedules[0].every",
+        "\"300000years\" is longer than 36525 days (100 years): a schedule that long would \
+         never run",
+    );
+    assert_refused(
+        "[heartbeat]\nevery = \"300000years\"\n",
+        "heartbeat.every",
+        "would never run",
+    );
     assert_refused(
         &entry(&format!("{OK}\ntimezone = \"Mars/Olympus\"")),
         "schedules[0].timezone",
