@@ -183,7 +183,8 @@ impl<B: Backend> Scheduler<B> {
     }
 
     /// Stops it: nothing more runs by itself; a running run is abandoned (its turn goes on,
-    /// and ends as `interrupted` when the engine shuts down) and stays `running` in the state.
+    /// and ends as `interrupted` when the engine shuts down) and stays `running` and in flight
+    /// in the state: the next start submits it again (answered from the log if it got there).
     pub async fn stop(&self) {
         let _ = self.stop.send(true);
         let driver = self.driver.lock().unwrap_or_else(|p| p.into_inner()).take();
