@@ -1,6 +1,7 @@
 //! boxctl's command line and its exit codes.
 
 use crate::client::DEFAULT_SOCKET;
+use crate::limits::{CONNECT_TIMEOUT_MS, RESPONSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS, Timeouts};
 use bxcore::{ApprovalId, SessionId, TaskId};
 use clap::{Parser, Subcommand};
 use clap_complete::Shell;
@@ -27,6 +28,11 @@ pub const EXIT_NO_SCHEDULE: u8 = 6;
 /// `budget`), or loopd refused the task because the day's budget is spent (HTTP 429, kind
 /// `budget`) until the day turns.
 pub const EXIT_BUDGET: u8 = 7;
+/// loopd did not answer in time: no connection within `--connect-timeout-ms`, no answer
+/// within `--response-timeout-ms` (nor to a status request while a task waited for its turn),
+/// or an event stream silent, not even pinged, for `--stream-idle-timeout-ms`. loopd may be
+/// stuck; a turn may go on in it.
+pub const EXIT_TIMEOUT: u8 = 8;
 /// The command line was wrong.
 pub const EXIT_USAGE: u8 = 64;
 
@@ -40,6 +46,7 @@ Exit codes:
   5   no such approval: answered, timed out, or never asked
   6   no such schedule
   7   a budget: the turn stopped at one, or the day's budget is spent (refused until the day turns)
+  8   loopd did not answer in time (see the --*-timeout-ms limits): it may be stuck; a turn may go on
   64  the command line was wrong";
 
 /// boxctl drives a boxmaker appliance through loopd's Unix socket.
@@ -60,9 +67,62 @@ pub struct Cli {
     /// Print loopd's answers as JSON (one JSON document a line) for scripts.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Give up (exit 8) when connecting to loopd takes longer, in milliseconds [env:
+    /// BOXCTL_CONNECT_TIMEOUT_MS; default: 5000].
+    #[arg(
+        long,
+        global = true,
+        value_name = "MS",
+        env = "BOXCTL_CONNECT_TIMEOUT_MS",
+        default_value_t = CONNECT_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(1..),
+        hide_default_value = true,
+        hide_env = true
+    )]
+    pub connect_timeout_ms: u64,
+    /// Give up (exit 8) when loopd's answer takes longer, in milliseconds: the whole answer,
+    /// or an event stream's start. A task waiting for a busy session's turn waits on as long
+    /// as loopd answers a status request within this [env: BOXCTL_RESPONSE_TIMEOUT_MS;
+    /// default: 30000].
+    #[arg(
+        long,
+        global = true,
+        value_name = "MS",
+        env = "BOXCTL_RESPONSE_TIMEOUT_MS",
+        default_value_t = RESPONSE_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(1..),
+        hide_default_value = true,
+        hide_env = true
+    )]
+    pub response_timeout_ms: u64,
+    /// Give up (exit 8) when an event stream (`task`, `show --follow`) brings nothing for
+    /// longer, in milliseconds; loopd pings an idle stream every 15 s [env:
+    /// BOXCTL_STREAM_IDLE_TIMEOUT_MS; default: 45000, three pings].
+    #[arg(
+        long,
+        global = true,
+        value_name = "MS",
+        env = "BOXCTL_STREAM_IDLE_TIMEOUT_MS",
+        default_value_t = STREAM_IDLE_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(1..),
+        hide_default_value = true,
+        hide_env = true
+    )]
+    pub stream_idle_timeout_ms: u64,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The limits the command line (or the environment) set.
+    pub fn timeouts(&self) -> Timeouts {
+        Timeouts {
+            connect_ms: self.connect_timeout_ms,
+            response_ms: self.response_timeout_ms,
+            stream_idle_ms: self.stream_idle_timeout_ms,
+        }
+    }
 }
 
 /// boxctl's commands.

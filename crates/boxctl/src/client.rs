@@ -1,79 +1,27 @@
 //! A client of loopd's API over its Unix socket: one HTTP/1.1 connection per request
-//! ([`bxhttp::client`]), JSON answers, and turn events read from server-sent events.
+//! ([`bxhttp::client`]), JSON answers, and turn events read from server-sent events; every
+//! wait bounded by [`crate::limits`].
 
-use crate::sse::{SseItem, SseParser};
-use bxcore::{ApprovalId, SessionId, TurnEvent};
-use bxhttp::client::{AnswerBody, ClientError as HttpError};
+pub use crate::error::{ClientError, api_error};
+use crate::error::{lost, timed_out};
+use crate::limits::{Timeouts, Waited};
+pub use crate::stream::{EventStream, StreamItem};
+use bxcore::{ApprovalId, SessionId};
+use bxhttp::client::{AnswerBody, ClientError as HttpError, Connection};
 use bytes::Bytes;
-use http::{Method, Request, StatusCode, header};
+use http::{Method, Request, header};
 use http_body_util::{BodyExt, Full};
 use proto::api::{
-    ApiError, ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer,
-    MemoryList, NotificationList, RecordsPage, SSE_EVENT_TURN, ScheduleInfo, ScheduleList,
-    ScheduleStarted, SessionList, Status, TaskAccepted, TaskRequest, UsageReport, WebLink,
-    WebRevoked,
+    ApprovalAnswer, ApprovalAnswered, ApprovalList, CancelAnswer, CompactAnswer, MemoryList,
+    NotificationList, RecordsPage, ScheduleInfo, ScheduleList, ScheduleStarted, SessionList,
+    Status, TaskAccepted, TaskRequest, UsageReport, WebLink, WebRevoked,
 };
 use serde::de::DeserializeOwned;
-use std::collections::VecDeque;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Where loopd's socket is installed.
 pub const DEFAULT_SOCKET: &str = "/run/boxmaker/loopd.sock";
-
-/// The longest a request that does not stream may take, answer included, in milliseconds.
-pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
-
-/// What went wrong talking to loopd.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// loopd's socket could not be connected to.
-    #[error("{}", unreachable_message(socket, *kind, detail))]
-    Unreachable {
-        /// The socket.
-        socket: PathBuf,
-        /// Why, as the OS said.
-        kind: io::ErrorKind,
-        /// The OS's words.
-        detail: String,
-    },
-    /// The connection broke, or loopd did not answer in time.
-    #[error("lost the connection to loopd at {}: {reason}", socket.display())]
-    Lost {
-        /// The socket.
-        socket: PathBuf,
-        /// What happened.
-        reason: String,
-    },
-    /// loopd answered with an error.
-    #[error("{}", error.error.message)]
-    Api {
-        /// The HTTP status.
-        status: u16,
-        /// loopd's error body.
-        error: ApiError,
-    },
-    /// loopd's answer was not what the API says.
-    #[error("loopd's answer was not understood: {0}")]
-    Protocol(String),
-}
-
-fn unreachable_message(socket: &Path, kind: io::ErrorKind, detail: &str) -> String {
-    let at = socket.display();
-    match kind {
-        io::ErrorKind::NotFound => {
-            format!("loopd is not running at {at} (no socket there); start it or set --socket")
-        }
-        io::ErrorKind::ConnectionRefused => {
-            format!("loopd is not running at {at} (connection refused); start it or set --socket")
-        }
-        io::ErrorKind::PermissionDenied => format!(
-            "cannot connect to loopd at {at} (permission denied); is this user in loopd's group?"
-        ),
-        _ => format!("cannot connect to loopd at {at} ({detail}); start it or set --socket"),
-    }
-}
 
 /// An answer as parsed, with its raw JSON text (for `--json`).
 #[derive(Debug, Clone)]
@@ -84,86 +32,102 @@ pub struct Answer<T> {
     pub raw: String,
 }
 
-/// One thing an event stream brought.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StreamItem {
-    /// A turn event, with its JSON text.
-    Event {
-        /// The event.
-        event: TurnEvent,
-        /// Its JSON as loopd sent it.
-        raw: String,
-    },
-    /// A comment from loopd (pings, or that events were skipped).
-    Comment(String),
+fn millis(ms: u64) -> Duration {
+    Duration::from_millis(ms)
 }
 
-/// A stream of turn events from loopd.
-#[derive(Debug)]
-pub struct EventStream {
-    socket: PathBuf,
-    body: AnswerBody,
-    parser: SseParser,
-    pending: VecDeque<SseItem>,
-}
-
-impl EventStream {
-    /// The next item; `None` when loopd ended the stream.
-    pub async fn next(&mut self) -> Result<Option<StreamItem>, ClientError> {
-        loop {
-            while let Some(item) = self.pending.pop_front() {
-                match item {
-                    SseItem::Comment(text) => return Ok(Some(StreamItem::Comment(text))),
-                    SseItem::Event { name, data } if name == SSE_EVENT_TURN => {
-                        let event = serde_json::from_str(&data).map_err(|e| {
-                            ClientError::Protocol(format!("a turn event ({e}): {data}"))
-                        })?;
-                        return Ok(Some(StreamItem::Event { event, raw: data }));
-                    }
-                    SseItem::Event { .. } => {} // Other event names are for other clients.
-                }
-            }
-            let Some(frame) = self.body.frame().await else {
-                return Ok(None);
-            };
-            let frame = frame.map_err(|e| lost(&self.socket, e))?;
-            if let Ok(data) = frame.into_data() {
-                let mut items = Vec::new();
-                self.parser
-                    .push(&data, &mut items)
-                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                self.pending.extend(items);
-            }
-        }
-    }
-}
-
-fn lost(socket: &Path, reason: impl std::fmt::Display) -> ClientError {
-    ClientError::Lost {
-        socket: socket.to_path_buf(),
-        reason: reason.to_string(),
-    }
+/// When a request's answer head is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Head {
+    /// Within the response timeout.
+    Prompt,
+    /// Once a turn starts, which a busy session may put off for long: waited for as long as
+    /// loopd answers a status request within the response timeout.
+    AtTurn,
 }
 
 /// A client of loopd at one socket.
 #[derive(Debug, Clone)]
 pub struct Client {
     socket: PathBuf,
-    request_timeout_ms: u64,
+    timeouts: Timeouts,
 }
 
 impl Client {
-    /// A client of loopd at `socket`.
+    /// A client of loopd at `socket`, with the default limits.
     pub fn new(socket: impl Into<PathBuf>) -> Client {
+        Client::with_timeouts(socket, Timeouts::default())
+    }
+
+    /// A client of loopd at `socket` that waits as long as `timeouts` says.
+    pub fn with_timeouts(socket: impl Into<PathBuf>, timeouts: Timeouts) -> Client {
         Client {
             socket: socket.into(),
-            request_timeout_ms: REQUEST_TIMEOUT_MS,
+            timeouts,
         }
     }
 
     /// The socket it talks to.
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// `future`, or [`ClientError::TimedOut`] once the limit for `waited` runs out.
+    async fn within<F: Future>(&self, waited: Waited, future: F) -> Result<F::Output, ClientError> {
+        let limit_ms = match waited {
+            Waited::Connect => self.timeouts.connect_ms,
+            Waited::Answer | Waited::Alive => self.timeouts.response_ms,
+            Waited::Stream => self.timeouts.stream_idle_ms,
+        };
+        tokio::time::timeout(millis(limit_ms), future)
+            .await
+            .map_err(|_| timed_out(&self.socket, waited, limit_ms))
+    }
+
+    fn http_error(&self, e: HttpError) -> ClientError {
+        match e {
+            HttpError::Connect { socket, source } => ClientError::Unreachable {
+                socket,
+                kind: source.kind(),
+                detail: source.to_string(),
+            },
+            other => lost(&self.socket, other),
+        }
+    }
+
+    /// A new connection, within the connect timeout.
+    async fn connect(&self) -> Result<Connection<Full<Bytes>>, ClientError> {
+        self.within(Waited::Connect, Connection::open(&self.socket))
+            .await?
+            .map_err(|e| self.http_error(e))
+    }
+
+    /// `answer` (a request's answer head), however long it takes, as long as loopd shows it
+    /// is alive: each time the wait passes the response timeout, a status request must be
+    /// answered within it.
+    async fn at_turn<F: Future>(&self, answer: F) -> Result<F::Output, ClientError> {
+        tokio::pin!(answer);
+        loop {
+            if let Ok(head) =
+                tokio::time::timeout(millis(self.timeouts.response_ms), &mut answer).await
+            {
+                return Ok(head);
+            }
+            tokio::select! {
+                head = &mut answer => return Ok(head),
+                alive = self.alive() => alive?,
+            }
+        }
+    }
+
+    /// Whether loopd answers a status request (any answer) within the response timeout.
+    async fn alive(&self) -> Result<(), ClientError> {
+        let request = request(Method::GET, "/v1/status", None, false)?;
+        let connection = self.connect().await?;
+        self.within(Waited::Alive, connection.send(request))
+            .await?
+            .map(drop)
+            .map_err(|e| self.http_error(e))
     }
 
     /// Sends one request on a new connection; an error status becomes [`ClientError::Api`].
@@ -173,35 +137,22 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
         event_stream: bool,
+        head: Head,
     ) -> Result<hyper::Response<AnswerBody>, ClientError> {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(format!("http://loopd{path}"))
-            .header(header::HOST, "loopd");
-        if body.is_some() {
-            request = request.header(header::CONTENT_TYPE, "application/json");
+        let request = request(method, path, body, event_stream)?;
+        let answer = self.connect().await?.send(request);
+        let response = match head {
+            Head::Prompt => self.within(Waited::Answer, answer).await?,
+            Head::AtTurn => self.at_turn(answer).await?,
         }
-        if event_stream {
-            request = request.header(header::ACCEPT, "text/event-stream");
-        }
-        let request = request
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|e| ClientError::Protocol(format!("cannot build the request: {e}")))?;
-        let response = bxhttp::client::send(&self.socket, request)
-            .await
-            .map_err(|e| match e {
-                HttpError::Connect { socket, source } => ClientError::Unreachable {
-                    socket,
-                    kind: source.kind(),
-                    detail: source.to_string(),
-                },
-                other => lost(&self.socket, other),
-            })?;
+        .map_err(|e| self.http_error(e))?;
         if response.status().is_success() {
             return Ok(response);
         }
         let status = response.status();
-        let raw = self.read_text(response.into_body()).await?;
+        let raw = self
+            .within(Waited::Answer, self.read_text(response.into_body()))
+            .await??;
         Err(api_error(status, &raw))
     }
 
@@ -215,28 +166,33 @@ impl Client {
             .map_err(|_| ClientError::Protocol("the answer is not UTF-8".into()))
     }
 
-    /// A request whose whole answer is one JSON body, bounded by [`REQUEST_TIMEOUT_MS`].
+    /// A request whose whole answer is one JSON body, due within the response timeout.
     async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Answer<T>, ClientError> {
-        let limit = Duration::from_millis(self.request_timeout_ms);
-        tokio::time::timeout(limit, self.call_unbounded(method, path, body))
-            .await
-            .map_err(|_| lost(&self.socket, format!("no answer within {limit:?}")))?
+        self.within(
+            Waited::Answer,
+            self.answer(method, path, body, Head::Prompt),
+        )
+        .await?
     }
 
-    /// A request whose whole answer is one JSON body, however long loopd takes.
-    async fn call_unbounded<T: DeserializeOwned>(
+    /// A request whose whole answer is one JSON body, its head due when `head` says, its body
+    /// within the response timeout after that.
+    async fn answer<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
+        head: Head,
     ) -> Result<Answer<T>, ClientError> {
-        let response = self.send(method, path, body, false).await?;
-        let raw = self.read_text(response.into_body()).await?;
+        let response = self.send(method, path, body, false, head).await?;
+        let raw = self
+            .within(Waited::Answer, self.read_text(response.into_body()))
+            .await??;
         let value =
             serde_json::from_str(&raw).map_err(|e| ClientError::Protocol(format!("{e}: {raw}")))?;
         Ok(Answer { value, raw })
@@ -247,26 +203,34 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
+        head: Head,
     ) -> Result<EventStream, ClientError> {
-        let response = self.send(method, path, body, true).await?;
-        Ok(EventStream {
-            socket: self.socket.clone(),
-            body: response.into_body(),
-            parser: SseParser::new(),
-            pending: VecDeque::new(),
-        })
+        let response = self.send(method, path, body, true, head).await?;
+        Ok(EventStream::new(
+            self.socket.clone(),
+            response.into_body(),
+            self.timeouts.stream_idle_ms,
+        ))
     }
 
-    /// `POST /v1/tasks` without streaming: the turn runs on; its session and number. Not
-    /// time-bounded: for a busy session loopd answers once the task's turn starts.
+    /// `POST /v1/tasks` without streaming: the turn runs on; its session and number. For a
+    /// busy session loopd answers once the task's turn starts: waited for while loopd is
+    /// alive ([`crate::limits`]).
     pub async fn submit(&self, task: &TaskRequest) -> Result<Answer<TaskAccepted>, ClientError> {
-        self.call_unbounded(Method::POST, "/v1/tasks", Some(to_json(task)?))
-            .await
+        self.answer(
+            Method::POST,
+            "/v1/tasks",
+            Some(to_json(task)?),
+            Head::AtTurn,
+        )
+        .await
     }
 
-    /// `POST /v1/tasks`, streaming the turn's events until it ends.
+    /// `POST /v1/tasks`, streaming the turn's events until it ends. The stream starts once the
+    /// task's turn does (waited for while loopd is alive, as for [`Client::submit`]).
     pub async fn submit_stream(&self, task: &TaskRequest) -> Result<EventStream, ClientError> {
-        self.stream(Method::POST, "/v1/tasks", Some(to_json(task)?))
+        let body = Some(to_json(task)?);
+        self.stream(Method::POST, "/v1/tasks", body, Head::AtTurn)
             .await
     }
 
@@ -292,8 +256,8 @@ impl Client {
 
     /// `GET /v1/sessions/{id}/events`: the session's events from now on.
     pub async fn follow(&self, id: &SessionId) -> Result<EventStream, ClientError> {
-        self.stream(Method::GET, &format!("/v1/sessions/{id}/events"), None)
-            .await
+        let path = format!("/v1/sessions/{id}/events");
+        self.stream(Method::GET, &path, None, Head::Prompt).await
     }
 
     /// `POST /v1/sessions/{id}/cancel`.
@@ -302,11 +266,12 @@ impl Client {
             .await
     }
 
-    /// `POST /v1/sessions/{id}/compact`: the session's new epoch. Not time-bounded: loopd
-    /// answers once the tasks queued before it have run and the compaction is done.
+    /// `POST /v1/sessions/{id}/compact`: the session's new epoch. loopd answers once the
+    /// tasks queued before it have run and the compaction is done: waited for while loopd is
+    /// alive ([`crate::limits`]).
     pub async fn compact(&self, id: &SessionId) -> Result<Answer<CompactAnswer>, ClientError> {
-        self.call_unbounded(Method::POST, &format!("/v1/sessions/{id}/compact"), None)
-            .await
+        let path = format!("/v1/sessions/{id}/compact");
+        self.answer(Method::POST, &path, None, Head::AtTurn).await
     }
 
     /// `POST /v1/web/link`: a one-time sign-in link for the web console.
@@ -357,11 +322,11 @@ impl Client {
 
     /// `POST /v1/schedules/{name}/run`: runs it now; loopd answers once the run's task is
     /// accepted. `name` must be a schedule's name (A-Z a-z 0-9 . _ -): it goes into the path.
-    /// Not time-bounded, like [`Client::submit`]: in a fixed session that is busy, the task
-    /// may wait for the turn before it.
+    /// Waited for like [`Client::submit`]: in a fixed session that is busy, the task may wait
+    /// for the turn before it.
     pub async fn run_schedule(&self, name: &str) -> Result<Answer<ScheduleStarted>, ClientError> {
-        self.call_unbounded(Method::POST, &format!("/v1/schedules/{name}/run"), None)
-            .await
+        let path = format!("/v1/schedules/{name}/run");
+        self.answer(Method::POST, &path, None, Head::AtTurn).await
     }
 
     /// `GET /v1/usage[?session=ID][&day=YYYY-MM-DD]`: the usage accounts. `day` must be a
@@ -396,24 +361,29 @@ impl Client {
     }
 }
 
-fn to_json<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, ClientError> {
-    serde_json::to_vec(value).map_err(|e| ClientError::Protocol(format!("cannot serialise: {e}")))
+/// A request to loopd: JSON `body` when there is one, asking for an event stream when
+/// `event_stream`.
+fn request(
+    method: Method,
+    path: &str,
+    body: Option<Vec<u8>>,
+    event_stream: bool,
+) -> Result<Request<Full<Bytes>>, ClientError> {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(format!("http://loopd{path}"))
+        .header(header::HOST, "loopd");
+    if body.is_some() {
+        request = request.header(header::CONTENT_TYPE, "application/json");
+    }
+    if event_stream {
+        request = request.header(header::ACCEPT, "text/event-stream");
+    }
+    request
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .map_err(|e| ClientError::Protocol(format!("cannot build the request: {e}")))
 }
 
-/// The error for an answer of `status` with body `raw`: loopd's [`ApiError`] when the body is
-/// one, else one made of the status and the text.
-pub fn api_error(status: StatusCode, raw: &str) -> ClientError {
-    let error = serde_json::from_str::<ApiError>(raw).unwrap_or_else(|_| {
-        let text = raw.trim();
-        let message = if text.is_empty() {
-            format!("loopd answered {status}")
-        } else {
-            format!("loopd answered {status}: {text}")
-        };
-        ApiError::new(status.as_u16(), "unknown", message)
-    });
-    ClientError::Api {
-        status: status.as_u16(),
-        error,
-    }
+fn to_json<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, ClientError> {
+    serde_json::to_vec(value).map_err(|e| ClientError::Protocol(format!("cannot serialise: {e}")))
 }

@@ -1,7 +1,8 @@
 //! `boxctl`: how a person (or a script) drives boxmaker, through loopd's Unix socket.
 //!
 //! The library holds everything but `main`: the command line ([`cli`]), a client of loopd's
-//! API ([`client`], with an SSE reader in [`sse`]), how events, records and answers read as
+//! API ([`client`], its errors in [`error`], its limits in [`limits`], event streams in
+//! [`stream`] with an SSE reader in [`sse`]), how events, records and answers read as
 //! text ([`mod@format`], [`listing`], [`answers`], [`approvals`], [`schedules`],
 //! [`usage`]), the inline
 //! `[y/N]` question for a call waiting for the owner ([`prompt`]), and the commands themselves
@@ -11,13 +12,16 @@ pub mod answers;
 pub mod approvals;
 pub mod cli;
 pub mod client;
+pub mod error;
 pub mod format;
+pub mod limits;
 pub mod listing;
 pub mod prompt;
 pub mod run;
 pub mod safe_text;
 pub mod schedules;
 pub mod sse;
+pub mod stream;
 pub mod table;
 pub mod usage;
 

@@ -3,7 +3,7 @@
 use crate::answers::{cancel_text, sessions_table, status_text};
 use crate::cli::{
     Cli, Command, EXIT_BUDGET, EXIT_BUSY, EXIT_FAILED, EXIT_NO_APPROVAL, EXIT_NO_SCHEDULE, EXIT_OK,
-    EXIT_UNKNOWN_SESSION, EXIT_UNREACHABLE,
+    EXIT_TIMEOUT, EXIT_UNKNOWN_SESSION, EXIT_UNREACHABLE,
 };
 use crate::client::{Client, ClientError, EventStream, StreamItem};
 use crate::format::{EventPrinter, end_message, record_lines};
@@ -45,6 +45,7 @@ impl From<io::Error> for Failure {
 pub fn exit_code(error: &ClientError) -> u8 {
     match error {
         ClientError::Unreachable { .. } | ClientError::Lost { .. } => EXIT_UNREACHABLE,
+        ClientError::TimedOut { .. } => EXIT_TIMEOUT,
         ClientError::Api { status: 409, .. } => EXIT_BUSY,
         ClientError::Api { status: 429, error } if error.error.kind == error_kind::BUDGET => {
             EXIT_BUDGET
@@ -71,7 +72,7 @@ fn out_line(text: &str) -> io::Result<()> {
 /// Runs `cli`'s command; the process's exit code. Errors are printed on stderr, one line;
 /// with `--json`, loopd's error answers are also printed on stdout as they came.
 pub async fn run(cli: Cli) -> u8 {
-    let client = Client::new(&cli.socket);
+    let client = Client::with_timeouts(&cli.socket, cli.timeouts());
     let json = cli.json;
     let result = match cli.command {
         Command::Task {

@@ -160,6 +160,27 @@ fn cli_help_lists_the_commands_and_the_exit_codes() {
         help.contains("7   a budget: the turn stopped at one, or the day's budget is spent"),
         "{help}"
     );
+    assert!(help.contains("8   loopd did not answer in time"), "{help}");
+    for limit in [
+        "--connect-timeout-ms",
+        "--response-timeout-ms",
+        "--stream-idle-timeout-ms",
+    ] {
+        assert!(help.contains(limit), "{limit} missing: {help}");
+    }
+    // The defaults the help names are the limits boxctl uses.
+    use boxctl::limits::{CONNECT_TIMEOUT_MS, RESPONSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS};
+    for default in [
+        format!("default: {CONNECT_TIMEOUT_MS}]"),
+        format!("default: {RESPONSE_TIMEOUT_MS}]"),
+        format!("default: {STREAM_IDLE_TIMEOUT_MS}, three pings]"),
+        format!(
+            "pings an idle stream every {} s",
+            proto::api::SSE_PING_INTERVAL_MS / 1000
+        ),
+    ] {
+        assert!(help.contains(&default), "{default} missing: {help}");
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod approval_lines;
 mod approvals;
 mod cli;
 mod format;
+mod hang;
 mod prompt;
 mod schedules;
 mod status_text;

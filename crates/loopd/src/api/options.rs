@@ -26,8 +26,9 @@ pub fn bind_socket(path: &Path, gid: Option<u32>) -> Result<UnixListener, Socket
 /// The most records one page of `GET /v1/sessions/{id}` holds, whatever `limit` asks for.
 pub const MAX_PAGE_RECORDS: u64 = 1_000;
 
-/// How often an idle SSE stream gets a `: ping` comment, in milliseconds.
-pub const SSE_PING_INTERVAL_MS: u64 = 15_000;
+/// How often an idle SSE stream gets a `: ping` comment, in milliseconds: the API's own
+/// constant, which clients read too (boxctl's silence limit is three of these).
+pub use proto::api::SSE_PING_INTERVAL_MS;
 
 /// How long open connections may take to finish once the server is told to stop, in
 /// milliseconds; then they are cut.

@@ -444,3 +444,8 @@ pub mod error_kind {
 
 /// The SSE comment loopd sends on an idle stream to keep it open (`: ping`).
 pub const SSE_PING_COMMENT: &str = "ping";
+
+/// How often loopd sends [`SSE_PING_COMMENT`] on an event stream that has had nothing else to
+/// send, in milliseconds: a client that hears nothing for several of these periods may take
+/// loopd for stuck (boxctl gives up after three).
+pub const SSE_PING_INTERVAL_MS: u64 = 15_000;
