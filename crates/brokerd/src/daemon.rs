@@ -10,6 +10,7 @@ use crate::broker::Broker;
 use crate::builtin::exec::Sandbox;
 use crate::config::Config;
 use crate::mcp::McpServers;
+use crate::policy::ApprovalTable;
 use crate::reaper::{self, Reaper};
 use crate::secrets::{CREDENTIALS_DIRECTORY, SecretConfig, SecretStore};
 use crate::server::{ServerOptions, bind_socket, serve};
@@ -90,7 +91,13 @@ async fn serve_with(
     secrets: SecretStore,
 ) -> anyhow::Result<()> {
     let tools = build_tools(cfg, mcp).await?;
-    let broker = Arc::new(Broker::new(cfg, tools, Arc::clone(audit))?.with_secrets(secrets));
+    // The pending approvals kept in the state dir: a restart while the owner decides keeps them.
+    let approvals = ApprovalTable::kept_in(&cfg.approvals, &cfg.state_dir);
+    let broker = Arc::new(
+        Broker::new(cfg, tools, Arc::clone(audit))?
+            .with_secrets(secrets)
+            .with_approvals(approvals),
+    );
     broker.metrics().watch_mcp(mcp);
     let options = ServerOptions::from_config(cfg)?;
     // The TCP port before the socket: a port in use then stops brokerd before it has made

@@ -44,8 +44,9 @@ pub struct Broker {
     grants: Grants,
     limits: Limits,
     counters: Mutex<CallCounters>,
-    /// The approvals this broker minted; gone with it, so a restart voids them. Locked after
-    /// `counters` when both are held.
+    /// The approvals this broker minted (kept in the state dir by the daemon, so a restart
+    /// keeps the pending ones: [`Broker::with_approvals`]). Locked after `counters` when both
+    /// are held.
     approvals: Mutex<ApprovalTable>,
     audit: Arc<AuditLog>,
     metrics: Arc<Metrics>,
@@ -93,6 +94,15 @@ impl Broker {
     /// This broker holding `secrets` (`[[secrets]]`, loaded by the daemon).
     pub fn with_secrets(self, secrets: SecretStore) -> Broker {
         Broker { secrets, ..self }
+    }
+
+    /// This broker minting and checking approvals in `table` (the daemon's keeps its pending
+    /// approvals in the state dir: `ApprovalTable::kept_in`).
+    pub fn with_approvals(self, table: ApprovalTable) -> Broker {
+        Broker {
+            approvals: Mutex::new(table),
+            ..self
+        }
     }
 
     /// The secrets this broker holds.

@@ -41,7 +41,8 @@ pub enum Admission {
         /// The approval the request carried, when it was refused.
         approval: Option<ApprovalId>,
     },
-    /// No approval could be minted (no random numbers): the call fails, nothing ran.
+    /// No approval could be minted (no random numbers, or it could not be kept in the state
+    /// dir): the call fails, nothing ran.
     Fail {
         /// Why, in brokerd's words.
         message: String,
@@ -132,7 +133,7 @@ fn approve(
             detail: full.to_string(),
             approval: None,
         },
-        Err(e @ MintError::NoId(_)) => Admission::Fail {
+        Err(e @ (MintError::NoId(_) | MintError::NotKept(_))) => Admission::Fail {
             message: e.to_string(),
         },
     }

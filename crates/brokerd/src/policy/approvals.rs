@@ -1,10 +1,14 @@
-//! The approvals brokerd minted, in memory: each bound to one session, one tool and one
-//! argument digest, used at most once, refused once older than `[approvals] expire_ms`; and
-//! the turn allowances an approval used with `for_turn` leaves behind.
+//! The approvals brokerd minted: each bound to one session, one tool and one argument digest,
+//! used at most once, refused once older than `[approvals] expire_ms`; and the turn allowances
+//! an approval used with `for_turn` leaves behind.
 //!
-//! Nothing is written to disk: a brokerd restart forgets every approval, so one minted before
-//! it is refused (the "brokerd restart while waiting voids the approval" guarantee). Expired
-//! entries are pruned at every use of the table; what it keeps is bounded by
+//! The pending approvals are kept in brokerd's state dir too ([`kept`], issue 33): a brokerd
+//! that restarts while the owner decides still accepts the approval the owner gives, within
+//! its expiry, so the owner is never told "approved" for a call a restart made unrunnable. An
+//! approval is on disk before it is asked about, and off it before its call runs. Used
+//! approvals and turn allowances live in memory only (lost, they make brokerd refuse or ask
+//! again: the safe way). A table made with [`ApprovalTable::new`] keeps nothing (tests).
+//! Expired entries are pruned at every use of the table; what it keeps is bounded by
 //! `[approvals] max_pending` (outstanding approvals), [`MAX_REMEMBERED_USED`] (used ones,
 //! remembered to say so) and [`MAX_TURN_ALLOWANCES`].
 
@@ -13,7 +17,12 @@ use crate::config::ApprovalSettings;
 use bxcore::{ApprovalId, SessionId};
 use proto::ToolRequest;
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
+
+pub mod kept;
+
+use kept::{Kept, KeptApproval, unix_ms_now};
 
 /// What every approval id starts with.
 pub const APPROVAL_ID_PREFIX: &str = "ap-";
@@ -45,6 +54,8 @@ struct Minted {
     /// Hex SHA-256 of the arguments text, as the audit log's `args_sha256`.
     args_sha256: String,
     minted: Instant,
+    /// The same moment as wall-clock time (milliseconds since the Unix epoch), for the file.
+    minted_unix_ms: u64,
 }
 
 /// The key of a turn allowance.
@@ -65,11 +76,11 @@ struct Allowance {
 /// Why an approval sent with a call is refused, in brokerd's words (never the arguments).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
-    /// Not in the table: never minted by this brokerd process, minted before it restarted,
-    /// or expired and forgotten.
+    /// Not in the table: never minted by this brokerd, expired and forgotten, or used before
+    /// brokerd restarted (used ones are remembered in memory only; pending ones are kept).
     #[error(
-        "approval {0} is unknown to this brokerd: it never minted it, minted it before it \
-         restarted, or it expired"
+        "approval {0} is unknown to this brokerd: it never minted it, it expired, or it was \
+         used before brokerd restarted"
     )]
     Unknown(ApprovalId),
     /// Used already: an approval runs one call.
@@ -113,6 +124,15 @@ pub enum Refusal {
          owner approved another call"
     )]
     OtherArguments(ApprovalId),
+    /// Its use could not be written to the state dir, so the call does not run (a restart
+    /// would find it pending again).
+    #[error("approval {id} cannot be marked used, so its call does not run: {why}")]
+    NotKept {
+        /// The approval.
+        id: ApprovalId,
+        /// Why the write failed.
+        why: String,
+    },
 }
 
 /// The most approvals one session may have outstanding: a session whose calls are denied
@@ -146,6 +166,9 @@ pub enum MintError {
     /// The system's random numbers failed, or no free id was drawn.
     #[error("brokerd cannot mint an approval id: {0}")]
     NoId(String),
+    /// The approval could not be written to the state dir, so it is not asked about.
+    #[error("brokerd cannot keep a new approval, so the owner is not asked: {0}")]
+    NotKept(String),
 }
 
 /// The approvals one brokerd process minted and the turn allowances they left.
@@ -158,10 +181,12 @@ pub struct ApprovalTable {
     /// expired).
     used: HashMap<ApprovalId, Instant>,
     allowances: HashMap<TurnTool, Allowance>,
+    /// Where the pending approvals are kept; `None`: in memory only.
+    kept: Option<Kept>,
 }
 
 impl ApprovalTable {
-    /// An empty table under `settings` (`expire_ms`, `max_pending`).
+    /// An empty table under `settings` (`expire_ms`, `max_pending`), kept in memory only.
     pub fn new(settings: &ApprovalSettings) -> ApprovalTable {
         ApprovalTable {
             expire: Duration::from_millis(settings.expire_ms),
@@ -169,7 +194,66 @@ impl ApprovalTable {
             pending: HashMap::new(),
             used: HashMap::new(),
             allowances: HashMap::new(),
+            kept: None,
         }
+    }
+
+    /// The table under `settings` whose pending approvals are kept in `state_dir`
+    /// ([`kept::APPROVALS_FILE`]): those written there before, still younger than `expire_ms`
+    /// by the wall clock (the newest `max_pending`), are pending again. One minted "later" than
+    /// now (the clock went back) is dropped: its age cannot be told.
+    pub fn kept_in(settings: &ApprovalSettings, state_dir: &Path) -> ApprovalTable {
+        let kept = Kept::in_dir(state_dir);
+        let mut table = ApprovalTable::new(settings);
+        let (now, now_ms) = (Instant::now(), unix_ms_now());
+        let mut found = kept.load();
+        found.sort_by_key(|a| std::cmp::Reverse(a.minted_unix_ms));
+        for approval in found {
+            let Some(age_ms) = now_ms.checked_sub(approval.minted_unix_ms) else {
+                continue;
+            };
+            let age = Duration::from_millis(age_ms);
+            let Some(minted) = now.checked_sub(age).filter(|_| age < table.expire) else {
+                continue;
+            };
+            if table.pending.len() >= table.max_pending {
+                break;
+            }
+            table.pending.insert(
+                approval.id,
+                Minted {
+                    session: approval.session,
+                    tool: approval.tool,
+                    args_sha256: approval.args_sha256,
+                    minted,
+                    minted_unix_ms: approval.minted_unix_ms,
+                },
+            );
+        }
+        if !table.pending.is_empty() {
+            tracing::info!(pending = table.pending.len(), path = %kept.path().display(), "approvals minted before this start are pending again");
+        }
+        table.kept = Some(kept);
+        table
+    }
+
+    /// Writes the pending approvals where they are kept, if anywhere.
+    fn save(&self) -> Result<(), kept::KeptError> {
+        let Some(kept) = &self.kept else {
+            return Ok(());
+        };
+        let approvals = self
+            .pending
+            .iter()
+            .map(|(id, m)| KeptApproval {
+                id: id.clone(),
+                session: m.session.clone(),
+                tool: m.tool.clone(),
+                args_sha256: m.args_sha256.clone(),
+                minted_unix_ms: m.minted_unix_ms,
+            })
+            .collect();
+        kept.save(approvals)
     }
 
     /// How long an approval holds, in milliseconds (`ApprovalAsk::expires_in_ms`).
@@ -204,8 +288,14 @@ impl ApprovalTable {
                 tool: request.tool.clone(),
                 args_sha256: args_sha256(&request.arguments),
                 minted: now,
+                minted_unix_ms: unix_ms_now(),
             },
         );
+        // On disk before anyone is asked: a restart while the owner decides keeps it.
+        if let Err(e) = self.save() {
+            self.pending.remove(&id);
+            return Err(MintError::NotKept(e.to_string()));
+        }
         Ok(id)
     }
 
@@ -253,6 +343,14 @@ impl ApprovalTable {
             return Err(refusal);
         }
         if let Some(minted) = self.pending.remove(id) {
+            // Off the disk before the call runs: a restart cannot make it usable again.
+            if let Err(e) = self.save() {
+                self.pending.insert(id.clone(), minted);
+                return Err(Refusal::NotKept {
+                    id: id.clone(),
+                    why: e.to_string(),
+                });
+            }
             self.remember_used(id.clone(), minted.minted);
         }
         self.prune(now);
