@@ -16,6 +16,8 @@ use crate::tools::{FakeTools, Registry, ToolPort};
 use anyhow::{Context, bail};
 use std::sync::Arc;
 
+mod recover;
+
 /// Tokio worker threads for the API (turns run on their own threads).
 pub const API_WORKER_THREADS: usize = 2;
 /// How long running turns get to record their end at shutdown, in milliseconds. The API
@@ -75,6 +77,16 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         Err(e) => {
             tracing::warn!(error = %e, "cannot index the sessions now; the first listing tries again")
         }
+    }
+    // Before anything runs: what a stopped loopd left unfinished is ended, and the owner told
+    // of the approvals it left behind (an approved call that may not have run).
+    let ended = recover::end_unfinished_turns(&store, &cfg);
+    if ended.turns > 0 {
+        tracing::warn!(
+            turns = ended.turns,
+            approvals = ended.told,
+            "ended the turns loopd left unfinished when it stopped"
+        );
     }
     let (port, tools) = tool_port(&cfg, &blocking);
     let mut api_options = ApiOptions::from_config(&cfg.api)?;

@@ -271,9 +271,11 @@ pub trait Owner: Sync {
     /// Gives back the main slot the turn holds, for as long as it waits.
     fn release_slot(&self);
 
-    /// Takes the main slot again, before the turn goes on. `false`: it could not, because
-    /// the turn was stopped meanwhile (loopd is shutting down, the task was cancelled); the
-    /// turn must run nothing more.
+    /// Takes the main slot again, if the turn gave it back, before the turn goes on: after
+    /// each call's result is in the log (so an approved call runs, and its result is kept,
+    /// without waiting for the slot). `false`: it could not, because the turn was stopped
+    /// meanwhile (loopd is shutting down, the task was cancelled); the turn must run nothing
+    /// more.
     fn retake_slot(&self) -> bool;
 
     /// Whether nobody watches the turn (a schedule's run, and its subagents, which ask

@@ -24,7 +24,9 @@ pub use crate::outcome::CallOutcome;
 pub use crate::runtime::{
     Children, Meter, NO_OWNER, NoMeter, NoOwner, Owner, OwnerReply, Runtime, Stop,
 };
-pub use approval::{BUDGET_REACHED, CANCELLED, NO_REASON, SHUTTING_DOWN};
+pub use approval::{
+    BUDGET_REACHED, CANCELLED, NO_REASON, NOTIFICATION_ARGUMENT_CHARS, SHUTTING_DOWN,
+};
 pub use call::run_call;
 pub use repeats::{REFUSED_REPEATS_BEFORE_END, Repeats};
 
@@ -227,6 +229,12 @@ fn steps(
             };
             session.append(outcome.record(call, &tool_call.id))?;
             on_event(&outcome.event(call));
+            // A call that waited for the owner gave the main slot back, and ran (approved)
+            // without it: taken again only now that its result is durable, before the next
+            // call or model call. A turn stopped meanwhile goes no further.
+            if !rt.owner.retake_slot() {
+                return Ok(stop.end());
+            }
         }
         if repeats.give_up() {
             return end_for_repeats(session);

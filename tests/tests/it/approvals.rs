@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Approvals end to end (issue 16): fakellama, the real brokerd and loopd, and the owner
 //! answering with the real `boxctl`. The call waits for the owner, runs once when approved,
-//! never when denied, and a crash or restart of either daemon while it waits voids it.
+//! never when denied; a crash of loopd while it waits voids it (and the owner is told), while
+//! brokerd keeps it across a restart of its own.
 
 use crate::injection::common::{call_tool, records, stack_with_brokerd, start_brokerd};
 use bxcore::{ApprovalDecision, DenyReason, LogRecord, ToolOutcome, TurnEnd};
@@ -264,7 +265,18 @@ fn loopd_killed_while_a_call_waits_voids_the_approval_and_interrupts_the_turn() 
     assert!(pending(&stack).is_empty(), "a restart forgets the wait");
     let late = stack.boxctl(&["approve", asked.id.as_str()]);
     assert_ne!(late.status.code(), Some(0), "{}", show(&late));
-    // The next task opens the log: the approval is void and the turn interrupted.
+    // The start ended the turn (issue 33): the approval is void, the turn interrupted, and
+    // the owner told.
+    let told = stack.boxctl(&["notifications", "--json"]);
+    let told: proto::api::NotificationList = serde_json::from_slice(&told.stdout).unwrap();
+    assert!(
+        told.notifications
+            .iter()
+            .any(|n| n.session.as_str() == "crash"
+                && n.text.contains(asked.id.as_str())
+                && n.text.contains("did not run")),
+        "{told:?}"
+    );
     let run = stack.boxctl(&["task", "--session", "crash", "after the crash"]);
     assert_eq!(run.status.code(), Some(0), "{}", show(&run));
     let log = records(&stack, "crash");
@@ -281,33 +293,39 @@ fn loopd_killed_while_a_call_waits_voids_the_approval_and_interrupts_the_turn() 
 }
 
 #[test]
-fn brokerd_restarted_while_a_call_waits_refuses_the_old_approval() {
+fn brokerd_restarted_while_a_call_waits_keeps_the_approval_and_the_approved_call_runs_once() {
+    // Issue 33: brokerd kept its approvals in memory only, so the owner's approve got 200
+    // "approved" for a call the restarted brokerd then refused. It keeps them in its state dir.
     let dir = tempfile::tempdir().unwrap();
     let out = out_dir(dir.path());
     let a = out.join("a.txt");
     let brokerd = start_brokerd(dir.path(), &ask_grants(&out));
     let steps = [
         ("user", "note A", write(&a, "A")),
-        ("tool", "approval", reply("It was not saved.")),
+        ("tool", "a.txt", reply("Saved.")),
     ];
     let stack = stack_with_brokerd(dir.path(), &steps, "");
     let task = stack.spawn_boxctl(&["task", "--session", "restart", "note A"]);
     let asked = wait_for_approval(&stack, "restart");
-    drop(brokerd);
+    drop(brokerd); // SIGKILL
     let _brokerd = start_brokerd(dir.path(), &ask_grants(&out));
-    answer(&stack, &["approve", asked.id.as_str()]);
+    let approved = stack.boxctl(&["approve", asked.id.as_str(), "--json"]);
+    assert_eq!(approved.status.code(), Some(0), "{}", show(&approved));
+    let answered: proto::api::ApprovalAnswered = serde_json::from_slice(&approved.stdout).unwrap();
+    assert_eq!(answered.decision, ApprovalDecision::Approved);
     let (code, output) = finish(task);
     assert_eq!(code, Some(0), "{output}");
     let log = records(&stack, "restart");
-    assert_eq!(
-        decisions(&log),
-        [ApprovalDecision::Approved, ApprovalDecision::Void]
-    );
-    assert_eq!(
-        outcomes(&log),
-        [ToolOutcome::Denied {
-            reason: DenyReason::ApprovalRefused
-        }]
-    );
-    assert!(!a.exists());
+    assert_eq!(decisions(&log), [ApprovalDecision::Approved]);
+    assert_eq!(outcomes(&log), [ToolOutcome::Ok]);
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "A");
+    // The restarted brokerd ran it, once, under the approval minted before the restart.
+    let audit = std::fs::read_to_string(dir.path().join("brokerd-state/audit.jsonl")).unwrap();
+    let ran: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["event"] == "decided" && l["decision"] == "allowed")
+        .collect();
+    assert_eq!(ran.len(), 1, "{audit}");
+    assert_eq!(ran[0]["approval"], asked.id.as_str());
 }

@@ -7,6 +7,7 @@
 //! test (many processes at once, or timing a starved machine would break) takes
 //! `e2e::real::heavy`.
 
+mod approval_kills;
 mod approvals;
 mod broker_restart;
 mod browser_harness;

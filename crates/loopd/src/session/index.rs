@@ -13,6 +13,9 @@ pub struct Summary {
     pub records: u64,
     /// Its highest turn number (0 for none).
     pub last_turn: u64,
+    /// The turn that started and has not ended, if any: in a log nobody holds, one that loopd
+    /// left unfinished when it stopped (the daemon ends it at start).
+    pub open_turn: Option<u64>,
 }
 
 /// The index a store and its sessions share. `None` until built.

@@ -7,9 +7,7 @@ use super::index::{Index, Summary};
 use super::line::{self, GENESIS_DIGEST};
 use super::scan::scan;
 use super::timing::AppendTimes;
-use bxcore::{
-    ApprovalDecision, ApprovalId, CallId, Labels, LogRecord, SessionId, Timestamp, TurnEnd, Usage,
-};
+use bxcore::{ApprovalId, CallId, Labels, LogRecord, SessionId, Timestamp, Usage};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -39,8 +37,8 @@ pub struct Session {
     last_turn: u64,
     open_turn: Option<u64>,
     last_call: u64,
-    /// The approvals asked in the open turn, in order, and whether each was decided.
-    approvals: Vec<TurnApproval>,
+    /// The approvals asked in the open turn, in order.
+    approvals: Vec<ApprovalId>,
     /// The join of the labels this session inherited (`Inherited` records): a floor under its
     /// context label for its whole life.
     inherited: Labels,
@@ -67,17 +65,9 @@ pub(crate) struct Shared {
     pub append_times: AppendTimes,
 }
 
-/// An approval asked in the open turn.
-#[derive(Debug)]
-struct TurnApproval {
-    call: CallId,
-    id: ApprovalId,
-    decided: bool,
-}
-
 impl Session {
     /// Opens the log at `dir`, cuts a torn last line, checks every line, and ends a turn that
-    /// was left unfinished as `interrupted`.
+    /// was left unfinished as `interrupted` (its approvals first: `recover`).
     pub(crate) fn open(
         id: SessionId,
         dir: PathBuf,
@@ -145,40 +135,10 @@ impl Session {
         }
         session.baseline = baseline::read(&session.dir, session.epoch)?;
         if let Some(turn) = session.open_turn {
-            session.void_waiting_approvals()?;
-            tracing::warn!(session = %session.id, turn, "ending a turn left unfinished as interrupted");
-            session.append(LogRecord::TurnEnd {
-                time: Timestamp::now(),
-                turn,
-                end: TurnEnd::Interrupted,
-            })?;
+            session.end_unfinished(turn)?;
         }
         session.note_in_index();
         Ok(session)
-    }
-
-    /// Records each approval of the open turn that was asked and never decided as void: the
-    /// turn that waited for it is gone (loopd stopped or was killed), so the call never ran
-    /// and brokerd's approval expires unused.
-    fn void_waiting_approvals(&mut self) -> Result<(), StoreError> {
-        let waiting: Vec<(CallId, ApprovalId)> = self
-            .approvals
-            .iter()
-            .filter(|a| !a.decided)
-            .map(|a| (a.call, a.id.clone()))
-            .collect();
-        for (call, approval) in waiting {
-            tracing::warn!(session = %self.id, %approval, "recording an approval left waiting as void");
-            self.append(LogRecord::ApprovalDecided {
-                time: Timestamp::now(),
-                call,
-                approval,
-                decision: ApprovalDecision::Void,
-                uid: None,
-                reason: Some(STOPPED_WHILE_WAITING.to_string()),
-            })?;
-        }
-        Ok(())
     }
 
     /// Writes a new log holding only its header, durably. The caller made `dir`.
@@ -271,9 +231,7 @@ impl Session {
             {
                 Some("an approval belongs to a call of an open turn, and no turn is open".into())
             }
-            LogRecord::ApprovalDecided { approval, .. }
-                if !self.approvals.iter().any(|a| &a.id == approval) =>
-            {
+            LogRecord::ApprovalDecided { approval, .. } if !self.approvals.contains(approval) => {
                 Some(format!("approval {approval} was not asked in this turn"))
             }
             _ => None,
@@ -296,17 +254,8 @@ impl Session {
                 self.open_turn = None;
                 self.approvals.clear();
             }
-            LogRecord::ApprovalRequested { call, approval, .. } => {
-                self.approvals.push(TurnApproval {
-                    call: *call,
-                    id: approval.clone(),
-                    decided: false,
-                });
-            }
-            LogRecord::ApprovalDecided { approval, .. } => {
-                for asked in self.approvals.iter_mut().filter(|a| &a.id == approval) {
-                    asked.decided = true;
-                }
+            LogRecord::ApprovalRequested { approval, .. } => {
+                self.approvals.push(approval.clone());
             }
             LogRecord::EpochStart { epoch, .. } => {
                 self.epoch = *epoch;
@@ -408,6 +357,7 @@ impl Session {
         let summary = Summary {
             records: self.records.len() as u64,
             last_turn: self.last_turn,
+            open_turn: self.open_turn,
         };
         self.index.note(&self.id, summary);
     }

@@ -9,7 +9,8 @@
 //!   and line: the log is refused, never rewritten;
 //! - a crash mid-write leaves at most a torn last line, which open cuts off (and logs);
 //! - a turn left unfinished gets an `interrupted` turn end on open, after a `void` decision for
-//!   each approval it still waited for;
+//!   each approval it still waited for and a result saying it may not have run for each
+//!   approved call whose result never came (see [`recover`]);
 //! - one open [`Session`] per id: an in-process hold plus an exclusive lock on the log file;
 //! - an epoch's baseline is written once and never changes;
 //! - a session is created whole or not at all: a directory without a log is no session, and
@@ -23,6 +24,7 @@ mod hold;
 mod index;
 mod line;
 mod log;
+pub mod recover;
 mod scan;
 #[cfg(test)]
 mod tests;
@@ -34,6 +36,7 @@ pub(crate) use fsync::{is_temp_name, replace_file};
 pub use hold::{Hold, Holds};
 pub use index::{Index, Summary};
 pub use log::{LOG_FILE, STOPPED_WHILE_WAITING, Session};
+pub use recover::{APPROVED_WITHOUT_RESULT, LeftApproval, LeftAs, left_unfinished};
 pub use timing::AppendTimes;
 
 /// The directory, inside a session's directory, that holds its stored outputs.
@@ -215,7 +218,7 @@ impl Store {
     }
 }
 
-/// The summary of a log's records: how many, and the highest turn number.
+/// The summary of a log's records: how many, the highest turn number, and the turn left open.
 pub fn summary_of(records: &[LogRecord]) -> Summary {
     let last_turn = records
         .iter()
@@ -225,8 +228,14 @@ pub fn summary_of(records: &[LogRecord]) -> Summary {
         })
         .max()
         .unwrap_or(0);
+    let open_turn = records.iter().rev().find_map(|r| match r {
+        LogRecord::User { turn, .. } => Some(Some(*turn)),
+        LogRecord::TurnEnd { .. } => Some(None),
+        _ => None,
+    });
     Summary {
         records: records.len() as u64,
         last_turn,
+        open_turn: open_turn.flatten(),
     }
 }

@@ -6,7 +6,10 @@
 //! The order is the guarantee: the request is in the session log before anyone is told of it
 //! (the notification of an unattended turn, the desk's list, the turn event), and the
 //! decision is in the log before the owner's answer is acknowledged, before the turn event,
-//! and before the call is sent again.
+//! and before the call is sent again. An approved call is sent right after its decision, with
+//! the main slot still given back: its result is in the log before the turn waits for the
+//! slot again, so a loopd stopped while the turn waits for its slot loses nothing, and one
+//! stopped while the call runs is told on the next start (`session::recover`).
 
 use super::call::from_port;
 use super::{Runtime, Stop};
@@ -162,15 +165,18 @@ pub(super) fn ask_owner(
     if let Some(recorded) = recorded {
         let _ = recorded.send(kept.clone().map(|()| decision.decision));
     }
-    // Taken again whatever was decided: the turn goes on to its next model call.
-    let slot = rt.owner.retake_slot();
+    // The main slot is taken again by the turn once this call's result is in the log
+    // (`turn::steps`), not here: an approved call goes to brokerd at once, so no wait for the
+    // slot stands between the owner's approval and the run, where a stopped loopd would lose
+    // the call (issue 33).
     if let Err(e) = kept {
         return not_run(&format!("the decision could not be recorded ({e})"));
     }
     if !decision.decision.approves() {
         return refusal(&decision);
     }
-    if !slot {
+    // Stopped since the answer was recorded: the call does not run.
+    if stop.is_set() {
         let void = Decision::void(stopped(stop));
         let _ = record_decision(session, &ask, call, &void, on_event);
         return refusal(&void);

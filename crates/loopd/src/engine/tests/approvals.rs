@@ -9,21 +9,26 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::llama::tests::support::Fake;
 use crate::session::Store;
-use crate::tools::tests::asking::{ASKED_TOOL, AskingPort};
+use crate::tools::tests::asking::{ASKED_TOOL, AskingPort, HELD_ARGUMENTS};
 use bxcore::{ApprovalDecision, ApprovalId, LogRecord, SessionId, TurnEnd, TurnEvent};
 use proto::api::{ApprovalAnswer, MAX_DENY_REASON_BYTES, OwnerAnswer, TaskRequest};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest a test waits for anything, in milliseconds.
 const WAIT_MS: u64 = 20_000;
 
-/// A task with "save" calls `echo` through `call_tool`; anything else is answered "done".
+/// A task with "save" calls `echo` through `call_tool`, one with "hold" calls it with
+/// `HELD_ARGUMENTS` (which runs until the test lets it end); anything else is answered "done".
 const SCRIPT: &str = r#"default_reply = "done"
 [[rule]]
 when_role = "user"
 when_contains = "save"
 tool_calls = [{ name = "call_tool", arguments = "{\"name\":\"echo\",\"arguments\":{\"text\":\"note\"}}" }]
+[[rule]]
+when_role = "user"
+when_contains = "hold"
+tool_calls = [{ name = "call_tool", arguments = "{\"name\":\"echo\",\"arguments\":{\"text\":\"hold\"}}" }]
 "#;
 
 struct Bed {
@@ -327,4 +332,61 @@ fn a_turn_that_waited_for_the_owner_gets_its_cache_back_after_another_session_us
         // when a's cache came back from its file.
         assert_eq!(calls[1].1 >= calls[0].0, kv, "kv {kv}: {calls:?}");
     }
+}
+
+/// Waits until `holds()` (at most [`WAIT_MS`]), failing with `what`.
+fn until(what: &str, mut holds: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
+    while !holds() {
+        assert!(Instant::now() < deadline, "{what} within {WAIT_MS} ms");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn an_approved_call_runs_and_is_recorded_while_another_session_holds_the_main_slot() {
+    // Issue 33: the approved call went to brokerd only once its turn had its main slot again,
+    // so a loopd stopped while another session's turn held it lost the call unrun and untold.
+    let bed = Bed::new();
+    let mut a = bed.submit("a", "save a note");
+    let asked = bed.asked(&mut a);
+    // b's turn takes the one main slot a gave back, and holds it in a call that goes on.
+    let b = bed.submit("b", "hold the slot");
+    until("b's call runs", || {
+        bed.port
+            .requests()
+            .iter()
+            .any(|r| r.arguments == HELD_ARGUMENTS)
+    });
+    assert_eq!(
+        bed.answer(&asked, OwnerAnswer::Approve, None, 1000),
+        Ok(ApprovalDecision::Approved)
+    );
+    // The call runs, and its result is durable, while b still holds the slot.
+    until("a's approved call ran and its result is in a's log", || {
+        bed.store
+            .read(&SessionId::new("a").unwrap())
+            .unwrap()
+            .iter()
+            .any(|r| {
+                matches!(
+                    r,
+                    LogRecord::ToolResult {
+                        outcome: bxcore::ToolOutcome::Ok,
+                        ..
+                    }
+                )
+            })
+    });
+    let with_approval = |port: &AskingPort| {
+        port.requests()
+            .iter()
+            .filter(|r| r.approval.is_some())
+            .count()
+    };
+    assert_eq!(with_approval(&bed.port), 1);
+    bed.port.release_held();
+    assert_eq!(bed.end_of(b), TurnEnd::Done);
+    assert_eq!(bed.end_of(a), TurnEnd::Done);
+    assert_eq!(with_approval(&bed.port), 1, "sent once with its approval");
 }

@@ -42,7 +42,8 @@ fn the_list_is_built_from_the_logs_then_follows_appends_without_reading_a_log() 
         summary(&store, "a"),
         Summary {
             records: 2,
-            last_turn: 1
+            last_turn: 1,
+            open_turn: Some(1)
         }
     );
     // Once built, listing reads no log: a log emptied behind loopd's back is still listed as
@@ -58,7 +59,8 @@ fn the_list_is_built_from_the_logs_then_follows_appends_without_reading_a_log() 
         summary(&store, "b"),
         Summary {
             records: 2,
-            last_turn: 1
+            last_turn: 1,
+            open_turn: Some(1)
         }
     );
     // Through a store a session hands out (a subagent's child is made there) too.

@@ -2,7 +2,7 @@
 //! Nobody approves: silence until the wait ends, a stopped turn, brokerd refusing the
 //! approval, a runtime without an engine; and the notification of an unattended turn.
 
-use super::{Bed, not_approved, requested, sid, trail};
+use super::{ARGUMENTS, Bed, not_approved, requested, sid, trail};
 use crate::api::ApiFailure;
 use crate::heartbeat;
 use crate::tools::tests::asking::{ASKED_TOOL, AskingPort, FORGOTTEN, REASON};
@@ -234,7 +234,8 @@ fn a_heartbeat_request_whose_notification_cannot_be_written_is_void_and_never_wa
 }
 
 /// An owner that answers "approve" at once, and whose main slot cannot be taken again: the
-/// whole turn was stopped while a subagent's call waited (`TurnOwner` watches the top turn).
+/// whole turn was stopped after the approval was recorded (`TurnOwner` watches the top turn,
+/// a subagent's call waits through it).
 struct SlotLost;
 
 impl crate::turn::Owner for SlotLost {
@@ -265,7 +266,10 @@ impl crate::turn::Owner for SlotLost {
 }
 
 #[test]
-fn an_approved_call_whose_turn_cannot_take_its_slot_again_does_not_run() {
+fn an_approved_call_runs_and_is_recorded_before_its_turn_takes_the_slot_again() {
+    // Issue 33: the slot is taken again only once the approved call's result is in the log,
+    // so no wait for it stands between the approval and the run. A turn that cannot take it
+    // goes no further (no model call), the call's result kept.
     let bed = Bed::new();
     let port = AskingPort::new();
     let ran = bed.run(
@@ -277,12 +281,25 @@ fn an_approved_call_whose_turn_cannot_take_its_slot_again_does_not_run() {
         &mut |_| {},
     );
     let trail = trail(&ran.session);
+    assert_eq!(trail[1], "decided approved Some(7) None");
     assert_eq!(
-        trail[1..3],
-        [
-            "decided approved Some(7) None".to_string(),
-            "decided void None Some(\"the turn was cancelled\")".to_string(),
-        ]
+        trail[2],
+        format!(
+            "result Ok: {}",
+            crate::tools::tests::asking::ran(ASKED_TOOL, ARGUMENTS)
+        )
     );
-    assert_eq!(port.requests().len(), 1, "never sent with the approval");
+    assert_eq!(trail.len(), 3, "{trail:?}");
+    let requests = port.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1].approval.is_some(),
+        "sent once with the approval"
+    );
+    assert_eq!(ran.end.unwrap(), TurnEnd::Cancelled);
+    assert_eq!(
+        bed.fake.server.requests().len(),
+        1,
+        "no model call after it"
+    );
 }

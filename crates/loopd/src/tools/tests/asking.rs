@@ -3,7 +3,9 @@
 //! (`ToolResponse::Ask` with a fresh id); an approval it minted is accepted once, and only for
 //! the session, tool and arguments it was minted for; an approval used `for_turn` lets later
 //! calls of the same tool in the same turn of the same session run without asking, as
-//! brokerd's policy does. Any other tool just runs.
+//! brokerd's policy does. A call with [`HELD_ARGUMENTS`] runs without asking until the test
+//! lets it end ([`AskingPort::release_held`]), so a turn can hold its main slot for as long as
+//! a test needs. Any other tool just runs.
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
@@ -11,12 +13,18 @@ use crate::tools::ToolPort;
 use bxcore::{ApprovalId, DataClass, DenyReason, SessionId};
 use proto::{ApprovalAsk, ToolRequest, ToolResponse};
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 /// The tool whose every call asks the owner.
 pub const ASKED_TOOL: &str = "echo";
 /// Why the port asks.
 pub const REASON: &str = "echo asks the owner first (approve = always)";
+/// The arguments of a call that runs, without asking, until the test lets it end.
+pub const HELD_ARGUMENTS: &str = r#"{"text":"hold"}"#;
+/// The longest a call with [`HELD_ARGUMENTS`] waits to be let go, in milliseconds (a test that
+/// forgets to let it go fails rather than hangs).
+pub const HELD_MAX_MS: u64 = 60_000;
 /// What the port says when it refuses an approval it does not hold.
 pub const FORGOTTEN: &str = "approval unknown: brokerd restarted since it was minted";
 
@@ -43,6 +51,9 @@ pub struct AskingPort {
     expires_in_ms: u64,
     /// Refuses every approval, as a brokerd that restarted after it minted them.
     forgets: bool,
+    /// Whether calls with [`HELD_ARGUMENTS`] may end.
+    released: Mutex<bool>,
+    let_go: Condvar,
 }
 
 impl AskingPort {
@@ -52,6 +63,8 @@ impl AskingPort {
             state: Mutex::default(),
             expires_in_ms: 900_000,
             forgets: false,
+            released: Mutex::new(false),
+            let_go: Condvar::new(),
         }
     }
 
@@ -75,6 +88,22 @@ impl AskingPort {
     pub fn requests(&self) -> Vec<ToolRequest> {
         self.state.lock().unwrap().requests.clone()
     }
+
+    /// Lets every call with [`HELD_ARGUMENTS`], running or to come, end.
+    pub fn release_held(&self) {
+        *self.released.lock().unwrap() = true;
+        self.let_go.notify_all();
+    }
+
+    /// Waits until the test lets calls with [`HELD_ARGUMENTS`] end (at most [`HELD_MAX_MS`]).
+    fn hold(&self) {
+        let released = self.released.lock().unwrap();
+        let (released, _) = self
+            .let_go
+            .wait_timeout_while(released, Duration::from_millis(HELD_MAX_MS), |r| !*r)
+            .unwrap();
+        assert!(*released, "a call with {HELD_ARGUMENTS} was never let go");
+    }
 }
 
 fn result(content: String) -> ToolResponse {
@@ -96,6 +125,11 @@ fn refused(detail: &str) -> ToolResponse {
 
 impl ToolPort for AskingPort {
     fn call(&self, request: &ToolRequest) -> ToolResponse {
+        if request.arguments == HELD_ARGUMENTS {
+            self.state.lock().unwrap().requests.push(request.clone());
+            self.hold();
+            return result(ran(&request.tool, &request.arguments));
+        }
         let mut state = self.state.lock().unwrap();
         state.requests.push(request.clone());
         let key = (request.session.clone(), request.turn, request.tool.clone());
