@@ -1,6 +1,6 @@
 //! The connection's socket as hyper sees it, with every read and write noted on the
-//! connection's [`Activity`]: bytes that moved restart the idle clock, a write that finds the
-//! socket full means the peer is not reading.
+//! connection's [`Activity`]: bytes that moved restart the idle clock (and bytes read say the
+//! peer has spoken), a write that finds the socket full means the peer is not reading.
 
 use crate::activity::Activity;
 use std::io;
@@ -45,7 +45,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Metered<S> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.moved();
+            self.activity.heard();
         }
         polled
     }
@@ -92,7 +92,7 @@ mod tests {
     use crate::activity::{InFlight, Rank};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_write_into_a_full_socket_marks_the_peer_as_owing_a_read() {
         let (ours, mut theirs) = tokio::io::duplex(16);
         let activity = Arc::new(Activity::new());
@@ -105,6 +105,8 @@ mod tests {
         let mut cx = Context::from_waker(waker);
         let polled = Pin::new(&mut metered).poll_write(&mut cx, &[8]);
         assert!(polled.is_pending());
+        assert!(activity.owes());
+        tokio::time::advance(std::time::Duration::from_millis(crate::SLOW_PEER_QUIET_MS)).await;
         assert_eq!(activity.rank(), Rank::WaitsOnPeer);
         // The peer reads; the write goes through and nothing is owed.
         let mut read = [0; 16];

@@ -12,7 +12,8 @@
 //!   client's connections to one socket;
 //! - [`answer`] and [`request`]: the one error body format ([`proto::api::ApiError`]), JSON
 //!   answers, the 403/503/400 answers before the routes, request bodies within a byte cap;
-//! - [`serve`]: the accept loop with its connection limits and the graceful drain;
+//! - [`serve`]: the accept loop with its connection limits and the graceful drain (and,
+//!   inside, the answers on a connection that is then closed, lingering);
 //! - [`client`]: connect, handshake, send one request, read a body within a cap;
 //! - [`pool`]: kept connections to one socket that send a request at most once.
 //!
@@ -23,11 +24,22 @@
 //! the rest:
 //!
 //! - at most [`Limits::max_connections`] open connections. At the cap the loop still accepts
-//!   (so the kernel's backlog never fills) and makes room by closing the oldest connection
-//!   with no request in flight (never sent a request head, sends it slowly, idle between
-//!   requests); failing that, the oldest whose request waits on its peer (a request body not
-//!   all sent, an answer it does not read). When every connection has a request the server is
-//!   working on, the new one is answered 503 and closed.
+//!   and makes room by asking the oldest connection that may go to close: first one with no
+//!   request in flight (a head arriving slowly, idle between requests, or silent for
+//!   [`FIRST_BYTE_GRACE_MS`] since it opened), then one whose request waits on a peer that
+//!   has moved no byte for [`SLOW_PEER_QUIET_MS`] (a body not all sent, an answer not read).
+//!   A connection that just opened and has sent nothing yet is never closed: in a burst its
+//!   request is on its way or already in its socket, and closing the socket under it would
+//!   reset the client. The connection's own task closes it (an idle keep-alive one through
+//!   hyper's graceful shutdown, so the end of its last answer still goes out); one that read
+//!   a request since the loop looked stays and counts again. When none may go, the new
+//!   connection's request head is read and answered with the handler's 503 and
+//!   `Retry-After` ([`OVERLOAD_RETRY_AFTER_S`]), [`MAX_OVERLOAD_ANSWERS`] at once; past
+//!   that the loop waits, and new clients wait in the listen backlog, set to the most the
+//!   kernel allows. Every connection answered and closed (the 503, a refused peer's 403) is
+//!   shut on the server's side and read until the peer closes ([`LINGER_MS`]), so a request
+//!   body left unread does not turn the close into a reset: a client gets an answer or a
+//!   plain close, never a reset.
 //! - [`Limits::header_read_timeout_ms`]: hyper's header-read timeout. It runs whenever hyper
 //!   waits for a request head, so it also closes a connection that never sends a byte and an
 //!   idle keep-alive connection between requests.
@@ -37,7 +49,8 @@
 //! - a request hyper cannot read (a head that is not HTTP/1.1: 400; a URI longer than
 //!   [`MAX_URI_BYTES`]: 414; a head larger than [`MAX_HEAD_BYTES`] or with more than
 //!   [`MAX_HEADER_FIELDS`] fields: 431) gets [`Handler::malformed`], the daemon's error body,
-//!   instead of hyper's empty answer.
+//!   instead of hyper's empty answer. On a Unix socket an HTTP/1.0 request (which hyper
+//!   reads) gets the same 400 ([`Stream::HTTP_1_1_ONLY`]); on TCP it is served.
 //! - at shutdown: remove the socket file and close the listener (a new client is refused at
 //!   once), give open connections [`Limits::shutdown_drain_ms`] to finish (hyper's graceful
 //!   shutdown), cut the rest.
@@ -67,6 +80,7 @@ pub mod ancestry;
 pub mod answer;
 mod body;
 pub mod client;
+mod closing;
 pub mod host;
 mod io;
 pub mod listener;
@@ -96,8 +110,36 @@ use tokio::net::UnixStream;
 pub const ACCEPT_RETRY_MS: u64 = 100;
 
 /// How long a connection that is answered and closed (a refused peer's 403, a full server's
-/// 503) may stay open to send its request and read the answer, in milliseconds.
+/// 503) may stay open to send its request, read the answer and close, in milliseconds.
 pub const CLOSING_ANSWER_TIMEOUT_MS: u64 = 5_000;
+
+/// How long a new connection may send nothing before it counts as silent, in milliseconds:
+/// until then it is never closed to make room at the cap (in a burst its request is on its
+/// way, or already in the socket waiting to be read, and closing would reset the client); and
+/// a connection answered 503 past the cap gets this long to send its request head.
+pub const FIRST_BYTE_GRACE_MS: u64 = 1_000;
+
+/// How long the peer of a request that waits on it (the rest of its body, or reading its
+/// answer) must have moved no byte before the connection may be closed to make room at the
+/// cap, in milliseconds: a client sending its body or reading its answer right now is not
+/// closed under it (that would reset it), a slow or stalled one is.
+pub const SLOW_PEER_QUIET_MS: u64 = 100;
+
+/// How many connections past the cap are answered 503 at once. With all of them answering,
+/// the loop accepts no more until one is done (or room is made): new clients wait in the
+/// listen backlog rather than be refused, and the descriptors held stay bounded
+/// (`max_connections` plus this many).
+pub const MAX_OVERLOAD_ANSWERS: usize = 64;
+
+/// What a 503 at the cap says in `Retry-After`, in seconds.
+pub const OVERLOAD_RETRY_AFTER_S: u64 = 1;
+
+/// How long an answered connection is read after the answer, for the peer's close, in
+/// milliseconds (within [`CLOSING_ANSWER_TIMEOUT_MS`]). Closing a socket with bytes of the
+/// peer's unread in it (a request body the 503 did not read) resets the connection, and on TCP
+/// the reset can destroy the answer before the client reads it; so the server shuts its side,
+/// reads and drops what comes until the peer closes, and only then closes.
+pub const LINGER_MS: u64 = 2_000;
 
 /// The most bytes a request head (request line and header fields) may take; a larger one is
 /// answered 431. hyper's default read buffer, set explicitly so the error message is true.
@@ -163,8 +205,9 @@ pub trait Handler<S = UnixStream>: Send + Sync + 'static {
         answer::refused(&Self::NAMES, why).map(Into::into)
     }
 
-    /// The 503 a connection gets when the server is at its cap and every connection has a
-    /// request in flight; `why` says so.
+    /// The 503 a connection gets when the server is at its cap and no connection may be
+    /// closed to make room (each has a request in flight or has just opened); `why` says so.
+    /// The loop adds `Retry-After` ([`OVERLOAD_RETRY_AFTER_S`]) unless it has one.
     fn overloaded(&self, why: &str) -> Response<Self::Body> {
         answer::overloaded(&Self::NAMES, why).map(Into::into)
     }

@@ -4,6 +4,7 @@
 //! request hyper could not read, and what is left behind at shutdown (a socket file).
 
 use crate::peer::PeerUser;
+use nix::sys::socket::{Backlog, listen};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -11,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 /// A listening socket the accept loop (`bxhttp::serve`) takes connections from.
-pub trait Listener: Send + 'static {
+pub trait Listener: AsFd + Send + 'static {
     /// One accepted connection.
     type Stream: Stream;
 
@@ -29,6 +30,12 @@ pub trait Stream: AsyncRead + AsyncWrite + AsFd + Unpin + Send + Sync + 'static 
     /// What each request on the connection carries about its peer, in its extensions:
     /// [`PeerUser`] on a Unix socket, the peer's [`SocketAddr`] on TCP.
     type Peer: Clone + Send + Sync + 'static;
+
+    /// Whether a request that is not HTTP/1.1 is answered 400 (the handler's
+    /// [`crate::Handler::malformed`]) rather than served. On a Unix socket every client is
+    /// boxmaker's own or a tool speaking HTTP/1.1 (`curl --unix-socket`), and the daemons say
+    /// they take HTTP/1.1 only; on TCP a scraper may ask in HTTP/1.0 (the metrics listeners).
+    const HTTP_1_1_ONLY: bool;
 
     /// The peer, when the kernel says who it is.
     fn peer(&self) -> Option<Self::Peer>;
@@ -60,6 +67,7 @@ impl Listener for UnixListener {
 
 impl Stream for UnixStream {
     type Peer = PeerUser;
+    const HTTP_1_1_ONLY: bool = true;
 
     fn peer(&self) -> Option<PeerUser> {
         PeerUser::of(self)
@@ -83,6 +91,7 @@ impl Listener for TcpListener {
 
 impl Stream for TcpStream {
     type Peer = SocketAddr;
+    const HTTP_1_1_ONLY: bool = false;
 
     fn peer(&self) -> Option<SocketAddr> {
         self.peer_addr().ok()
@@ -91,4 +100,13 @@ impl Stream for TcpStream {
     fn from_dup(fd: OwnedFd) -> io::Result<TcpStream> {
         TcpStream::from_std(std::net::TcpStream::from(fd))
     }
+}
+
+/// Sets `listener`'s backlog to the most the kernel allows (`net.core.somaxconn`, 4 096 by
+/// default since Linux 5.4): tokio binds a TCP port with a backlog of 128, and a burst of
+/// clients past the backlog is refused by the kernel (a Unix socket's connect fails with
+/// `EAGAIN`) before the accept loop can answer it. Listening again on a listening socket
+/// only changes its backlog.
+pub(crate) fn widen_backlog(listener: &impl AsFd) -> io::Result<()> {
+    listen(listener, Backlog::MAXALLOWABLE).map_err(io::Error::from)
 }

@@ -1,17 +1,19 @@
-//! The accept loop and one connection's life: the cap, the peer check, HTTP/1.1 with the
-//! header-read and idle timeouts, and the drain at shutdown. The same loop serves a Unix
-//! socket and a TCP port ([`Listener`]).
+//! The accept loop and one connection's life: the cap (room made, or a 503 answered, never a
+//! reset), the peer check, HTTP/1.1 with the header-read and idle timeouts, and the drain at
+//! shutdown. The same loop serves a Unix socket and a TCP port ([`Listener`]).
 
-use crate::activity::{Activity, InFlight};
+use crate::activity::{Activity, InFlight, Rank};
 use crate::body::{RequestBody, ResponseBody};
+use crate::closing;
 use crate::io::Metered;
-use crate::listener::{Listener, Stream};
+use crate::listener::{Listener, Stream, widen_backlog};
 use crate::malformed::{Withheld, Withhold};
 use crate::open::Open;
 use crate::{
-    ACCEPT_RETRY_MS, CLOSING_ANSWER_TIMEOUT_MS, Handler, Limits, MAX_HEAD_BYTES, MAX_HEADER_FIELDS,
+    ACCEPT_RETRY_MS, CLOSING_ANSWER_TIMEOUT_MS, FIRST_BYTE_GRACE_MS, Handler, Limits,
+    MAX_HEAD_BYTES, MAX_HEADER_FIELDS, MAX_OVERLOAD_ANSWERS, OVERLOAD_RETRY_AFTER_S,
 };
-use http::{Request, Response};
+use http::{HeaderValue, Request, Response, StatusCode, Version, header};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -19,8 +21,13 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
-use tokio::task::{AbortHandle, JoinSet};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio_util::either::Either;
+
+/// How often the accept loop looks at the connections it asked to close while it waits for
+/// them to be gone, in milliseconds.
+const CLOSING_LOOK_MS: u64 = 10;
 
 /// Serves `handler` on `listener` within `limits` until `shutdown` resolves; then removes the
 /// socket file (of a Unix socket) and closes the listener (new clients are refused), gives
@@ -36,18 +43,25 @@ pub async fn serve<L, H>(
     L: Listener,
     H: Handler<L::Stream>,
 {
+    if let Err(e) = widen_backlog(&listener) {
+        tracing::warn!(server = name, "cannot widen the listen backlog: {e}");
+    }
     let (stop, stopped) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let mut open = Open::default();
-    // The one 503 being answered: a new one replaces it, so a flood at the cap holds one more
-    // descriptor at most.
-    let mut overload: Option<AbortHandle> = None;
+    // Places for the 503s being answered past the cap; each answer holds one until it is done.
+    let answering = Arc::new(Semaphore::new(MAX_OVERLOAD_ANSWERS));
+    // Whether the last connection past the cap was answered 503, to log the change once.
+    let mut full = false;
     tokio::pin!(shutdown);
-    loop {
+    'accepting: loop {
+        let settled = open.settled();
         let accepted = tokio::select! {
             () = &mut shutdown => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
-            accepted = listener.accept_stream(), if open.settled() => accepted,
+            accepted = listener.accept_stream(), if settled => accepted,
+            // A connection asked to close may turn busy instead, or stall: look again soon.
+            () = tokio::time::sleep(Duration::from_millis(CLOSING_LOOK_MS)), if !settled => continue,
         };
         let stream = match accepted {
             Ok(stream) => stream,
@@ -57,42 +71,57 @@ pub async fn serve<L, H>(
                 continue;
             }
         };
-        if open.count() >= limits.max_connections {
-            if let Some(rank) = open.close_one() {
-                tracing::debug!(
-                    server = name,
-                    ?rank,
-                    "at max_connections: closed the oldest connection that was not busy"
-                );
-            } else {
-                tracing::warn!(
-                    server = name,
-                    max_connections = limits.max_connections,
-                    "every connection has a request in flight; answering a new one 503"
-                );
-                if let Some(previous) = overload.take() {
-                    open.abort(previous);
+        // Room for it, made if need be; else a place to answer it 503; else wait until a
+        // connection or an answer ends, or a new connection's grace may have, and look again
+        // (it waits in its socket meanwhile, and the next clients in the backlog).
+        loop {
+            if open.count() < limits.max_connections || make_room(&mut open, name) {
+                if std::mem::take(&mut full) {
+                    tracing::info!(server = name, "below max_connections again");
                 }
+                let activity = Arc::new(Activity::new());
+                let task = tasks.spawn(connection(
+                    stream,
+                    Arc::clone(&handler),
+                    Arc::clone(&activity),
+                    limits,
+                    name,
+                    stopped.clone(),
+                ));
+                open.add(activity, task);
+                break;
+            }
+            if let Ok(place) = Arc::clone(&answering).try_acquire_owned() {
+                if !std::mem::replace(&mut full, true) {
+                    tracing::warn!(
+                        server = name,
+                        max_connections = limits.max_connections,
+                        "every connection is busy or new; answering new ones 503"
+                    );
+                }
+                let handler = Arc::clone(&handler);
                 let why = format!(
-                    "all {} connections have a request in flight",
+                    "all {} connections have a request in flight or have just opened",
                     limits.max_connections
                 );
-                let handler = Arc::clone(&handler);
-                let answer = move || handler.overloaded(&why);
-                overload = Some(tasks.spawn(answer_and_close(stream, answer, limits, name)));
-                continue;
+                let answer = move || overloaded(&*handler, &why);
+                let mut builder = http1(limits);
+                // A client past the cap sends its request at once or not at all.
+                builder.header_read_timeout(Duration::from_millis(
+                    FIRST_BYTE_GRACE_MS.min(limits.header_read_timeout_ms),
+                ));
+                tasks.spawn(async move {
+                    closing::answer_and_close(stream, answer, &builder, name).await;
+                    drop(place);
+                });
+                break;
+            }
+            tokio::select! {
+                () = &mut shutdown => break 'accepting,
+                Some(_) = tasks.join_next() => {}
+                () = tokio::time::sleep(Duration::from_millis(FIRST_BYTE_GRACE_MS)) => {}
             }
         }
-        let activity = Arc::new(Activity::new());
-        let task = tasks.spawn(connection(
-            stream,
-            Arc::clone(&handler),
-            Arc::clone(&activity),
-            limits,
-            name,
-            stopped.clone(),
-        ));
-        open.add(activity, task);
     }
     // No new connection from here on: the socket file goes and the listener closes, so a
     // client is refused at once instead of waiting unanswered in the backlog until the drain
@@ -141,7 +170,7 @@ async fn connection<S: Stream, H: Handler<S>>(
     if let Err(why) = handler.check_peer(&stream).await {
         tracing::warn!(server = name, "connection refused: {why}");
         let answer = move || handler.refused(&why);
-        answer_and_close(stream, answer, limits, name).await;
+        closing::answer_and_close(stream, answer, &http1(limits), name).await;
         return;
     }
     // Read once, after the check passed: every request on the connection carries it.
@@ -160,7 +189,12 @@ async fn connection<S: Stream, H: Handler<S>>(
         if let Some(peer) = &peer {
             request.extensions_mut().insert(peer.clone());
         }
-        let answer = answering.handle(request);
+        let version = request.version();
+        let answer = if S::HTTP_1_1_ONLY && version != Version::HTTP_11 {
+            Either::Right(std::future::ready(not_http_1_1(&*answering, version)))
+        } else {
+            Either::Left(answering.handle(request))
+        };
         let noted = Arc::clone(&noted);
         async move {
             let response = answer.await;
@@ -172,24 +206,37 @@ async fn connection<S: Stream, H: Handler<S>>(
         .keep_alive(H::KEEP_ALIVE)
         .serve_connection(io, service);
     tokio::pin!(conn);
-    let served = async {
+    let stop = stopping(stopped);
+    tokio::pin!(stop);
+    let mut stop_seen = false;
+    let result = loop {
         tokio::select! {
-            result = conn.as_mut() => result,
-            () = stopping(stopped) => {
+            result = conn.as_mut() => break result,
+            () = &mut stop, if !stop_seen => {
+                stop_seen = true;
                 conn.as_mut().graceful_shutdown();
-                conn.as_mut().await
             }
-        }
-    };
-    let result = tokio::select! {
-        result = served => result,
-        () = idle(&activity, limits.idle_timeout_ms) => {
-            tracing::debug!(
-                server = name,
-                idle_timeout_ms = limits.idle_timeout_ms,
-                "closed a connection whose peer moved no byte it owed"
-            );
-            return;
+            () = activity.asked_to_close() => match activity.rank() {
+                // A request read since the loop looked, or a peer sending or reading right
+                // now: it stays open (the loop counts it again).
+                Rank::Busy | Rank::New => {}
+                // Between requests, or its answer's last bytes still going out: hyper closes
+                // it once nothing is left to write.
+                Rank::NoRequest if activity.started() => conn.as_mut().graceful_shutdown(),
+                // Silent, a head arriving slowly, or a peer that stalls its request.
+                rank => {
+                    tracing::debug!(server = name, ?rank, "closed to make room at max_connections");
+                    return;
+                }
+            },
+            () = idle(&activity, limits.idle_timeout_ms) => {
+                tracing::debug!(
+                    server = name,
+                    idle_timeout_ms = limits.idle_timeout_ms,
+                    "closed a connection whose peer moved no byte it owed"
+                );
+                return;
+            }
         }
     };
     if let Some((status, fd)) = withheld.take() {
@@ -228,29 +275,39 @@ async fn idle(activity: &Activity, idle_timeout_ms: u64) {
     }
 }
 
-/// Reads one request on `stream`, answers it with `answer()` and closes; bounded by
-/// [`CLOSING_ANSWER_TIMEOUT_MS`].
-async fn answer_and_close<S: Stream, B>(
-    stream: S,
-    answer: impl Fn() -> Response<B> + Send + 'static,
-    limits: Limits,
-    name: &'static str,
-) where
-    B: hyper::body::Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
-        + Send
-        + 'static,
-{
-    let service = service_fn(move |_request: Request<Incoming>| {
-        let response = answer();
-        async move { Ok::<_, Infallible>(response) }
-    });
-    let conn = http1(limits)
-        .keep_alive(false)
-        .serve_connection(TokioIo::new(stream), service);
-    let limit = Duration::from_millis(CLOSING_ANSWER_TIMEOUT_MS);
-    match tokio::time::timeout(limit, conn).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::debug!(server = name, "answered connection ended: {e}"),
-        Err(_) => tracing::debug!(server = name, "answered connection timed out"),
+/// Asks the connection [`Open::close_one`] picks to close, to make room at the cap; whether
+/// there was one (none: every connection is busy or new).
+fn make_room(open: &mut Open, name: &'static str) -> bool {
+    match open.close_one() {
+        Some(rank) => {
+            tracing::debug!(
+                server = name,
+                ?rank,
+                "at max_connections: asked the oldest connection that is not busy or new to close"
+            );
+            true
+        }
+        None => false,
     }
+}
+
+/// The handler's 503 for a connection past the cap, with `Retry-After` unless it set one.
+fn overloaded<S, H: Handler<S>>(handler: &H, why: &str) -> Response<H::Body> {
+    let mut response = handler.overloaded(why);
+    response
+        .headers_mut()
+        .entry(header::RETRY_AFTER)
+        .or_insert(HeaderValue::from(OVERLOAD_RETRY_AFTER_S));
+    response
+}
+
+/// The 400 of a request that is not HTTP/1.1 on a server that takes HTTP/1.1 only
+/// ([`Stream::HTTP_1_1_ONLY`]); the connection closes after it.
+fn not_http_1_1<S, H: Handler<S>>(handler: &H, version: Version) -> Response<H::Body> {
+    let why = format!("the request is {version:?}; this server speaks HTTP/1.1 only");
+    let mut response = handler.malformed(StatusCode::BAD_REQUEST, &why);
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }

@@ -1,5 +1,6 @@
 //! brokerd's connection limits (`[limits] max_connections`, `header_read_timeout_ms`,
-//! `idle_timeout_ms`): silent clients past the cap do not keep loopd out, a running tool call
+//! `idle_timeout_ms`): silent clients past the cap do not keep loopd out for longer than
+//! their grace (bxhttp's `FIRST_BYTE_GRACE_MS`), a running tool call
 //! is never cut to make room or for being quiet, a full server answers 503 with its error
 //! body, and so does a request head hyper cannot read (431 here).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -127,6 +128,26 @@ fn limits(max_connections: usize) -> Limits {
     }
 }
 
+/// Waits (bounded) until at least `n` of `streams` are closed by brokerd.
+async fn closed_at_least(streams: Vec<UnixStream>, n: usize) {
+    let (closed_tx, mut closed_rx) = tokio::sync::mpsc::unbounded_channel();
+    for mut stream in streams {
+        let closed_tx = closed_tx.clone();
+        tokio::spawn(async move {
+            let mut byte = [0u8; 1];
+            if let Ok(Ok(0)) = tokio::time::timeout(WAIT, stream.read(&mut byte)).await {
+                let _ = closed_tx.send(());
+            }
+        });
+    }
+    drop(closed_tx);
+    let mut closed = 0;
+    while closed < n && closed_rx.recv().await.is_some() {
+        closed += 1;
+    }
+    assert_eq!(closed, n, "brokerd did not close enough silent connections");
+}
+
 #[tokio::test]
 async fn server_silent_connections_past_the_cap_do_not_keep_a_call_out() {
     let mut s = start(limits(2));
@@ -134,11 +155,23 @@ async fn server_silent_connections_past_the_cap_do_not_keep_a_call_out() {
     for _ in 0..5 {
         silent.push(UnixStream::connect(&s.socket).await.unwrap());
     }
-    let call = s.gate_call(1).await;
-    // Closed to make room, oldest first, long before the header-read timeout.
-    for stream in &mut silent[..4] {
-        closed(stream).await;
+    // Just opened, they may be about to send: until their grace is over a newcomer is
+    // answered 503 (bxhttp::FIRST_BYTE_GRACE_MS); then they are closed to make room.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (status, _) = http(&s.socket, Method::GET, "/v1/health", None).await;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(tokio::time::Instant::now() < deadline, "never served");
+        // Pacing of the retries, as a client honouring Retry-After would (shorter here).
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let call = s.gate_call(1).await;
+    // All but one were closed (to make room, or unanswered past the cap: they asked
+    // nothing), long before the header-read timeout.
+    closed_at_least(silent, 4).await;
     s.release.send_replace(true);
     assert_released(call.await.unwrap());
 }

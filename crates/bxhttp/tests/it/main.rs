@@ -3,6 +3,7 @@
 
 mod common;
 
+mod burst;
 mod cap;
 mod malformed;
 mod shutdown;

@@ -304,6 +304,29 @@ pub async fn get_on(stream: UnixStream, path: &str) -> (StatusCode, String) {
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// GETs `path` on new connections until one is served (a 503 answers the others), within
+/// [`WAIT`]; the answer, and how many were answered 503 first.
+pub async fn get_once_room(served: &Served, path: &str) -> ((StatusCode, String), usize) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut refused = 0;
+    loop {
+        let answer = get_on(served.connect().await, path).await;
+        if answer.0 != StatusCode::SERVICE_UNAVAILABLE {
+            return (answer, refused);
+        }
+        refused += 1;
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still no room after {refused} tries: {answer:?}"
+        );
+        // Pacing of the retries, as a client honouring Retry-After would (shorter here).
+        tokio::time::sleep(Duration::from_millis(RETRY_MS)).await;
+    }
+}
+
+/// How long [`get_once_room`] waits between tries.
+const RETRY_MS: u64 = 50;
+
 /// Reads `stream` until the server closes it (bounded); everything read.
 pub async fn read_to_close(stream: &mut UnixStream) -> Vec<u8> {
     let mut all = Vec::new();
