@@ -214,7 +214,8 @@ fn a_slow_loris_on_loopds_socket_does_not_stop_a_task() {
         script: format!(
             "[[rule]]\nwhen_role = \"user\"\ndelay_ms = {MODEL_DELAY_MS}\nreply = \"Still here.\"\n"
         ),
-        loopd_toml: format!("[api]\n{}", limits()),
+        // loopd's waiting tasks must stay below its connection cap ([api] max_waiting_tasks).
+        loopd_toml: format!("[api]\n{}max_waiting_tasks = 8\n", limits()),
         loopd_max_open_files: Some(MAX_OPEN_FILES),
         ..StackOptions::default()
     })

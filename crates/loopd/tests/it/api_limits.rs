@@ -159,6 +159,23 @@ async fn api_a_request_head_hyper_cannot_read_gets_an_api_error() {
 }
 
 #[tokio::test]
+async fn api_an_http_1_0_request_gets_400_with_an_api_error() {
+    let served = start(test_options());
+    for method in ["GET", "POST"] {
+        let head = format!("{method} /v1/status HTTP/1.0\r\nhost: l\r\n\r\n");
+        let (status, error) = unreadable(&served.socket, head.into_bytes()).await;
+        // hyper answers in the request's version.
+        assert_eq!(status, "HTTP/1.0 400 Bad Request");
+        assert_eq!(error.error.kind, error_kind::BAD_REQUEST);
+        assert!(
+            error.error.message.contains("HTTP/1.0") && error.error.message.contains("HTTP/1.1"),
+            "{error:?}"
+        );
+    }
+    served.stop().await;
+}
+
+#[tokio::test]
 async fn api_a_request_body_never_sent_whole_is_closed_at_the_idle_timeout() {
     const IDLE_TIMEOUT_MS: u64 = 200;
     let base = test_options();
