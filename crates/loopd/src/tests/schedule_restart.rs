@@ -144,15 +144,29 @@ impl Bed {
     }
 }
 
-/// The last run of `report`, once `ready` holds of it (bounded).
+/// The last run of `report`, once `ready` holds of it both in the scheduler and in its state
+/// file with nothing left in flight (bounded). The scheduler notes the end in memory before it
+/// writes the file, and that write runs on the blocking pool, where stopping the scheduler does
+/// not stop it: a test that went on at the first sign could stop loopd before the file says
+/// so, or find the write landing after its own.
 async fn last_run(
     scheduler: &Scheduler<Engine>,
+    state_path: &std::path::Path,
     ready: impl Fn(&ScheduleRun) -> bool,
 ) -> ScheduleRun {
+    let written = |path: &std::path::Path| {
+        state::load(path).ok().is_some_and(|s| {
+            s.schedules
+                .get("report")
+                .is_some_and(|r| r.in_flight.is_none() && r.last_run.as_ref().is_some_and(&ready))
+        })
+    };
     let found = tokio::time::timeout(Duration::from_millis(WAIT_MS), async {
         loop {
             let run = scheduler.list().schedules[0].last_run.clone();
-            if let Some(run) = run.filter(&ready) {
+            if let Some(run) = run.filter(&ready)
+                && written(state_path)
+            {
                 return run;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -218,7 +232,7 @@ fn first_loopd(bed: &Bed, kill: Kill) -> SessionId {
             }
             Kill::AfterItsTurn => {
                 drop(held);
-                let run = last_run(&scheduler, ended).await;
+                let run = last_run(&scheduler, &bed.state_path(), ended).await;
                 assert!(matches!(
                     run.outcome,
                     RunOutcome::Ended {
@@ -243,7 +257,7 @@ fn first_loopd(bed: &Bed, kill: Kill) -> SessionId {
 fn next_loopd(bed: &Bed) -> ScheduleRun {
     bed.fake.rt.block_on(async {
         let (engine, scheduler) = bed.loopd();
-        let run = last_run(&scheduler, ended).await;
+        let run = last_run(&scheduler, &bed.state_path(), ended).await;
         scheduler.stop().await;
         engine.shutdown(WAIT_MS).await;
         run
@@ -371,7 +385,7 @@ fn a_new_session_a_client_made_before_the_cut_run_was_submitted_again_does_not_g
         let mut submitted = engine.submit(mine).await.unwrap();
         while submitted.events.recv().await.is_some() {}
         let scheduler = bed.scheduler(&engine);
-        let run = last_run(&scheduler, ended).await;
+        let run = last_run(&scheduler, &bed.state_path(), ended).await;
         assert!(
             matches!(&run.outcome, RunOutcome::Failed { reason } if reason.contains("exists already")),
             "{run:?}"
