@@ -2,13 +2,17 @@
 //! a successful probe makes, so nothing can run when the sandbox cannot be made.
 
 use crate::net::SLIRP_NAME;
+use crate::reach;
 use crate::run::{Status, run_unchecked};
 use crate::shim::{PROBE_ARG, SHIM_NAME};
+use crate::shim_copy::{self, SHIM_RUNTIME_DIR, ShimCopy};
 use crate::spawn::Spawner;
 use crate::spec::Spec;
 pub use crate::walls::{Network, Walls};
 use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The limit on the probe's trial run (milliseconds): bubblewrap starts in a few.
 pub const PROBE_TIMEOUT_MS: u64 = 10_000;
@@ -66,14 +70,16 @@ pub async fn probe_with(options: &ProbeOptions, spawner: Spawner) -> Result<Wall
         .map_err(|_| Unavailable::new("bubblewrap is not installed (no bwrap on PATH)"))?;
     let bwrap = std::fs::canonicalize(&bwrap)
         .map_err(|e| Unavailable::new(format!("bubblewrap at {}: {e}", bwrap.display())))?;
-    let shim = find_shim(options)?;
-    user_namespaces()?;
     let root = nix::unistd::geteuid().is_root();
+    let run_as = root.then_some((ROOT_FALLBACK_ID, ROOT_FALLBACK_ID));
+    let (shim, shim_copy) = reachable_shim(find_shim(options)?, run_as)?;
+    user_namespaces()?;
     let candidate = Walls {
         bwrap,
         shim,
+        _shim_copy: shim_copy,
         landlock: None,
-        run_as: root.then_some((ROOT_FALLBACK_ID, ROOT_FALLBACK_ID)),
+        run_as,
         spawner,
         network: Network::Unavailable("not probed".to_owned()),
     };
@@ -168,6 +174,45 @@ fn find_shim(options: &ProbeOptions) -> Result<PathBuf, Unavailable> {
         )));
     }
     Ok(resolved)
+}
+
+/// The shim at `shim`, or, when the sandbox's user (`run_as`, when not the caller) cannot
+/// walk to it or execute it, its copy in [`SHIM_RUNTIME_DIR`] (`shim_copy`), held.
+fn reachable_shim(
+    shim: PathBuf,
+    run_as: Option<(u32, u32)>,
+) -> Result<(PathBuf, Option<Arc<ShimCopy>>), Unavailable> {
+    let Some((uid, gid)) = run_as else {
+        return Ok((shim, None));
+    };
+    let blocked = reach::blocked_above(&shim, uid, gid);
+    let executable =
+        std::fs::metadata(&shim).is_ok_and(|meta| reach::permits(&meta, uid, gid, reach::SEARCH));
+    let why = match (&blocked, executable) {
+        (None, true) => return Ok((shim, None)),
+        (Some(blocked), _) => blocked.describe(uid),
+        (None, false) => format!(
+            "it is mode {:04o}, which the sandbox's user (uid {uid}) may not execute",
+            std::fs::metadata(&shim).map_or(0, |m| m.mode() & 0o7777)
+        ),
+    };
+    match shim_copy::copy_into(Path::new(SHIM_RUNTIME_DIR), &shim) {
+        Ok(copy) => Ok((copy.path().to_owned(), Some(Arc::new(copy)))),
+        Err(failed) => {
+            let fix = match &blocked {
+                Some(blocked) => format!(
+                    "let others enter {} (chmod o+x) or build outside it (CARGO_TARGET_DIR)",
+                    blocked.dir.display()
+                ),
+                None => format!("chmod 0755 {}", shim.display()),
+            };
+            Err(Unavailable::new(format!(
+                "the sandbox shim {} cannot be used by the sandbox's user: {why}; copying it \
+                 to {SHIM_RUNTIME_DIR} failed: {failed}; {fix}",
+                shim.display()
+            )))
+        }
+    }
 }
 
 /// The sysctls that switch user namespaces off, read before trying one.

@@ -91,6 +91,25 @@ pub enum RunError {
     /// The run has network and its network could not be made (see `net`).
     #[error(transparent)]
     Network(#[from] crate::net::NetError),
+    /// A bound path lies beneath a directory the sandbox's user may not enter (as root,
+    /// bubblewrap runs as nobody and resolves each bind as that user).
+    #[error(
+        "{what} entry {path} cannot be bound: the sandbox runs as uid {uid} (nobody, since the \
+         caller is root), and {dir} is mode {mode:04o}, which it may not enter; let others enter \
+         it (chmod o+x {dir}) or bind a path outside it"
+    )]
+    Unreachable {
+        /// Which key the path came from (`ro_paths`, `rw_paths`).
+        what: &'static str,
+        /// The path, resolved.
+        path: String,
+        /// The sandbox's uid.
+        uid: u32,
+        /// The directory above it that uid may not enter.
+        dir: String,
+        /// That directory's mode.
+        mode: u32,
+    },
 }
 
 /// Runs `spec` inside `walls`. Dropping the future kills the sandbox.
@@ -101,6 +120,7 @@ pub async fn run(spec: &Spec, walls: &Walls) -> Result<Outcome, RunError> {
 /// `run` for the probe's candidate walls, before the probe has vouched for them.
 pub(crate) async fn run_unchecked(spec: &Spec, walls: &Walls) -> Result<Outcome, RunError> {
     let mut resolved = resolve(spec)?;
+    reachable_binds(&resolved, walls)?;
     let args = command_line(spec, &resolved, walls);
     let env = environment(spec, &resolved);
     // With network, bubblewrap is started through the helper that makes its namespace.
@@ -193,6 +213,28 @@ pub(crate) async fn run_unchecked(spec: &Spec, walls: &Walls) -> Result<Outcome,
         stderr,
         wall_ms,
     })
+}
+
+/// Refuses, naming it and the fix, a bound path the sandbox's user cannot walk to: bubblewrap
+/// would only say "Can't find source path /proc/self/fd/N".
+fn reachable_binds(resolved: &crate::spec::Resolved, walls: &Walls) -> Result<(), RunError> {
+    let Some((uid, gid)) = walls.run_as() else {
+        return Ok(());
+    };
+    let binds = (resolved.ro_paths.iter().map(|b| ("ro_paths", b)))
+        .chain(resolved.rw_paths.iter().map(|b| ("rw_paths", b)));
+    for (what, bind) in binds {
+        if let Some(blocked) = crate::reach::blocked_above(&bind.dest, uid, gid) {
+            return Err(RunError::Unreachable {
+                what,
+                path: bind.dest.display().to_string(),
+                uid,
+                dir: blocked.dir.display().to_string(),
+                mode: blocked.mode,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn status_of(exit: ExitStatus) -> Status {

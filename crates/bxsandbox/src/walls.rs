@@ -2,8 +2,10 @@
 //! A module of its own so that `probe` (which makes them) and `run` (which takes them) do not
 //! import each other.
 
+use crate::shim_copy::ShimCopy;
 use crate::spawn::Spawner;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Whether a run may have network (`Spec::network`), and through what.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +22,9 @@ pub enum Network {
 pub struct Walls {
     pub(crate) bwrap: PathBuf,
     pub(crate) shim: PathBuf,
+    /// When `shim` is a copy the sandbox's user can reach (`shim_copy`): held, so that no
+    /// probe removes it while these walls use it.
+    pub(crate) _shim_copy: Option<Arc<ShimCopy>>,
     pub(crate) landlock: Option<u32>,
     pub(crate) run_as: Option<(u32, u32)>,
     pub(crate) spawner: Spawner,

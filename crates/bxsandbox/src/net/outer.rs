@@ -350,6 +350,7 @@ mod tests {
         Walls {
             bwrap: PathBuf::from("/usr/bin/bwrap"),
             shim: PathBuf::from("/usr/libexec/bxsandbox-shim"),
+            _shim_copy: None,
             landlock: None,
             run_as: None,
             spawner: Spawner::plain(),

@@ -9,4 +9,5 @@ mod exec_rule;
 mod limits;
 mod network;
 mod probe;
+mod shim_location;
 mod walls;
