@@ -45,9 +45,28 @@ case "$notes" in
     exit 1
     ;;
 esac
-# What the exec task counts: five lines in two files.
-printf 'buy apples\ncall the plumber\nwater the plants\n' >"$dev/work/todo.txt"
-printf 'the demo writes these files\nexec counts their lines\n' >"$dev/work/notes.txt"
+# Whether the user nobody may enter every directory above $1, by their "others" mode bits.
+others_may_enter() {
+    local dir=$1
+    while [ "$dir" != / ]; do
+        dir=$(dirname "$dir")
+        [ $((0$(stat -c %a "$dir") & 1)) -eq 1 ] || return 1
+    done
+}
+# The exec tool's work directory. Run as root, the sandbox runs as nobody, which must reach the
+# directories it binds (docs/exec.md): a dev directory beneath one only its owner may enter
+# (a checkout in root's 0700 home) gets its work directory in /tmp instead, removed at the end.
+work="$dev/work"
+tmp_work=
+if [ "$(id -u)" = 0 ] && ! others_may_enter "$work"; then
+    tmp_work=$(mktemp -d /tmp/boxmaker-demo-work.XXXXXX)
+    chmod 0755 "$tmp_work"
+    work="$tmp_work"
+fi
+# What the exec task counts: five lines in two files, which the sandbox's user may read.
+printf 'buy apples\ncall the plumber\nwater the plants\n' >"$work/todo.txt"
+printf 'the demo writes these files\nexec counts their lines\n' >"$work/notes.txt"
+chmod 0644 "$work/todo.txt" "$work/notes.txt"
 # Sockets go in $dev/run, unless that path is too long for a Unix socket address (107 bytes).
 run="$dev/run"
 tmp_run=
@@ -84,6 +103,7 @@ stop_boxd() {
 cleanup() {
     stop_boxd
     [ -z "$tmp_run" ] || rm -rf "$tmp_run"
+    [ -z "$tmp_work" ] || rm -rf "$tmp_work"
 }
 trap cleanup EXIT
 
@@ -122,7 +142,7 @@ paths = ["$dev/files"]
 [[grants]]
 tool = "exec"
 programs = ["wc"]
-rw_paths = ["$dev/work"]
+rw_paths = ["$work"]
 # Every write_file call waits for the owner's answer (docs/approvals.md); no answer denies it.
 [[grants]]
 tool = "write_file"
