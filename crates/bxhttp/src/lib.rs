@@ -23,8 +23,9 @@
 //! of the error bodies it gives a refused peer (403) and a full server (503). [`serve`] does
 //! the rest:
 //!
-//! - at most [`Limits::max_connections`] open connections. At the cap the loop still accepts
-//!   and makes room by asking the oldest connection that may go to close: first one with no
+//! - at most [`Limits::max_connections`] open connections. At the cap the loop still accepts.
+//!   A newcomer whose request has come (bytes wait in its socket) gets room made for it, by
+//!   asking the oldest connection that may go to close: first one with no
 //!   request in flight (a head arriving slowly, idle between requests, or silent for
 //!   [`FIRST_BYTE_GRACE_MS`] since it opened), then one whose request waits on a peer that
 //!   has moved no byte for [`SLOW_PEER_QUIET_MS`] (a body not all sent, an answer not read).
@@ -32,11 +33,14 @@
 //!   request is on its way or already in its socket, and closing the socket under it would
 //!   reset the client. The connection's own task closes it (an idle keep-alive one through
 //!   hyper's graceful shutdown, so the end of its last answer still goes out); one that read
-//!   a request since the loop looked stays and counts again. When none may go, the new
-//!   connection's request head is read and answered with the handler's 503 and
-//!   `Retry-After` ([`OVERLOAD_RETRY_AFTER_S`]), [`MAX_OVERLOAD_ANSWERS`] at once; past
-//!   that the loop waits, and new clients wait in the listen backlog, set to the most the
-//!   kernel allows. Every connection answered and closed (the 503, a refused peer's 403) is
+//!   a request since the loop looked stays and counts again. A silent newcomer makes no room
+//!   (a flood of silent connections cannot push the others out): it waits up to
+//!   [`FIRST_BYTE_GRACE_MS`] for its first bytes, then is looked at again, or closed
+//!   unanswered if none came. When none may go, the new connection's request head is read
+//!   and answered with the handler's 503 and `Retry-After` ([`OVERLOAD_RETRY_AFTER_S`]);
+//!   [`MAX_OVERLOAD_ANSWERS`] connections past the cap are waited on or answered at once;
+//!   past that the loop waits, and new clients wait in the listen backlog, set to the most
+//!   the kernel allows. Every connection answered and closed (the 503, a refused peer's 403) is
 //!   shut on the server's side and read until the peer closes ([`LINGER_MS`]), so a request
 //!   body left unread does not turn the close into a reset: a client gets an answer or a
 //!   plain close, never a reset.
@@ -115,8 +119,9 @@ pub const CLOSING_ANSWER_TIMEOUT_MS: u64 = 5_000;
 
 /// How long a new connection may send nothing before it counts as silent, in milliseconds:
 /// until then it is never closed to make room at the cap (in a burst its request is on its
-/// way, or already in the socket waiting to be read, and closing would reset the client); and
-/// a connection answered 503 past the cap gets this long to send its request head.
+/// way, or already in the socket waiting to be read, and closing would reset the client); a
+/// connection that comes past the cap silent waits this long for its first bytes (then is
+/// closed unanswered); and one answered 503 gets this long to send its request head.
 pub const FIRST_BYTE_GRACE_MS: u64 = 1_000;
 
 /// How long the peer of a request that waits on it (the rest of its body, or reading its
@@ -125,10 +130,10 @@ pub const FIRST_BYTE_GRACE_MS: u64 = 1_000;
 /// closed under it (that would reset it), a slow or stalled one is.
 pub const SLOW_PEER_QUIET_MS: u64 = 100;
 
-/// How many connections past the cap are answered 503 at once. With all of them answering,
-/// the loop accepts no more until one is done (or room is made): new clients wait in the
-/// listen backlog rather than be refused, and the descriptors held stay bounded
-/// (`max_connections` plus this many).
+/// How many connections past the cap are waited on (for their first bytes) or answered 503
+/// at once. With all of them taken, the loop accepts no more until one is done (or room is
+/// made): new clients wait in the listen backlog rather than be refused, and the descriptors
+/// held stay bounded (`max_connections` plus this many).
 pub const MAX_OVERLOAD_ANSWERS: usize = 64;
 
 /// What a 503 at the cap says in `Retry-After`, in seconds.

@@ -4,11 +4,11 @@
 //! request hyper could not read, and what is left behind at shutdown (a socket file).
 
 use crate::peer::PeerUser;
-use nix::sys::socket::{Backlog, listen};
+use nix::sys::socket::{Backlog, MsgFlags, listen, recv};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, OwnedFd};
-use tokio::io::{AsyncRead, AsyncWrite};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use tokio::io::{AsyncRead, AsyncWrite, Interest};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 /// A listening socket the accept loop (`bxhttp::serve`) takes connections from.
@@ -43,6 +43,14 @@ pub trait Stream: AsyncRead + AsyncWrite + AsFd + Unpin + Send + Sync + 'static 
     /// The same socket, from a duplicate of its descriptor (to send an answer on once hyper
     /// has given up on the connection).
     fn from_dup(fd: OwnedFd) -> io::Result<Self>;
+
+    /// Resolves once the socket may be read: bytes came, the peer closed, or a wake with
+    /// nothing behind it ([`Stream::waiting`] tells which).
+    fn wait_readable(&self) -> impl Future<Output = io::Result<()>> + Send;
+
+    /// What waits unread in the socket, looked at without reading it. Nothing there clears
+    /// the socket's readiness, so the next [`Stream::wait_readable`] waits for the peer.
+    fn waiting(&self) -> Waiting;
 }
 
 impl Listener for UnixListener {
@@ -76,6 +84,14 @@ impl Stream for UnixStream {
     fn from_dup(fd: OwnedFd) -> io::Result<UnixStream> {
         UnixStream::from_std(std::os::unix::net::UnixStream::from(fd))
     }
+
+    async fn wait_readable(&self) -> io::Result<()> {
+        self.readable().await
+    }
+
+    fn waiting(&self) -> Waiting {
+        waiting(self.try_io(Interest::READABLE, || peek_fd(self)))
+    }
 }
 
 impl Listener for TcpListener {
@@ -100,6 +116,14 @@ impl Stream for TcpStream {
     fn from_dup(fd: OwnedFd) -> io::Result<TcpStream> {
         TcpStream::from_std(std::net::TcpStream::from(fd))
     }
+
+    async fn wait_readable(&self) -> io::Result<()> {
+        self.readable().await
+    }
+
+    fn waiting(&self) -> Waiting {
+        waiting(self.try_io(Interest::READABLE, || peek_fd(self)))
+    }
 }
 
 /// Sets `listener`'s backlog to the most the kernel allows (`net.core.somaxconn`, 4 096 by
@@ -109,4 +133,48 @@ impl Stream for TcpStream {
 /// only changes its backlog.
 pub(crate) fn widen_backlog(listener: &impl AsFd) -> io::Result<()> {
     listen(listener, Backlog::MAXALLOWABLE).map_err(io::Error::from)
+}
+
+/// What waits in a connection's socket, looked at without taking it
+/// ([`Stream::waiting`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Bytes of the peer's, unread: its request (or the start of it) is here.
+    Bytes,
+    /// Nothing yet.
+    Nothing,
+    /// The peer closed (or the socket failed): nothing will come.
+    Closed,
+}
+
+/// One byte of `fd`'s socket looked at without reading it (`MSG_PEEK`) and without waiting;
+/// nothing there is `WouldBlock`, so that tokio's `try_io` clears the socket's readiness.
+fn peek_fd(fd: &impl AsFd) -> io::Result<usize> {
+    let mut byte = [0u8; 1];
+    let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
+    recv(fd.as_fd().as_raw_fd(), &mut byte, flags).map_err(io::Error::from)
+}
+
+/// What waits unread in `stream`'s socket now, looked at without reading it and whatever
+/// tokio knows of its readiness (a socket just accepted has none yet). Unlike
+/// [`Stream::waiting`] it leaves the readiness as it is: not for a loop that waits on it.
+pub(crate) fn peek(stream: &impl AsFd) -> Waiting {
+    waiting(peek_fd(stream))
+}
+
+/// What a peek found, as [`Waiting`].
+fn waiting(peeked: io::Result<usize>) -> Waiting {
+    match peeked {
+        Ok(0) => Waiting::Closed,
+        Ok(_) => Waiting::Bytes,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Waiting::Nothing
+        }
+        Err(_) => Waiting::Closed,
+    }
 }

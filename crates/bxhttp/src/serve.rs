@@ -6,7 +6,7 @@ use crate::activity::{Activity, InFlight, Rank};
 use crate::body::{RequestBody, ResponseBody};
 use crate::closing;
 use crate::io::Metered;
-use crate::listener::{Listener, Stream, widen_backlog};
+use crate::listener::{Listener, Stream, Waiting, peek, widen_backlog};
 use crate::malformed::{Withheld, Withhold};
 use crate::open::Open;
 use crate::{
@@ -21,8 +21,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tokio_util::either::Either;
 
 /// How often the accept loop looks at the connections it asked to close while it waits for
@@ -49,33 +50,40 @@ pub async fn serve<L, H>(
     let (stop, stopped) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let mut open = Open::default();
-    // Places for the 503s being answered past the cap; each answer holds one until it is done.
-    let answering = Arc::new(Semaphore::new(MAX_OVERLOAD_ANSWERS));
+    // Places for the connections past the cap: those waiting for their first bytes and the
+    // 503s being answered; each holds one until it is done (or handed back to the loop).
+    let places = Arc::new(Semaphore::new(MAX_OVERLOAD_ANSWERS));
+    // Connections past the cap whose first bytes came, back for a second look.
+    let (spoke_tx, mut spoke_rx) = mpsc::unbounded_channel::<(L::Stream, OwnedSemaphorePermit)>();
     // Whether the last connection past the cap was answered 503, to log the change once.
     let mut full = false;
     tokio::pin!(shutdown);
     'accepting: loop {
         let settled = open.settled();
-        let accepted = tokio::select! {
+        let (stream, mut spoke) = tokio::select! {
             () = &mut shutdown => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
-            accepted = listener.accept_stream(), if settled => accepted,
+            // Its place goes as it is taken up again here.
+            Some((stream, _place)) = spoke_rx.recv(), if settled => (stream, true),
+            accepted = listener.accept_stream(), if settled => match accepted {
+                Ok(stream) => (stream, false),
+                Err(e) => {
+                    tracing::warn!(server = name, "accepting a connection failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
+                    continue;
+                }
+            },
             // A connection asked to close may turn busy instead, or stall: look again soon.
             () = tokio::time::sleep(Duration::from_millis(CLOSING_LOOK_MS)), if !settled => continue,
         };
-        let stream = match accepted {
-            Ok(stream) => stream,
-            Err(e) => {
-                tracing::warn!(server = name, "accepting a connection failed: {e}");
-                tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
-                continue;
-            }
-        };
-        // Room for it, made if need be; else a place to answer it 503; else wait until a
-        // connection or an answer ends, or a new connection's grace may have, and look again
+        // Room for it; at the cap, room made for a connection whose request is here (never
+        // for a silent one, so a flood of silent connections cannot push out the others);
+        // else a place to wait for its first bytes or to answer it 503; else wait until a
+        // connection or a place is done, or a new connection's grace may be, and look again
         // (it waits in its socket meanwhile, and the next clients in the backlog).
         loop {
-            if open.count() < limits.max_connections || make_room(&mut open, name) {
+            spoke = spoke || peek(&stream) == Waiting::Bytes;
+            if open.count() < limits.max_connections || (spoke && make_room(&mut open, name)) {
                 if std::mem::take(&mut full) {
                     tracing::info!(server = name, "below max_connections again");
                 }
@@ -91,7 +99,11 @@ pub async fn serve<L, H>(
                 open.add(activity, task);
                 break;
             }
-            if let Ok(place) = Arc::clone(&answering).try_acquire_owned() {
+            if let Ok(place) = Arc::clone(&places).try_acquire_owned() {
+                if !spoke {
+                    tasks.spawn(first_bytes(stream, spoke_tx.clone(), place, name));
+                    break;
+                }
                 if !std::mem::replace(&mut full, true) {
                     tracing::warn!(
                         server = name,
@@ -106,7 +118,7 @@ pub async fn serve<L, H>(
                 );
                 let answer = move || overloaded(&*handler, &why);
                 let mut builder = http1(limits);
-                // A client past the cap sends its request at once or not at all.
+                // Its request is here, or on its way.
                 builder.header_read_timeout(Duration::from_millis(
                     FIRST_BYTE_GRACE_MS.min(limits.header_read_timeout_ms),
                 ));
@@ -272,6 +284,44 @@ async fn idle(activity: &Activity, idle_timeout_ms: u64) {
             limit
         };
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// Waits, holding `place`, for the first bytes of a connection that came past the cap silent,
+/// at most [`FIRST_BYTE_GRACE_MS`]: once they come it goes back to the loop for a second
+/// look (`spoke`); one that sends nothing, or closes, is closed without an answer (it asked
+/// nothing), its socket empty.
+async fn first_bytes<S: Stream>(
+    stream: S,
+    spoke: mpsc::UnboundedSender<(S, OwnedSemaphorePermit)>,
+    place: OwnedSemaphorePermit,
+    name: &'static str,
+) {
+    let deadline = Instant::now() + Duration::from_millis(FIRST_BYTE_GRACE_MS);
+    loop {
+        match tokio::time::timeout_at(deadline, stream.wait_readable()).await {
+            Ok(Ok(())) => match stream.waiting() {
+                Waiting::Bytes => {
+                    // The loop is gone only at shutdown: then the connection closes.
+                    let _ = spoke.send((stream, place));
+                    return;
+                }
+                Waiting::Nothing => continue,
+                Waiting::Closed => return,
+            },
+            Ok(Err(e)) => {
+                tracing::debug!(server = name, "a connection past the cap failed: {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(
+                    server = name,
+                    first_byte_grace_ms = FIRST_BYTE_GRACE_MS,
+                    "closed a connection past the cap that sent nothing"
+                );
+                return;
+            }
+        }
     }
 }
 

@@ -12,6 +12,7 @@ mod approvals;
 mod broker_restart;
 mod browser_harness;
 mod budgets;
+mod burst;
 mod compact_command;
 mod dashboard;
 mod demo;

@@ -70,6 +70,34 @@ async fn at_the_cap_a_busy_connection_is_kept_and_an_idle_keep_alive_one_closed(
 }
 
 #[tokio::test]
+async fn silent_connections_past_the_cap_push_no_one_out_and_are_closed_unanswered() {
+    let mut served = serve(cap(2), false);
+    let busy = tokio::spawn(get_on(served.connect().await, "/wait"));
+    served.wait_for_waiting(1).await;
+    let mut idle = served.connect().await;
+    send_raw(&mut idle, b"GET /fast HTTP/1.1\r\nhost: t\r\n\r\n").await;
+    read_fast_answer(&mut idle).await;
+
+    // A flood that sends nothing: it waits for its requests, it does not close the idle
+    // keep-alive connection to make room.
+    let mut silent = Vec::new();
+    for _ in 0..20 {
+        silent.push(served.connect().await);
+    }
+    for stream in &mut silent {
+        assert!(read_to_close(stream).await.is_empty());
+    }
+    send_raw(&mut idle, b"GET /fast HTTP/1.1\r\nhost: t\r\n\r\n").await;
+    read_fast_answer(&mut idle).await;
+    // A client whose request is here does make room.
+    let (status, _) = get_on(served.connect().await, "/fast").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(read_to_close(&mut idle).await.is_empty());
+    served.release.send_replace(true);
+    assert_eq!(busy.await.unwrap().0, StatusCode::OK);
+}
+
+#[tokio::test]
 async fn at_the_cap_a_head_arriving_slowly_is_closed_at_once() {
     let served = serve(cap(1), false);
     let mut slow = served.connect().await;
