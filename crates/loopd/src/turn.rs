@@ -1,5 +1,6 @@
 //! A turn: model calls and tool calls over a session until the model answers without tool
-//! calls, the step limit is reached, or the turn is stopped (SPEC 3).
+//! calls, the step limit is reached, or the turn is stopped (SPEC 3). A turn that runs out of
+//! steps still asks the model for a last answer, with no tools (`last_word`).
 //!
 //! Turns are blocking code on their own thread: the llama client and the tool port block.
 //! Every step is appended to the session log (durably) before the next one starts, so a crash
@@ -16,6 +17,7 @@ use std::time::Instant;
 
 mod approval;
 mod call;
+mod last_word;
 mod repeats;
 
 pub use crate::baseline::CUT_CALL;
@@ -28,7 +30,9 @@ pub use approval::{
     BUDGET_REACHED, CANCELLED, NO_REASON, NOTIFICATION_ARGUMENT_CHARS, SHUTTING_DOWN,
 };
 pub use call::run_call;
-pub use repeats::{REFUSED_REPEATS_BEFORE_END, Repeats};
+pub use last_word::LAST_WORD_INSTRUCTION;
+use last_word::RanOut;
+pub use repeats::{REFUSED_REPEATS_BEFORE_END, REPEAT_RESULT_EXCERPT_CHARS, Repeats};
 
 /// Why a turn could not run to an end of its own.
 #[derive(Debug, thiserror::Error)]
@@ -174,7 +178,8 @@ fn steps(
             },
             session,
         )?;
-        let (completion, model_us) = match model_call(rt, session, stop, on_event)? {
+        let request = main_request(rt, session)?;
+        let (completion, model_us) = match model_call(rt, session, &request, stop, on_event)? {
             Ok(done) => done,
             Err(end) => return Ok(end),
         };
@@ -189,17 +194,7 @@ fn steps(
             tool_calls: completion.tool_calls,
             usage: Some(completion.usage),
         })?;
-        on_event(&TurnEvent::ModelDone {
-            usage: completion.usage,
-            model_us,
-            timings: completion.timings.map(|t| bxcore::ModelTimings {
-                cache_n: t.cache_n,
-                prompt_n: t.prompt_n,
-                prompt_ms: t.prompt_ms,
-                predicted_n: t.predicted_n,
-                predicted_ms: t.predicted_ms,
-            }),
-        });
+        model_done(completion.usage, completion.timings, model_us, on_event);
         if calls.is_empty() {
             // An answer cut short because a budget left it no more tokens is no answer.
             return Ok(match stop.end() {
@@ -218,14 +213,17 @@ fn steps(
             });
             let outcome = if cut {
                 CallOutcome::not_run(CUT_CALL)
-            } else if let Some(why) = repeats.check(tool_call) {
-                CallOutcome::not_run(&why)
+            } else if let Some(refused) = repeats.check(tool_call) {
+                refused
             } else if let Err(why) = stop.spend().tool_call() {
                 // Past `max_tool_calls_per_turn` (counting the subagents' calls): not run,
                 // and the turn is stopped, so it ends `budget` at the next step.
                 CallOutcome::not_run(&why)
             } else {
-                run_call(rt, session, call, tool_call, stop, on_event)
+                let outcome = run_call(rt, session, call, tool_call, stop, on_event);
+                // A repeat refused later quotes this result.
+                repeats.ran(tool_call, &outcome);
+                outcome
             };
             session.append(outcome.record(call, &tool_call.id))?;
             on_event(&outcome.event(call));
@@ -237,45 +235,49 @@ fn steps(
             }
         }
         if repeats.give_up() {
-            return end_for_repeats(session);
+            return last_word::ran_out(rt, session, stop, on_event, RanOut::Repeats);
         }
     }
-    Ok(TurnEnd::MaxSteps)
+    last_word::ran_out(rt, session, stop, on_event, RanOut::MaxSteps)
 }
 
-/// Ends a turn whose model kept repeating calls after it was told: as `max_steps`, the end of
-/// a turn that ran out of useful steps, with a note saying why for people reading the log.
-fn end_for_repeats(session: &mut Session) -> Result<TurnEnd, TurnError> {
-    let text = format!(
-        "the turn ended early as max_steps: {REFUSED_REPEATS_BEFORE_END} calls were refused \
-         as repeats (loop.max_repeated_calls) and the model kept repeating"
-    );
-    tracing::info!(session = %session.id(), "{text}");
-    session.append(LogRecord::Note {
-        time: Timestamp::now(),
-        text,
-    })?;
-    Ok(TurnEnd::MaxSteps)
+/// The request of a turn's model call on the main slot: the epoch's messages and tools array.
+fn main_request(rt: &Runtime<'_>, session: &Session) -> Result<ChatRequest, TurnError> {
+    let Some(baseline) = session.current_baseline() else {
+        return Err(TurnError::Store(StoreError::Poisoned(session.id().clone())));
+    };
+    Ok(ChatRequest {
+        slot: rt.models.main.slot,
+        messages: compact::epoch_messages(session, baseline),
+        tools: baseline.tools.clone(),
+        thinking: rt.cfg.r#loop.thinking,
+    })
 }
 
-/// One model call on the main slot, and how long the call itself took (µs).
+/// Reports a finished model call (`ModelDone`): its usage reaches the meter.
+fn model_done(
+    usage: bxcore::Usage,
+    timings: Option<crate::llama::Timings>,
+    model_us: u64,
+    on_event: &mut dyn FnMut(&TurnEvent),
+) {
+    on_event(&TurnEvent::ModelDone {
+        usage,
+        model_us,
+        timings: timings.map(Into::into),
+    });
+}
+
+/// One model call of `request`, and how long the call itself took (µs).
 /// `Ok(Err(end))`: the turn ends without an answer. A call stopped after some of its answer
 /// had streamed leaves that part in the log ([`LogRecord::PartialAnswer`]).
 fn model_call(
     rt: &Runtime<'_>,
     session: &mut Session,
+    request: &ChatRequest,
     stop: &Stop,
     on_event: &mut dyn FnMut(&TurnEvent),
 ) -> Result<Result<(Completion, u64), TurnEnd>, TurnError> {
-    let Some(baseline) = session.current_baseline() else {
-        return Err(TurnError::Store(StoreError::Poisoned(session.id().clone())));
-    };
-    let request = ChatRequest {
-        slot: rt.models.main.slot,
-        messages: compact::epoch_messages(session, baseline),
-        tools: baseline.tools.clone(),
-        thinking: rt.cfg.r#loop.thinking,
-    };
     // The call may generate no more than the turn's and the day's budgets leave; none left,
     // and the turn was stopped at its budget.
     let capped;
@@ -309,7 +311,7 @@ fn model_call(
     let started = Instant::now();
     let answer = rt
         .blocking
-        .wait(client.chat_with_retry(&request, &mut forward, stop.token()));
+        .wait(client.chat_with_retry(request, &mut forward, stop.token()));
     let model_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     if answer.is_err() && chunks > 0 {
         streamed_only(rt, stop, chunks, model_us, on_event);

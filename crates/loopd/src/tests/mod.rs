@@ -20,6 +20,7 @@ mod duplicate_keys;
 mod engine_compact;
 mod heartbeat;
 mod kv_switch;
+mod last_word;
 mod long_session;
 mod memory;
 mod read_output;
