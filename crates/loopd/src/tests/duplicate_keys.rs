@@ -32,10 +32,21 @@ fn arguments_holding_a_key_twice_are_refused_in_loopd_and_never_reach_brokerd() 
     let cfg = Config::default();
     let blocking = fake.blocking();
     let client = fake.client();
-    let registry = Registry::m2b().with(Entry {
-        schema: echo_schema(),
-        core: true,
-    });
+    // One tool left out of the array, so call_tool is offered (issue 34: it is not when
+    // every tool is in the array).
+    let note = proto::ToolSchema {
+        name: "note".to_string(),
+        ..echo_schema()
+    };
+    let registry = Registry::m2b()
+        .with(Entry {
+            schema: echo_schema(),
+            core: true,
+        })
+        .with(Entry {
+            schema: note,
+            core: false,
+        });
     // A port that asks the owner about every `echo`: a call that got there would be an
     // approval request.
     let port = AskingPort::new();

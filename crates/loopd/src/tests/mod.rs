@@ -16,6 +16,7 @@ mod call_labels;
 mod compact;
 mod compact_answers;
 mod compact_fallback;
+mod all_core;
 mod duplicate_keys;
 mod engine_compact;
 mod heartbeat;

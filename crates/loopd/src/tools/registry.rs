@@ -3,7 +3,7 @@
 
 use super::{CALL_TOOL, CLOCK, ECHO, FIND_TOOL};
 use bxcore::Labels;
-use proto::ToolSchema;
+use proto::{READ_OUTPUT, ToolSchema};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -29,7 +29,7 @@ pub struct Registry {
 
 impl Registry {
     /// A registry of these entries, in this order. `find_tool` and `call_tool` are not entries:
-    /// [`Registry::core_schemas`] adds them. Should two entries share a name, the first wins.
+    /// [`Registry::core_schemas`] adds them when some entry is not core. Should two entries share a name, the first wins.
     pub fn new(entries: Vec<Entry>) -> Registry {
         Registry {
             entries,
@@ -78,17 +78,26 @@ impl Registry {
         ])
     }
 
-    /// The tools array for an epoch: the core entries in registry order, then `find_tool`,
-    /// then `call_tool`.
+    /// The tools array for an epoch: the core entries in registry order, then `find_tool` and
+    /// `call_tool` when some entry is left out of the array. When every tool is already in it
+    /// the two only mislead a small model, which calls them at random and loops (issue 34,
+    /// `docs/evals.md`); `read_output` does not count as left out then, and joins the array
+    /// so that a cut result can still be read.
     pub fn core_schemas(&self) -> Vec<ToolSchema> {
+        let some_left_out = self
+            .entries
+            .iter()
+            .any(|entry| !entry.core && entry.schema.name != READ_OUTPUT);
         let mut schemas: Vec<ToolSchema> = self
             .entries
             .iter()
-            .filter(|entry| entry.core)
+            .filter(|entry| entry.core || (!some_left_out && entry.schema.name == READ_OUTPUT))
             .map(|entry| entry.schema.clone())
             .collect();
-        schemas.push(find_tool_schema());
-        schemas.push(call_tool_schema());
+        if some_left_out {
+            schemas.push(find_tool_schema());
+            schemas.push(call_tool_schema());
+        }
         schemas
     }
 

@@ -7,7 +7,7 @@ use crate::outcome::{CallOutcome, neutralised};
 use crate::outputs::{self, Page, READ_OUTPUT};
 use crate::session::Session;
 use crate::tools::{
-    Dispatch, FIND_TOOL, cap_result, dispatch, duplicate_key_message, find_tool_labels,
+    CALL_TOOL, Dispatch, FIND_TOOL, cap_result, dispatch, duplicate_key_message, find_tool_labels,
 };
 use bxcore::json::{JsonError, parse_no_duplicates};
 use bxcore::{CallId, Labels, ToolCall, ToolOutcome, TurnEvent, denial_message};
@@ -91,16 +91,24 @@ fn read_output(session: &Session, arguments: &str, cap_bytes: usize, direct: boo
 /// Why a call cannot run as asked, in words for the model.
 fn check_call(rt: &Runtime<'_>, session: &Session, tool_call: &ToolCall) -> Option<String> {
     let name = &tool_call.name;
-    let in_array = session
+    let array: Vec<&str> = session
         .current_baseline()
-        .is_some_and(|b| baseline::tool_names(b).contains(name.as_str()));
-    if !in_array {
-        let hint = if rt.registry.get(name).is_some() {
+        .map(|b| b.tools.iter().map(|t| t.name.as_str()).collect())
+        .unwrap_or_default();
+    if !array.contains(&name.as_str()) {
+        // Without find_tool and call_tool (every tool is in the array, issue 34) the model is
+        // told what it has, never pointed at a tool it does not have.
+        let hint = if rt.registry.get(name).is_some() && array.contains(&CALL_TOOL) {
             format!(
                 "call it through call_tool with {{\"name\": \"{name}\", \"arguments\": {{...}}}}"
             )
-        } else {
+        } else if array.contains(&FIND_TOOL) {
             "use find_tool to search for a tool that does what you need".to_string()
+        } else {
+            format!(
+                "your tools are {}; if none of them can do it, tell the owner so",
+                array.join(", ")
+            )
         };
         return Some(format!(
             "There is no tool named \"{name}\" in your tools array: {hint}."

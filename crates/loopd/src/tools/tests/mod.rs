@@ -272,12 +272,41 @@ fn core_schemas_are_core_entries_then_find_tool_then_call_tool() {
     let m2b = Registry::m2b().core_schemas();
     assert_eq!(m2b.len(), 3);
     assert_eq!(m2b[0], clock_schema());
+}
 
-    let empty = Registry::default().core_schemas();
-    assert_eq!(
-        (empty[0].name.as_str(), empty[1].name.as_str()),
-        (FIND_TOOL, CALL_TOOL)
-    );
+/// Issue 34: when every tool is in the array, find_tool and call_tool are left out (a small
+/// model given them calls them at random and loops), and read_output joins the array so a cut
+/// result can still be read.
+#[test]
+fn with_every_tool_core_there_is_nothing_to_find_and_no_call_tool() {
+    let all_core = Registry::new(vec![
+        Entry {
+            schema: clock_schema(),
+            core: true,
+        },
+        Entry {
+            schema: echo_schema(),
+            core: true,
+        },
+        Entry {
+            schema: crate::outputs::read_output_schema(),
+            core: false,
+        },
+    ]);
+    let names: Vec<String> = all_core
+        .core_schemas()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names, ["clock", "echo", proto::READ_OUTPUT]);
+    assert!(Registry::default().core_schemas().is_empty());
+    // One tool left out, and both come back, with read_output reached through them.
+    let one_out = all_core.with(Entry {
+        schema: echo_schema(),
+        core: false,
+    });
+    let names: Vec<String> = one_out.core_schemas().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["clock", FIND_TOOL, CALL_TOOL]);
 }
 
 #[test]

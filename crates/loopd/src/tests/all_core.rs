@@ -1,0 +1,73 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Issue 34: when every tool is in the tools array, find_tool and call_tool are not offered
+//! (a small model given them calls them at random and loops), and a call of a tool the array
+//! lacks is answered with the tools the model has, never with a pointer to find_tool.
+
+use crate::config::Config;
+use crate::llama::tests::support::Fake;
+use crate::tools::tests::asking::AskingPort;
+use crate::tools::{Entry, Registry, echo_schema};
+use crate::turn::{Runtime, Stop, run_turn, start_turn};
+use bxcore::{LogRecord, SessionId, TurnEnd};
+
+/// The model calls `call_tool` (not offered here), then answers.
+const SCRIPT: &str = r#"default_reply = "done"
+[[rule]]
+when_role = "user"
+tool_calls = [
+  { name = "call_tool", arguments = '{"name":"echo","arguments":{"text":"hi"}}' },
+]
+"#;
+
+#[test]
+fn with_every_tool_core_the_model_is_told_its_tools_not_find_tool() {
+    let fake = Fake::script(SCRIPT);
+    let state = tempfile::tempdir().unwrap();
+    let store = crate::session::Store::new(state.path()).unwrap();
+    let cfg = Config::default();
+    let blocking = fake.blocking();
+    let client = fake.client();
+    let registry = Registry::m2b().with(Entry {
+        schema: echo_schema(),
+        core: true,
+    });
+    let port = AskingPort::new();
+    let rt = Runtime {
+        cfg: &cfg,
+        models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
+        blocking: &blocking,
+        port: &port,
+        registry: &registry,
+        system: "You are a test.",
+        n_ctx: fakellama::DEFAULT_N_CTX,
+        children: &crate::subagent::Subagents,
+        owner: &crate::turn::NoOwner,
+        meter: &crate::turn::NoMeter,
+    };
+    let mut session = store.create(&SessionId::new("s").unwrap()).unwrap();
+    start_turn(&mut session, "say hi").unwrap();
+    let end = run_turn(&rt, &mut session, &Stop::default(), &mut |_| {}).unwrap();
+    assert_eq!(end, TurnEnd::Done);
+    let tools: Vec<String> = session
+        .current_baseline()
+        .unwrap()
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert_eq!(tools, ["clock", "echo"]);
+    let result = session
+        .records()
+        .iter()
+        .find_map(|r| match r {
+            LogRecord::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        result,
+        "There is no tool named \"call_tool\" in your tools array: your tools are clock, echo; \
+         if none of them can do it, tell the owner so."
+    );
+    assert!(port.requests().is_empty());
+}
