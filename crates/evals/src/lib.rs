@@ -47,3 +47,32 @@ pub fn load_tasks(dir: &Path, glob: &str) -> anyhow::Result<Vec<task::Task>> {
     }
     Ok(tasks)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The suite's own tasks: every file loads, there are at least 40, every category has at
+    /// least three, and the quick subset is about eight.
+    #[test]
+    fn the_suites_tasks_all_load_and_cover_every_category() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../evals/tasks");
+        let tasks = load_tasks(&dir, "*").unwrap();
+        assert!(tasks.len() >= 40, "{} tasks", tasks.len());
+        let mut per_category = std::collections::BTreeMap::new();
+        for task in &tasks {
+            *per_category.entry(task.category.name()).or_insert(0) += 1;
+        }
+        assert_eq!(per_category.len(), 10, "{per_category:?}");
+        assert!(per_category.values().all(|n| *n >= 3), "{per_category:?}");
+        let quick = tasks.iter().filter(|t| t.quick).count();
+        assert!((8..=12).contains(&quick), "{quick} quick tasks");
+    }
+
+    #[test]
+    fn a_glob_that_matches_nothing_is_an_error() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../evals/tasks");
+        let e = load_tasks(&dir, "nothing-*").unwrap_err().to_string();
+        assert!(e.contains("no task"), "{e}");
+    }
+}

@@ -15,6 +15,7 @@ mod budgets;
 mod burst;
 mod compact_command;
 mod dashboard;
+mod evals;
 mod demo;
 mod frozen_model;
 mod injection;
