@@ -9,6 +9,9 @@ use std::process::Output;
 const COMPACT_PHRASE: &str = "is about to be replaced by a summary";
 /// The summary the script's model writes.
 const SUMMARY: &str = "The user said hello and was greeted back.";
+/// The carry: the summary, then the owner's own words, word for word (issue 34).
+const CARRY: &str = "The user said hello and was greeted back.\n\nThe owner's own words earlier \
+     in this conversation (word for word):\n> hi";
 
 fn show(out: &Output) -> String {
     format!(
@@ -40,13 +43,13 @@ fn boxctl_compact_begins_an_epoch_and_says_so() {
         format!(
             "s: epoch 1 began; its carry has {} characters, written by the model; 0 memory \
              notes stored\n",
-            SUMMARY.len()
+            CARRY.len()
         )
     );
     let store = loopd::session::Store::new(&stack.dir.path().join("state")).unwrap();
     let records = store.read(&SessionId::new("s").unwrap()).unwrap();
     assert!(
-        matches!(records.last(), Some(LogRecord::EpochStart { epoch: 1, carry, .. }) if carry == SUMMARY),
+        matches!(records.last(), Some(LogRecord::EpochStart { epoch: 1, carry, .. }) if carry == CARRY),
         "{records:?}"
     );
 

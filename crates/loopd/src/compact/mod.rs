@@ -14,6 +14,10 @@
 //! Labels are never lost on the way: the carry's labels are `Labels::derived` of what it was
 //! made from and the session's context, stored in the `EpochStart` record.
 //!
+//! Either way the carry ends with the owner's own words, word for word ([`owner_words`]): what
+//! the owner wrote in this epoch and the section of the carry before, so a fact given in the
+//! first turn outlives any number of compactions whatever the summary keeps.
+//!
 //! A turn compacts before a model call whose prompt would not fit the slot ([`room`]), and a
 //! turn that hits the context ceiling anyway (`SessionFull`) is compacted and run again once,
 //! in the new epoch. Its user record stays where it was, in the old epoch; the new epoch's
@@ -23,6 +27,7 @@
 pub(crate) mod fit;
 pub(crate) mod mechanical;
 pub(crate) mod model;
+pub(crate) mod owner_words;
 pub(crate) mod room;
 
 pub use room::{before_call, make_room};
@@ -129,16 +134,21 @@ pub fn epoch_messages(session: &Session, baseline: &Baseline) -> Vec<ChatMessage
 
 /// The user request of the turn that was open when the current epoch started, if any.
 fn carried_request(session: &Session) -> Option<String> {
+    carried_user(session).map(|(_, content)| content.to_string())
+}
+
+/// [`carried_request`] and its turn.
+fn carried_user(session: &Session) -> Option<(u64, &str)> {
     let start = session.records().len() - session.epoch_records().len();
-    let mut open: Option<&str> = None;
+    let mut open: Option<(u64, &str)> = None;
     for record in &session.records()[..start] {
         match record {
-            LogRecord::User { content, .. } => open = Some(content),
+            LogRecord::User { turn, content, .. } => open = Some((*turn, content)),
             LogRecord::TurnEnd { .. } => open = None,
             _ => {}
         }
     }
-    open.map(str::to_string)
+    open
 }
 
 /// Whether the current epoch holds anything to compact: a message other than the request of
@@ -156,9 +166,12 @@ pub fn compactable(session: &Session) -> bool {
 /// its answer up to or after the notes section ([`crate::memory::split_answer`]),
 /// neutralised and capped at `[compact] carry_chars`; the notes are stored in memory with the
 /// carry's labels. When that fails for any reason, a `Note` says why and the carry is made
-/// mechanically ([`mechanical::carry`]). The new epoch's baseline is written by the next
-/// turn. Fails only when there is nothing to compact (nothing is appended then) or when the
-/// log refuses a record. The meter counts each compaction that was tried, with its duration.
+/// mechanically ([`mechanical::carry`]). Either way loopd ends the carry with the owner's own
+/// words ([`owner_words`]), in room taken from the summary's, and what the owner asked to be
+/// remembered is stored as notes too, with the carry's labels. The new epoch's baseline is
+/// written by the next turn. Fails only when there is nothing to compact (nothing is appended
+/// then) or when the log refuses a record. The meter counts each compaction that was tried,
+/// with its duration.
 pub fn compact_session(session: &mut Session, rt: &Runtime<'_>) -> Result<Compacted, CompactError> {
     let started = Instant::now();
     let result = compact_epoch(session, rt);
@@ -181,7 +194,9 @@ fn compact_epoch(session: &mut Session, rt: &Runtime<'_>) -> Result<Compacted, C
     }
     let context = context_labels(session);
     let carry_room = room::for_carry(session, rt);
-    let (carry, notes, source, model_failure) = match model::ask(session, rt, carry_room) {
+    let words = owner_words::of_epoch(session);
+    let (section, carry_room) = owner_section(session, rt, &words, carry_room);
+    let (body, mut notes, source, model_failure) = match model::ask(session, rt, carry_room) {
         Ok(answer) => (answer.carry, answer.notes, epoch_labels(session), None),
         Err(e) => {
             let made = without_model(session, rt, carry_room);
@@ -198,8 +213,11 @@ fn compact_epoch(session: &mut Session, rt: &Runtime<'_>) -> Result<Compacted, C
             (made.carry, Vec::new(), source, Some(e.to_string()))
         }
     };
-    // The carry is made from the epoch's records (and notes), in the session's context.
+    // The carry is made from the epoch's records (and notes), in the session's context: the
+    // owner's words are among those records, and lower nothing.
     let labels = Labels::derived(source, context);
+    let carry = owner_words::attach(&body, &section);
+    notes.extend(owner_notes(rt, session, &words));
     let epoch = session.epoch() + 1;
     let carry_chars = carry.chars().count();
     session.append(LogRecord::EpochStart {
@@ -221,6 +239,63 @@ fn compact_epoch(session: &mut Session, rt: &Runtime<'_>) -> Result<Compacted, C
     })
 }
 
+/// The section of the owner's words of the new epoch's carry ([`owner_words::section`]: the
+/// previous carry's and `words`), in at most `[compact] owner_words_chars` and
+/// [`owner_words::OWNER_WORDS_ROOM_DIVISOR`] of the carry's room (a quarter of the slot or
+/// `carry_room`, at [`mechanical::MECHANICAL_CHARS_PER_TOKEN`]); and the room left for the
+/// rest of the carry: that room less the section's tokens (the server's count, or its bytes
+/// when the server cannot count), so that the whole carry takes no more than before.
+fn owner_section(
+    session: &Session,
+    rt: &Runtime<'_>,
+    words: &[String],
+    carry_room: Option<u32>,
+) -> (String, Option<u32>) {
+    let room = (rt.n_ctx / model::ANSWER_SLOT_DIVISOR).min(carry_room.unwrap_or(u32::MAX));
+    let budget = rt.cfg.compact.owner_words_chars.min(
+        room as usize * mechanical::MECHANICAL_CHARS_PER_TOKEN
+            / owner_words::OWNER_WORDS_ROOM_DIVISOR,
+    );
+    let previous = session
+        .carry()
+        .map(|(carry, _)| owner_words::split(carry).1)
+        .unwrap_or_default();
+    let section = owner_words::section(&previous, words, budget);
+    if section.is_empty() {
+        return (section, carry_room);
+    }
+    let tokens = rt
+        .blocking
+        .wait(rt.models.main.client.text_tokens(&section))
+        .unwrap_or_else(|_| u32::try_from(section.len()).unwrap_or(u32::MAX));
+    // The blank line between the summary and the section.
+    let tokens = tokens.saturating_add(1);
+    (section, Some(room.saturating_sub(tokens)))
+}
+
+/// What the owner asked to be remembered in `words` ([`owner_words::remembered`]) that this
+/// session has not stored yet; none when memory cannot be read.
+fn owner_notes(rt: &Runtime<'_>, session: &Session, words: &[String]) -> Vec<String> {
+    let asked = owner_words::remembered(words, crate::memory::NOTE_MAX_CHARS);
+    if asked.is_empty() {
+        return asked;
+    }
+    match crate::memory::list(rt.cfg) {
+        Ok(known) => asked
+            .into_iter()
+            .filter(|text| {
+                !known
+                    .iter()
+                    .any(|n| n.session == *session.id() && n.text == *text)
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(session = %session.id(), error = %e, "cannot read memory; the owner's notes are not stored");
+            Vec::new()
+        }
+    }
+}
+
 /// The carry made without the model ([`mechanical::carry`]), neutralised, in at most
 /// `[compact] carry_chars` and what a quarter of the slot or `carry_room` (tokens, when known)
 /// holds at [`mechanical::MECHANICAL_CHARS_PER_TOKEN`]; when the server can count it, cut
@@ -237,7 +312,8 @@ fn without_model(
         .carry_chars
         .min(room as usize * mechanical::MECHANICAL_CHARS_PER_TOKEN);
     let notes = mechanical::session_notes(rt.cfg, session.id());
-    let previous = session.carry().map(|(text, _)| text);
+    // The earlier owner's words are in the section already.
+    let previous = session.carry().map(|(text, _)| owner_words::split(text).0);
     let mut made;
     let mut tries = 0;
     loop {

@@ -140,6 +140,8 @@ pub fn ask(
     }
     let text = completion.content.unwrap_or_default();
     let (carry, notes) = crate::memory::split_answer(&text);
+    // The owner's words are loopd's to write: a section the model wrote is taken out.
+    let carry = super::owner_words::strip(&carry);
     let carry = cap_chars(neutralise(&carry).as_ref(), rt.cfg.compact.carry_chars);
     let chars = carry.chars().count();
     if chars < MIN_CARRY_CHARS {

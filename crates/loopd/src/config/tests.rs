@@ -190,6 +190,20 @@ fn config_threshold_must_be_a_fraction() {
 }
 
 #[test]
+fn config_owner_words_may_be_off_but_not_negative() {
+    let f = file("[compact]\nowner_words_chars = 0\n");
+    let cfg: Config = Loader::new(f.path(), ENV_PREFIX).load_valid().unwrap();
+    assert_eq!(cfg.compact.owner_words_chars, 0);
+    assert_eq!(Config::default().compact.owner_words_chars, 2_000);
+    let f = file("[compact]\nowner_words_chars = -1\n");
+    assert!(
+        Loader::new(f.path(), ENV_PREFIX)
+            .load_valid::<Config>()
+            .is_err()
+    );
+}
+
+#[test]
 fn config_llama_url_must_parse() {
     for bad in ["", "127.0.0.1:8080", "ftp://h/", "http://", "https://"] {
         let found = invalid(&format!("[llama]\nurl = {bad:?}\n"));

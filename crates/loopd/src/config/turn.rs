@@ -154,8 +154,12 @@ pub struct Compact {
     pub summarise: Vec<String>,
     /// The most characters of one summary.
     pub summary_chars: usize,
-    /// The most characters of the carry a compaction leaves for the next epoch.
+    /// The most characters of the carry's summary a compaction leaves for the next epoch (the
+    /// section of the owner's words comes on top, within `owner_words_chars`).
     pub carry_chars: usize,
+    /// The most characters of the section of the owner's own words a compaction adds to the
+    /// carry, word for word (issue 34); 0 leaves it out.
+    pub owner_words_chars: usize,
     /// The most tokens of a compaction's answer (its `max_tokens`), and the room its request
     /// leaves for it: the epoch is cut, from measured token counts, until the request fits the
     /// slot with this much to spare. At most a quarter of the slot's `n_ctx` is used, whatever
@@ -173,6 +177,7 @@ impl Default for Compact {
             summarise: vec!["http_fetch".to_string()],
             summary_chars: 2_000,
             carry_chars: 8_000,
+            owner_words_chars: 2_000,
             answer_tokens: 1_024,
             turn_room_tokens: 256,
         }

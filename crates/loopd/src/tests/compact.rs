@@ -4,6 +4,7 @@
 //! answers refused and the compaction without the model.
 
 use crate::compact::fit::CUT_MARK;
+use crate::compact::owner_words::{OWNER_WORDS_HEADING, split};
 use crate::tests::bed::{Bed, COMPACT_PHRASE, DUE_AFTER_TURN, ROOMY_N_CTX, SYSTEM, kinds, script};
 use crate::turn::TurnError;
 use bxcore::{DataClass, Labels, LogRecord, TurnEnd};
@@ -55,7 +56,14 @@ fn a_turn_past_the_threshold_compacts_into_a_new_epoch_with_joined_labels() {
         panic!("no epoch start: {:?}", kinds(&session));
     };
     assert_eq!(*epoch, 1);
-    assert_eq!(carry, "CARRY: the user studies otters");
+    assert_eq!(
+        split(carry),
+        (
+            "CARRY: the user studies otters",
+            vec!["fetch otters".into()]
+        ),
+        "the model's summary, then the owner's words"
+    );
     assert_eq!(*class, DataClass::Private, "the fetch's class is joined in");
     assert!(*untrusted, "an untrusted fetch makes the carry untrusted");
     let compaction = bed.bodies_with(COMPACT_PHRASE);
@@ -78,7 +86,10 @@ fn a_turn_past_the_threshold_compacts_into_a_new_epoch_with_joined_labels() {
         messages[1],
         (
             "user".into(),
-            "Summary of the conversation so far:\nCARRY: the user studies otters".into()
+            format!(
+                "Summary of the conversation so far:\nCARRY: the user studies otters\n\n\
+                 {OWNER_WORDS_HEADING}\n> fetch otters"
+            )
         )
     );
     assert_eq!(messages[2], ("user".into(), "and now?".into()));
@@ -96,7 +107,11 @@ fn the_carry_is_capped() {
     bed.cfg.compact.carry_chars = 25;
     let mut session = bed.session("s");
     bed.task(&mut session, "hello", DUE_AFTER_TURN).unwrap();
-    assert_eq!(session.carry().unwrap().0, "CARRY: the user studies o");
+    assert_eq!(
+        split(session.carry().unwrap().0).0,
+        "CARRY: the user studies o",
+        "the summary is capped; the owner's words have their own bound"
+    );
 }
 
 #[test]
@@ -157,7 +172,11 @@ fn a_full_context_compacts_and_the_turn_runs_once_more_in_the_new_epoch() {
     assert_eq!(retry.len(), 3);
     assert_eq!(
         retry[1].1,
-        "Summary of the conversation so far:\nCARRY: otters were asked about"
+        format!(
+            "Summary of the conversation so far:\nCARRY: otters were asked about\n\n\
+             {OWNER_WORDS_HEADING}\n> question one"
+        ),
+        "the open request is re-stated, not in the owner's words yet"
     );
     assert_eq!(retry[2], ("user".into(), "question two".into()));
 

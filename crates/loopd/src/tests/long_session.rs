@@ -7,6 +7,7 @@
 //! fakellama's cache figures confirm (`cache_n` covers the whole earlier prompt).
 
 use crate::baseline::context_labels;
+use crate::compact::owner_words::OWNER_WORDS_HEADING;
 use crate::config::HEARTBEAT_PROMPT_FILE;
 use crate::engine::{Engine, EngineParts, ToolSource};
 use crate::llama::ServerInfo;
@@ -164,19 +165,29 @@ fn a_long_session_crosses_three_epochs_with_labels_and_stable_prefixes() {
     assert_eq!(summary_requests.len(), 1);
     assert_eq!(summary_requests[0].1, Some(1));
 
-    // Two compactions, each carry untrusted: the second is made from the first.
+    // Two compactions, each carry untrusted: the second is made from the first, and keeps
+    // the owner's words of epoch 0 after its own (issue 34).
     let starts = epoch_starts(&session);
+    let epoch_0 = "> fetch otters\n> tell me more about otters\n> and their rivers?";
+    let epoch_1 =
+        "> epoch one, first question\n> epoch one, second question\n> epoch one, third question";
     assert_eq!(
         starts,
         [
             (
                 1,
-                "CARRY ONE: the user fetched a page on otters".to_string(),
+                format!(
+                    "CARRY ONE: the user fetched a page on otters\n\n{OWNER_WORDS_HEADING}\n\
+                     {epoch_0}"
+                ),
                 fetch_labels()
             ),
             (
                 2,
-                "CARRY TWO: otters, then rivers".to_string(),
+                format!(
+                    "CARRY TWO: otters, then rivers\n\n{OWNER_WORDS_HEADING}\n{epoch_0}\n\
+                     {epoch_1}"
+                ),
                 fetch_labels()
             ),
         ]

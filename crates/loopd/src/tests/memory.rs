@@ -16,7 +16,10 @@ fn notes_from_a_compaction_are_stored_with_the_carrys_labels() {
     let mut session = bed.session("s");
     bed.task(&mut session, "fetch otters", DUE_AFTER_TURN)
         .unwrap();
-    assert_eq!(session.carry().unwrap().0, "CARRY: the user studies otters");
+    assert_eq!(
+        crate::compact::owner_words::split(session.carry().unwrap().0).0,
+        "CARRY: the user studies otters"
+    );
     let notes = memory::list(&bed.cfg).unwrap();
     let texts: Vec<&str> = notes.iter().map(|n| n.text.as_str()).collect();
     assert_eq!(texts, ["the user likes otters", "tea, no sugar"]);

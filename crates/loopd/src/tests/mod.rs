@@ -24,6 +24,7 @@ mod kv_switch;
 mod last_word;
 mod long_session;
 mod memory;
+mod owner_words;
 mod read_output;
 mod result_cap;
 mod schedule_new_session;
