@@ -29,7 +29,7 @@ pub use crate::runtime::{
 pub use approval::{
     BUDGET_REACHED, CANCELLED, NO_REASON, NOTIFICATION_ARGUMENT_CHARS, SHUTTING_DOWN,
 };
-pub use call::run_call;
+pub use call::{DO_NOT_RETRY, RETRY_WITH_VALID_ARGUMENTS, run_call};
 pub use last_word::LAST_WORD_INSTRUCTION;
 use last_word::RanOut;
 pub use repeats::{REFUSED_REPEATS_BEFORE_END, REPEAT_RESULT_EXCERPT_CHARS, Repeats};

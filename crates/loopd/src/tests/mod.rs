@@ -9,6 +9,7 @@
 //! (`tests/tests/it/layers.rs` places it), so no test file makes an import loop between
 //! loopd's modules.
 
+mod all_core;
 mod approvals;
 mod bed;
 mod budgets;
@@ -16,7 +17,6 @@ mod call_labels;
 mod compact;
 mod compact_answers;
 mod compact_fallback;
-mod all_core;
 mod duplicate_keys;
 mod engine_compact;
 mod heartbeat;

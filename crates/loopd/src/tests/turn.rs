@@ -249,7 +249,11 @@ reply = "ok"
     let (content, _, _, _, outcome) = results(&session).pop().unwrap();
     assert_eq!(
         content,
-        bxcore::denial_message(DenyReason::NoGrant, Some("echo"))
+        format!(
+            "{} {}",
+            bxcore::denial_message(DenyReason::NoGrant, Some("echo")),
+            crate::turn::DO_NOT_RETRY
+        )
     );
     assert_eq!(
         outcome,

@@ -148,7 +148,11 @@ pub(super) fn from_port(response: ToolResponse) -> CallOutcome {
             },
         ),
         ToolResponse::Denied { reason, detail, .. } => (
-            denial_message(reason, detail.as_deref()),
+            format!(
+                "{} {}",
+                denial_message(reason, detail.as_deref()),
+                after_denial(reason)
+            ),
             false,
             ToolOutcome::Denied { reason },
         ),
@@ -160,6 +164,23 @@ pub(super) fn from_port(response: ToolResponse) -> CallOutcome {
         truncated,
         outcome,
         by_loopd: false,
+    }
+}
+
+/// What the model should do after a refusal, in words a small model acts on (issue 34: on
+/// the default model a refused call was retried, wrapped in call_tool, until the step limit).
+/// Only arguments that do not fit can be put right; every other refusal holds for the task.
+pub const RETRY_WITH_VALID_ARGUMENTS: &str =
+    "Call it again only with arguments that fit its schema.";
+/// See [`RETRY_WITH_VALID_ARGUMENTS`].
+pub const DO_NOT_RETRY: &str = "Do not call it again in this task: tell the owner it was \
+     refused, and answer with what you have.";
+
+/// The next step after a refusal for `reason`.
+fn after_denial(reason: bxcore::DenyReason) -> &'static str {
+    match reason {
+        bxcore::DenyReason::InvalidArguments => RETRY_WITH_VALID_ARGUMENTS,
+        _ => DO_NOT_RETRY,
     }
 }
 
@@ -199,4 +220,29 @@ fn cap(
     outcome.content = content;
     outcome.truncated |= cut;
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bxcore::DenyReason;
+
+    fn denied(reason: DenyReason) -> String {
+        from_port(ToolResponse::Denied {
+            reason,
+            detail: Some("why".to_string()),
+            labels: None,
+        })
+        .content
+    }
+
+    /// Issue 34: a refusal says what to do next, so a small model answers instead of retrying.
+    #[test]
+    fn a_refusal_tells_the_model_its_next_step() {
+        let untrusted = denied(DenyReason::UntrustedContext);
+        assert!(untrusted.ends_with(DO_NOT_RETRY), "{untrusted}");
+        assert!(untrusted.starts_with("Denied: "), "{untrusted}");
+        let arguments = denied(DenyReason::InvalidArguments);
+        assert!(arguments.ends_with(RETRY_WITH_VALID_ARGUMENTS), "{arguments}");
+    }
 }

@@ -289,7 +289,10 @@ fn with_every_tool_core_there_is_nothing_to_find_and_no_call_tool() {
             core: true,
         },
         Entry {
-            schema: crate::outputs::read_output_schema(),
+            schema: ToolSchema {
+                name: proto::READ_OUTPUT.to_string(),
+                ..echo_schema()
+            },
             core: false,
         },
     ]);
