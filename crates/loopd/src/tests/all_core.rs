@@ -71,3 +71,63 @@ fn with_every_tool_core_the_model_is_told_its_tools_not_find_tool() {
     );
     assert!(port.requests().is_empty());
 }
+
+/// The model echoes a long text, then reads the rest of the cut result with read_output,
+/// called directly though the array does not show it.
+const READ_ON: &str = r#"default_reply = "done"
+[[rule]]
+when_role = "user"
+tool_calls = [
+  { name = "echo", arguments = '{"text":"0123456789012345678901234567890123456789012345678901234567890123456789"}' },
+]
+[[rule]]
+when_role = "tool"
+times = 1
+tool_calls = [
+  { name = "read_output", arguments = '{"handle":"out-1","offset":40}' },
+]
+"#;
+
+#[test]
+fn with_every_tool_core_a_cut_result_is_read_on_with_read_output_directly() {
+    let fake = Fake::script(READ_ON);
+    let state = tempfile::tempdir().unwrap();
+    let store = crate::session::Store::new(state.path()).unwrap();
+    let mut cfg = Config::default();
+    cfg.r#loop.tool_result_cap_bytes = Some(40);
+    let blocking = fake.blocking();
+    let client = fake.client();
+    let registry = Registry::m2b().with(Entry {
+        schema: echo_schema(),
+        core: true,
+    });
+    let rt = Runtime {
+        cfg: &cfg,
+        models: &crate::route::Targets::of(&client, &crate::config::Slots::default()),
+        blocking: &blocking,
+        port: &crate::tools::FakeTools::new(),
+        registry: &registry,
+        system: "You are a test.",
+        n_ctx: fakellama::DEFAULT_N_CTX,
+        children: &crate::subagent::Subagents,
+        owner: &crate::turn::NoOwner,
+        meter: &crate::turn::NoMeter,
+    };
+    let mut session = store.create(&SessionId::new("s").unwrap()).unwrap();
+    start_turn(&mut session, "echo it").unwrap();
+    run_turn(&rt, &mut session, &Stop::default(), &mut |_| {}).unwrap();
+    let results: Vec<String> = session
+        .records()
+        .iter()
+        .filter_map(|r| match r {
+            LogRecord::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        results[0].contains("read the rest with read_output {\"handle\": \"out-1\""),
+        "{}",
+        results[0]
+    );
+    assert!(results[1].starts_with("0123456789"), "{}", results[1]);
+}

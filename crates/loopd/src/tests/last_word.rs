@@ -16,7 +16,7 @@ use serde_json::Value;
 /// What the model answers to the last word's instruction.
 const LAST: &str = "LAST WORD: I echoed x three times and nothing else is done.";
 /// A phrase of [`LAST_WORD_INSTRUCTION`] for scripts to match the last call on.
-const NO_STEPS_LEFT: &str = "no steps left";
+const NO_STEPS_LEFT: &str = "Stop calling tools";
 /// An echo call through `call_tool` (it reaches the port), as a script writes it.
 const ECHO: &str =
     r#"[{ name = "call_tool", arguments = "{\"name\":\"echo\",\"arguments\":{\"text\":\"x\"}}" }]"#;

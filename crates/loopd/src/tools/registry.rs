@@ -81,8 +81,9 @@ impl Registry {
     /// The tools array for an epoch: the core entries in registry order, then `find_tool` and
     /// `call_tool` when some entry is left out of the array. When every tool is already in it
     /// the two only mislead a small model, which calls them at random and loops (issue 34,
-    /// `docs/evals.md`); `read_output` does not count as left out then, and joins the array
-    /// so that a cut result can still be read.
+    /// `docs/evals.md`); `read_output` does not count as left out then: a cut result's note
+    /// tells the model to call it directly, and loopd answers it though it is not shown (shown,
+    /// the default model called it at random).
     pub fn core_schemas(&self) -> Vec<ToolSchema> {
         let some_left_out = self
             .entries
@@ -91,7 +92,7 @@ impl Registry {
         let mut schemas: Vec<ToolSchema> = self
             .entries
             .iter()
-            .filter(|entry| entry.core || (!some_left_out && entry.schema.name == READ_OUTPUT))
+            .filter(|entry| entry.core)
             .map(|entry| entry.schema.clone())
             .collect();
         if some_left_out {

@@ -71,10 +71,13 @@ pub fn run_call(
 
 /// Whether `read_output` is in the epoch's tools array (else it is reached through
 /// `call_tool`).
+/// Without call_tool in the array (every tool is core, issue 34) it is called directly though
+/// the array does not show it: shown, the default model called it at random.
 fn read_output_is_direct(session: &Session) -> bool {
-    session
-        .current_baseline()
-        .is_some_and(|b| baseline::tool_names(b).contains(READ_OUTPUT))
+    session.current_baseline().is_some_and(|b| {
+        let names = baseline::tool_names(b);
+        names.contains(READ_OUTPUT) || !names.contains(CALL_TOOL)
+    })
 }
 
 /// Answers `read_output` from the session's stored outputs: a page carries the labels of the
@@ -95,7 +98,10 @@ fn check_call(rt: &Runtime<'_>, session: &Session, tool_call: &ToolCall) -> Opti
         .current_baseline()
         .map(|b| b.tools.iter().map(|t| t.name.as_str()).collect())
         .unwrap_or_default();
-    if !array.contains(&name.as_str()) {
+    // read_output is loopd's own and reads only this session's outputs: without call_tool it
+    // is called directly, though not shown (see `read_output_is_direct`).
+    let hidden_read_output = name == READ_OUTPUT && !array.contains(&CALL_TOOL);
+    if !array.contains(&name.as_str()) && !hidden_read_output {
         // Without find_tool and call_tool (every tool is in the array, issue 34) the model is
         // told what it has, never pointed at a tool it does not have.
         let hint = if rt.registry.get(name).is_some() && array.contains(&CALL_TOOL) {
@@ -243,6 +249,9 @@ mod tests {
         assert!(untrusted.ends_with(DO_NOT_RETRY), "{untrusted}");
         assert!(untrusted.starts_with("Denied: "), "{untrusted}");
         let arguments = denied(DenyReason::InvalidArguments);
-        assert!(arguments.ends_with(RETRY_WITH_VALID_ARGUMENTS), "{arguments}");
+        assert!(
+            arguments.ends_with(RETRY_WITH_VALID_ARGUMENTS),
+            "{arguments}"
+        );
     }
 }

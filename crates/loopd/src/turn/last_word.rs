@@ -24,9 +24,11 @@ use bxcore::{LogRecord, Timestamp, TurnEnd, TurnEvent};
 
 /// What the model is told, after the epoch's messages, in the last call of a turn that ran
 /// out of steps.
-pub const LAST_WORD_INSTRUCTION: &str = "You have no steps left in this task. Do not call \
-    tools. Answer the owner now in a few sentences: what you did and found, and what is not \
-    done.";
+/// It asks for the answer to the owner's request first: asked what it did, the default
+/// model answered "I did not run any steps in this task." beside a page that held the answer
+/// (issue 34, `docs/evals.md`).
+pub const LAST_WORD_INSTRUCTION: &str = "Stop calling tools. Answer my request now from the \
+    tool results above, in a few sentences; if part of it could not be done, say which part.";
 
 /// The tags Qwen's chat template puts around a tool call.
 const TOOL_CALL_OPEN: &str = "<tool_call>";

@@ -275,8 +275,8 @@ fn core_schemas_are_core_entries_then_find_tool_then_call_tool() {
 }
 
 /// Issue 34: when every tool is in the array, find_tool and call_tool are left out (a small
-/// model given them calls them at random and loops), and read_output joins the array so a cut
-/// result can still be read.
+/// model given them calls them at random and loops), and so is read_output (called directly
+/// when a cut result says so, see `turn::call`).
 #[test]
 fn with_every_tool_core_there_is_nothing_to_find_and_no_call_tool() {
     let all_core = Registry::new(vec![
@@ -301,7 +301,7 @@ fn with_every_tool_core_there_is_nothing_to_find_and_no_call_tool() {
         .into_iter()
         .map(|s| s.name)
         .collect();
-    assert_eq!(names, ["clock", "echo", proto::READ_OUTPUT]);
+    assert_eq!(names, ["clock", "echo"]);
     assert!(Registry::default().core_schemas().is_empty());
     // One tool left out, and both come back, with read_output reached through them.
     let one_out = all_core.with(Entry {
