@@ -18,6 +18,7 @@ use std::time::Instant;
 mod approval;
 mod call;
 mod last_word;
+mod provenance;
 mod repeats;
 
 pub use crate::baseline::CUT_CALL;
@@ -32,6 +33,9 @@ pub use approval::{
 pub use call::{DO_NOT_RETRY, RETRY_WITH_VALID_ARGUMENTS, run_call};
 pub use last_word::LAST_WORD_INSTRUCTION;
 use last_word::RanOut;
+pub use provenance::{
+    ARGUMENTS_NOT_JSON, NOT_OWNER_GIVEN, OWNER_WORDS_UNREADABLE, QUOTED_PATH_MAX_CHARS, owner_texts,
+};
 pub use repeats::{REFUSED_REPEATS_BEFORE_END, REPEAT_RESULT_EXCERPT_CHARS, Repeats};
 
 /// Why a turn could not run to an end of its own.

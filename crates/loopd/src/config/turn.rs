@@ -35,7 +35,14 @@ pub struct Loop {
     /// `call_tool` too); a further one is not run, and the model is told so instead
     /// (`turn::Repeats`).
     pub max_repeated_calls: u32,
+    /// The acting tools whose path arguments must be ones the owner gave (issue 34,
+    /// `turn::provenance`): a call naming a path the owner's own words do not hold is not
+    /// run. Empty: no such check.
+    pub owner_paths_tools: Vec<String>,
 }
+
+/// The default of `[loop] owner_paths_tools`: the built-in tools that write or run.
+pub const DEFAULT_OWNER_PATHS_TOOLS: [&str; 2] = ["write_file", "exec"];
 
 impl Default for Loop {
     fn default() -> Loop {
@@ -44,6 +51,7 @@ impl Default for Loop {
             tool_result_cap_bytes: None,
             thinking: false,
             max_repeated_calls: 2,
+            owner_paths_tools: DEFAULT_OWNER_PATHS_TOOLS.map(String::from).to_vec(),
         }
     }
 }
@@ -55,6 +63,9 @@ impl Loop {
             p.at_least("loop.tool_result_cap_bytes", cap, 1);
         }
         p.at_least("loop.max_repeated_calls", self.max_repeated_calls, 1);
+        for (i, tool) in self.owner_paths_tools.iter().enumerate() {
+            p.non_empty(&format!("loop.owner_paths_tools[{i}]"), tool);
+        }
         // With the slot size known, a cap loopd would refuse at start is refused now.
         if let Some(n_ctx) = expect_n_ctx
             && let Err(why) = self.check_result_cap(n_ctx)

@@ -24,6 +24,7 @@ mod kv_switch;
 mod last_word;
 mod long_session;
 mod memory;
+mod owner_paths;
 mod owner_words;
 mod read_output;
 mod result_cap;

@@ -15,8 +15,10 @@ use proto::{ToolRequest, ToolResponse, TurnRef};
 
 /// Runs `tool_call` (number `call` in `session`): a name outside the epoch's tools array or
 /// arguments that are not JSON (or hold a key twice, at any depth) get a clear answer back to
-/// the model; everything else goes through `dispatch`. `stop` also stops a subagent the call
-/// runs, whose events reach `on_event` as [`TurnEvent::Subagent`]. A call brokerd asks the owner about waits for the
+/// the model; everything else goes through `dispatch`, and a call for the port of a tool in
+/// `[loop] owner_paths_tools` naming a path the owner did not give is answered by loopd
+/// (`provenance`). `stop` also stops a subagent the call runs, whose events reach `on_event`
+/// as [`TurnEvent::Subagent`]. A call brokerd asks the owner about waits for the
 /// answer (`approval`): its request and decision are appended to `session` as they happen.
 pub fn run_call(
     rt: &Runtime<'_>,
@@ -45,6 +47,12 @@ pub fn run_call(
         Dispatch::Redirect(text) => CallOutcome::local(text, ToolOutcome::Redirected),
         Dispatch::Subagent { task } => rt.children.run(rt, session, &task, call, stop, on_event),
         Dispatch::Port { tool, arguments } => {
+            // An acting call whose path the owner never gave is answered here, before brokerd
+            // (or the owner) hears of it.
+            let checked = &rt.cfg.r#loop.owner_paths_tools;
+            if let Some(refused) = super::provenance::check(checked, session, &tool, &arguments) {
+                return cap(refused, cap_bytes, session, call, direct);
+            }
             let request = ToolRequest {
                 session: session.id().clone(),
                 turn: session.open_turn().unwrap_or(session.last_turn()),

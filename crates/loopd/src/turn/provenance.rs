@@ -1,0 +1,192 @@
+//! Where an acting call's paths came from (issue 34, tasks under attack): an injection in the
+//! owner's own trusted data (a local file `read_file` read, `exec` output) can tell the model
+//! to write or run, and labels cannot stop it, since that data is trusted. So a call of a tool
+//! in `[loop] owner_paths_tools` (default `write_file` and `exec`) runs only when every path its
+//! arguments name ([`paths::named`]) is one the owner gave: written in the owner's own words in
+//! this conversation, or beneath a folder written there ([`paths::OwnerPaths`]). Any other
+//! call is not run: loopd answers it ([`NOT_OWNER_GIVEN`]) before it reaches brokerd, so no
+//! approval is asked and nothing runs.
+//!
+//! The owner's words ([`owner_texts`]) are the text of the session's `user` records, every
+//! epoch the log holds, and the section of the owner's words in the current epoch's carry
+//! (`compact::owner_words`), never the model's words, a summary or a tool's result. A
+//! subagent's session (an `inherited` record names its root session) is judged by its root
+//! session's owner: that session's log is read through the store at the call (its own `user`
+//! record is its parent model's words); a root that cannot be read refuses every such call
+//! ([`OWNER_WORDS_UNREADABLE`]).
+//!
+//! It checks paths, not content: what `write_file` writes, what a program does with a file
+//! name without a `/` in its working directory, and what a shell does with a line are not
+//! judged here (`docs/config.md`, `[loop] owner_paths_tools`).
+
+mod paths;
+
+use crate::compact::owner_words;
+use crate::outcome::CallOutcome;
+use crate::session::Session;
+use bxcore::LogRecord;
+use bxcore::sanitize::neutralise;
+use paths::OwnerPaths;
+use serde_json::Value;
+
+/// What a call naming a path the owner did not give gets, `{path}` the path as the model wrote
+/// it (neutralised, at most [`QUOTED_PATH_MAX_CHARS`]) and `{tools}` the checked tools.
+pub const NOT_OWNER_GIVEN: &str = "Not run: the path \"{path}\" is not one the owner gave in \
+     this conversation. Paths for {tools} must come from the owner's own words; tell the owner \
+     what you would do and let them ask for it.";
+/// What such a call gets in a subagent's session whose root session's log cannot be read,
+/// `{why}` the store's error: nothing can say what the owner gave, so nothing is run.
+pub const OWNER_WORDS_UNREADABLE: &str = "Not run: the owner's words of this conversation \
+     could not be read ({why}), so no path for {tools} can be checked. Tell the owner what you \
+     would do and let them ask for it.";
+/// What such a call gets when its arguments are not a JSON value (never sent on).
+pub const ARGUMENTS_NOT_JSON: &str = "Not run: the arguments are not JSON, so their paths \
+     cannot be checked. Paths for {tools} must come from the owner's own words.";
+/// The most characters of a path a refusal quotes; a longer one is cut.
+pub const QUOTED_PATH_MAX_CHARS: usize = 200;
+
+/// The refusal of a call of `tool` with `arguments` (the JSON text sent to the port) in
+/// `session`, when `tool` is one of `checked` (`[loop] owner_paths_tools`) and a path its
+/// arguments name is not one the owner gave; `None` when it may go on.
+pub fn check(
+    checked: &[String],
+    session: &Session,
+    tool: &str,
+    arguments: &str,
+) -> Option<CallOutcome> {
+    if !checked.iter().any(|t| t == tool) {
+        return None;
+    }
+    let tools = tool_list(checked);
+    let Ok(arguments) = serde_json::from_str::<Value>(arguments) else {
+        return Some(CallOutcome::not_run(
+            &ARGUMENTS_NOT_JSON.replace("{tools}", &tools),
+        ));
+    };
+    let named = paths::named(&arguments);
+    if named.is_empty() {
+        return None;
+    }
+    let owner = match owner_paths(session) {
+        Ok(owner) => owner,
+        Err(why) => {
+            tracing::warn!(session = %session.id(), %why, "loopd: the owner's words");
+            return Some(CallOutcome::not_run(
+                &OWNER_WORDS_UNREADABLE
+                    .replace("{tools}", &tools)
+                    .replace("{why}", &why),
+            ));
+        }
+    };
+    let refused = named
+        .iter()
+        .find(|n| !n.path.as_ref().is_some_and(|p| owner.covers(p)))?;
+    let quoted = crate::text::cap_chars(&neutralise(&refused.written), QUOTED_PATH_MAX_CHARS);
+    Some(CallOutcome::not_run(
+        &NOT_OWNER_GIVEN
+            .replace("{tools}", &tools)
+            .replace("{path}", &quoted),
+    ))
+}
+
+/// The paths the owner of `session` gave: its own owner's, or for a session another session
+/// started, the root session's (read from the store); why they cannot be known.
+fn owner_paths(session: &Session) -> Result<OwnerPaths, String> {
+    match session.root_turn() {
+        None => Ok(from_records(session.records())),
+        Some((root, _)) => session
+            .store()
+            .read(root)
+            .map(|records| from_records(&records))
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// The paths in the owner's words of a session whose records are `records`.
+fn from_records(records: &[LogRecord]) -> OwnerPaths {
+    let texts = owner_texts(records);
+    OwnerPaths::from_words(texts.iter().map(String::as_str))
+}
+
+/// The owner's words of a session whose records are `records`: every `user` record's text,
+/// then the owner's words the current epoch's carry holds (the section loopd writes at its
+/// end: the earlier epochs' words, kept word for word).
+pub fn owner_texts(records: &[LogRecord]) -> Vec<String> {
+    let mut texts: Vec<String> = records
+        .iter()
+        .filter_map(|r| match r {
+            LogRecord::User { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    let carry = records.iter().rev().find_map(|r| match r {
+        LogRecord::EpochStart { carry, .. } => Some(carry.as_str()),
+        _ => None,
+    });
+    if let Some(carry) = carry {
+        texts.extend(owner_words::split(carry).1);
+    }
+    texts
+}
+
+/// `checked` in words: `a`, `a and b`, `a, b and c`.
+fn tool_list(checked: &[String]) -> String {
+    match checked.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use bxcore::{DataClass, Timestamp};
+
+    fn user(text: &str) -> LogRecord {
+        LogRecord::User {
+            time: Timestamp::now(),
+            turn: 1,
+            content: text.into(),
+            task_id: None,
+        }
+    }
+
+    fn epoch(carry: &str) -> LogRecord {
+        LogRecord::EpochStart {
+            time: Timestamp::now(),
+            epoch: 1,
+            carry: carry.into(),
+            class: DataClass::Public,
+            untrusted: false,
+        }
+    }
+
+    #[test]
+    fn the_owners_words_are_user_records_and_the_current_carrys_section_only() {
+        let old = owner_words::attach(
+            "summary naming /model/path",
+            &owner_words::section(&[], &["old /a".into()], 2000),
+        );
+        let new = owner_words::attach(
+            "summary naming /model/other",
+            &owner_words::section(&[], &["kept /b".into()], 2000),
+        );
+        let records = [
+            user("first /c"),
+            epoch(&old),
+            user("second /d"),
+            epoch(&new),
+        ];
+        assert_eq!(owner_texts(&records), ["first /c", "second /d", "kept /b"]);
+    }
+
+    #[test]
+    fn tools_in_words() {
+        let list = |t: &[&str]| tool_list(&t.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(list(&["write_file"]), "write_file");
+        assert_eq!(list(&["write_file", "exec"]), "write_file and exec");
+        assert_eq!(list(&["a", "b", "c"]), "a, b and c");
+    }
+}
