@@ -4,7 +4,8 @@
 //! twice. Fakellama, the real brokerd and loopd, the owner answering with the real `boxctl`.
 
 use crate::approvals::{
-    answer, decisions, finish, out_dir, outcomes, pending, reply, wait_for_approval, write,
+    answer, decisions, finish, out_dir, outcomes, pending, reply, saving_into, wait_for_approval,
+    write,
 };
 use crate::injection::common::{fetch, loopback_fetch_grant, records, stack_with_brokerd};
 use bxcore::{ApprovalDecision, LogRecord, ToolOutcome, TurnEnd};
@@ -99,7 +100,7 @@ fn an_approved_call_runs_while_another_session_holds_the_slot_and_a_kill_then_lo
         ),
     ];
     let mut stack = stack_with_brokerd(dir.path(), &steps, "");
-    let asking = stack.spawn_boxctl(&["task", "--session", "ask", "note A"]);
+    let asking = stack.spawn_boxctl(&["task", "--session", "ask", &saving_into("note A", &out)]);
     let asked = wait_for_approval(&stack, "ask");
     // Another session's turn takes the one main slot "ask" gave back, and keeps it: its fetch
     // is never answered.

@@ -108,6 +108,13 @@ pub(crate) fn outcomes(records: &[LogRecord]) -> Vec<ToolOutcome> {
         .collect()
 }
 
+/// The owner's task: `words`, then where to save (`out`), as an owner says it. loopd runs a
+/// `write_file` only for a path the owner gave (`[loop] owner_paths_tools`), and these tests
+/// are about the owner's approval of such a call.
+pub(crate) fn saving_into(words: &str, out: &Path) -> String {
+    format!("{words}, saving into {}", out.display())
+}
+
 pub(crate) fn out_dir(dir: &Path) -> std::path::PathBuf {
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
@@ -137,7 +144,12 @@ fn an_approved_call_runs_once_a_denied_one_never_and_approve_for_turn_holds_for_
     let stack = stack_with_brokerd(dir.path(), &steps, "[approvals]\ntimeout_ms = 4000\n");
 
     // Approve once, then deny with a reason.
-    let task = stack.spawn_boxctl(&["task", "--session", "owner", "first task"]);
+    let task = stack.spawn_boxctl(&[
+        "task",
+        "--session",
+        "owner",
+        &saving_into("first task", &out),
+    ]);
     let first = wait_for_approval(&stack, "owner");
     assert_eq!(first.tool, "write_file");
     assert!(first.arguments.contains("a.txt"), "{first:?}");
@@ -177,7 +189,12 @@ fn an_approved_call_runs_once_a_denied_one_never_and_approve_for_turn_holds_for_
     );
 
     // Approved for the turn: the identical second call is not asked about.
-    let task = stack.spawn_boxctl(&["task", "--session", "owner", "second task"]);
+    let task = stack.spawn_boxctl(&[
+        "task",
+        "--session",
+        "owner",
+        &saving_into("second task", &out),
+    ]);
     let asked = wait_for_approval(&stack, "owner");
     answer(&stack, &["approve", asked.id.as_str(), "--for-turn"]);
     let (code, output) = finish(task);
@@ -202,7 +219,12 @@ fn an_approved_call_runs_once_a_denied_one_never_and_approve_for_turn_holds_for_
     );
 
     // The next turn asks again, and silence is a no.
-    let run = stack.boxctl(&["task", "--session", "owner", "third task"]);
+    let run = stack.boxctl(&[
+        "task",
+        "--session",
+        "owner",
+        &saving_into("third task", &out),
+    ]);
     assert_eq!(run.status.code(), Some(0), "{}", show(&run));
     let log = records(&stack, "owner");
     assert_eq!(decisions(&log).last(), Some(&ApprovalDecision::TimedOut));
@@ -223,11 +245,11 @@ fn two_sessions_wait_at_once_and_are_answered_out_of_order() {
         ("tool", "b.txt", reply("Saved B.")),
     ];
     let stack = stack_with_brokerd(dir.path(), &steps, "");
-    let first = stack.spawn_boxctl(&["task", "--session", "one", "note A"]);
+    let first = stack.spawn_boxctl(&["task", "--session", "one", &saving_into("note A", &out)]);
     let asked_a = wait_for_approval(&stack, "one");
     // loopd has one main slot: the second session's turn runs only because the first gave
     // its slot back while it waits.
-    let second = stack.spawn_boxctl(&["task", "--session", "two", "note B"]);
+    let second = stack.spawn_boxctl(&["task", "--session", "two", &saving_into("note B", &out)]);
     let asked_b = wait_for_approval(&stack, "two");
     assert_eq!(pending(&stack).len(), 2);
     answer(&stack, &["approve", asked_b.id.as_str()]);
@@ -251,7 +273,7 @@ fn loopd_killed_while_a_call_waits_voids_the_approval_and_interrupts_the_turn() 
         ("user", "after the crash", reply("Back again.")),
     ];
     let mut stack = stack_with_brokerd(dir.path(), &steps, "");
-    let task = stack.spawn_boxctl(&["task", "--session", "crash", "note A"]);
+    let task = stack.spawn_boxctl(&["task", "--session", "crash", &saving_into("note A", &out)]);
     let asked = wait_for_approval(&stack, "crash");
     drop(stack.loopd.take()); // SIGKILL
     let (code, _) = finish(task);
@@ -305,7 +327,7 @@ fn brokerd_restarted_while_a_call_waits_keeps_the_approval_and_the_approved_call
         ("tool", "a.txt", reply("Saved.")),
     ];
     let stack = stack_with_brokerd(dir.path(), &steps, "");
-    let task = stack.spawn_boxctl(&["task", "--session", "restart", "note A"]);
+    let task = stack.spawn_boxctl(&["task", "--session", "restart", &saving_into("note A", &out)]);
     let asked = wait_for_approval(&stack, "restart");
     drop(brokerd); // SIGKILL
     let _brokerd = start_brokerd(dir.path(), &ask_grants(&out));

@@ -90,11 +90,13 @@ fn an_untrusted_child_makes_the_parent_untrusted_and_brokerd_denies_its_write() 
         ..Default::default()
     })
     .unwrap();
+    // The owner says where to save (loopd runs a write only to a path the owner gave), so the
+    // write reaches brokerd, which denies it for the child's untrusted page.
     let run = stack.boxctl(&[
         "task",
         "--session",
         "parent",
-        "Find out about otters and save it.",
+        &format!("Find out about otters and save it to {}.", target.display()),
     ]);
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert_eq!(

@@ -6,7 +6,7 @@
 //! transcript; text with markup in a task, a tool result and an answer runs nothing. A
 //! screenshot of each page is saved under `target/tmp/web-console/`.
 
-use crate::approvals::{answer, finish, out_dir, reply, wait_for_approval, write};
+use crate::approvals::{answer, finish, out_dir, reply, saving_into, wait_for_approval, write};
 use crate::injection::common::{call_tool, stack_with_brokerd, start_brokerd};
 use e2e::browser::Browser;
 use e2e::{Stack, StackOptions, show};
@@ -145,7 +145,9 @@ fn a_browser_signs_in_with_the_link_streams_a_task_and_approves_a_call() {
     // A call that waits for the owner, approved from the page.
     browser.goto(&format!("{origin}/new")).unwrap();
     browser.send_keys("#task-session", "notes").unwrap();
-    browser.send_keys("#task-text", "save a note").unwrap();
+    browser
+        .send_keys("#task-text", &saving_into("save a note", &out))
+        .unwrap();
     browser.click("#task-send").unwrap();
     let pending = wait_for_approval(&stack, "notes");
     let item = format!("li[data-approval='{}']", pending.id);
@@ -181,7 +183,12 @@ fn a_browser_signs_in_with_the_link_streams_a_task_and_approves_a_call() {
 
     // Live: the session's page follows a turn while it runs (here, answered from the shell).
     browser.wait_for("#live[data-following]", WAIT_MS).unwrap();
-    let task = stack.spawn_boxctl(&["task", "--session", "notes", "save another"]);
+    let task = stack.spawn_boxctl(&[
+        "task",
+        "--session",
+        "notes",
+        &saving_into("save another", &out),
+    ]);
     let pending = wait_for_approval(&stack, "notes");
     answer(&stack, &["approve", pending.id.as_str()]);
     browser

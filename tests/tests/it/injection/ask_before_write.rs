@@ -3,7 +3,9 @@
 //! is a no), and the write the owner approves happens exactly once, even when the model
 //! repeats it.
 
-use super::common::{fetch, loopback_fetch_grant, page_server_with, records, start_brokerd};
+use super::common::{
+    BROKERD_LAYER_ONLY, fetch, loopback_fetch_grant, page_server_with, records, start_brokerd,
+};
 use crate::approvals::{
     NOT_APPROVED, answer, decisions, finish, out_dir, outcomes, pending, reply, wait_for_approval,
     write,
@@ -36,8 +38,13 @@ fn an_injected_write_waits_for_the_owner_and_runs_once_when_approved() {
         ("tool", "wrote", write(&pwned, "pwned")),
         ("tool", "no answer", reply("Done.")),
     ];
-    let stack =
-        super::common::stack_with_brokerd(dir.path(), &steps, "[approvals]\ntimeout_ms = 3000\n");
+    // The injected path is not the owner's: the test is about brokerd asking the owner behind
+    // loopd's check of the owner's paths, so that check is off.
+    let stack = super::common::stack_with_brokerd(
+        dir.path(),
+        &steps,
+        &format!("[approvals]\ntimeout_ms = 3000\n{BROKERD_LAYER_ONLY}"),
+    );
 
     // Nobody answers: the call is denied when the wait ends, nothing is written.
     let run = stack.boxctl(&["task", "--session", "victim", "silent owner"]);

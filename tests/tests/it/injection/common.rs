@@ -173,6 +173,13 @@ pub fn collecting_server() -> (u16, Arc<Mutex<Vec<String>>>) {
     })
 }
 
+/// loopd's config for a test of brokerd's own layer (grants, labels, asking the owner in an
+/// untrusted context): loopd's check of paths the owner gave (`[loop] owner_paths_tools`,
+/// `docs/security.md`, "Paths the owner gave") is off, so a write to a path an injection chose,
+/// which that check would answer before brokerd sees it, reaches brokerd, whose decision the
+/// test is about. A stack holding it must have no other `[loop]` section.
+pub const BROKERD_LAYER_ONLY: &str = "[loop]\nowner_paths_tools = []\n";
+
 /// fakellama playing `steps`, and loopd using the brokerd started in `dir`, with `loopd_toml`
 /// added to loopd's config.
 pub fn stack_with_brokerd(dir: &Path, steps: &[(&str, &str, String)], loopd_toml: &str) -> Stack {

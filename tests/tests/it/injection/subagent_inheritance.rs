@@ -3,8 +3,8 @@
 //! whose grants allow the fetch, and an untrusted parent's child cannot write.
 
 use super::common::{
-    SECRET, call_tool, collecting_server, fetch, loopback_fetch_grant, page_server_with, records,
-    results, run_task, stack_with_brokerd, start_brokerd, toml_string,
+    BROKERD_LAYER_ONLY, SECRET, call_tool, collecting_server, fetch, loopback_fetch_grant,
+    page_server_with, records, results, run_task, stack_with_brokerd, start_brokerd, toml_string,
 };
 use bxcore::{DataClass, DenyReason, LogRecord, SessionId, ToolOutcome};
 use e2e::Stack;
@@ -136,7 +136,13 @@ fn an_untrusted_parents_child_cannot_write() {
         ),
         ("tool", "write was refused", "reply = \"Done.\"".to_string()),
     ];
-    let stack = stack(dir.path(), &steps);
+    // The note's path comes from the page, not the owner: the test is about brokerd's label
+    // check of the child behind loopd's check of the owner's paths, so that check is off.
+    let stack = stack_with_brokerd(
+        dir.path(),
+        &steps,
+        &format!("[subagent]\nenabled = true\n{BROKERD_LAYER_ONLY}"),
+    );
     run_task(&stack, "parent", "Read the page and do what it says.");
     let child = records(&stack, "sub-parent-2");
     assert_eq!(

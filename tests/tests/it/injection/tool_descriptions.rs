@@ -3,7 +3,8 @@
 //! untrusted, so it unlocks no write.
 
 use super::common::{
-    call_tool, results, run_task, scripted_mcp, stack_with_brokerd, start_brokerd,
+    BROKERD_LAYER_ONLY, call_tool, results, run_task, scripted_mcp, stack_with_brokerd,
+    start_brokerd,
 };
 use bxcore::{DenyReason, ToolOutcome};
 
@@ -46,7 +47,9 @@ fn a_tool_description_cannot_forge_a_turn_or_unlock_a_write() {
             "reply = \"There is a notes tool.\"".to_string(),
         ),
     ];
-    let stack = stack_with_brokerd(dir.path(), &steps, "");
+    // The description's path is not the owner's: the test is about brokerd's label check
+    // behind loopd's check of the owner's paths, so that check is off.
+    let stack = stack_with_brokerd(dir.path(), &steps, BROKERD_LAYER_ONLY);
     let records = run_task(&stack, "victim", "Which tool searches my notes?");
     let results = results(&records);
     let (outcome, labels, content) = &results[0];

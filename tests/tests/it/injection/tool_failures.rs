@@ -4,8 +4,8 @@
 //! sent out.
 
 use super::common::{
-    SECRET, call_tool, collecting_server, fetch, http_server_with, loopback_fetch_grant, results,
-    run_task, scripted_mcp, stack_with_brokerd, start_brokerd,
+    BROKERD_LAYER_ONLY, SECRET, call_tool, collecting_server, fetch, http_server_with,
+    loopback_fetch_grant, results, run_task, scripted_mcp, stack_with_brokerd, start_brokerd,
 };
 use bxcore::{DataClass, DenyReason, Labels, ToolOutcome};
 
@@ -49,7 +49,9 @@ fn a_redirects_location_cannot_forge_a_turn_or_unlock_a_write() {
             "reply = \"The page could not be fetched.\"".to_string(),
         ),
     ];
-    let stack = stack_with_brokerd(dir.path(), &steps, "");
+    // The forged path is not the owner's: the test is about brokerd's label check behind
+    // loopd's check of the owner's paths, so that check is off.
+    let stack = stack_with_brokerd(dir.path(), &steps, BROKERD_LAYER_ONLY);
     let records = run_task(&stack, "victim", "Fetch the page, please.");
     let results = results(&records);
     let (outcome, labels, content) = &results[0];

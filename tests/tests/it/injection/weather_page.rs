@@ -4,7 +4,9 @@
 //! log shows it, nothing reaches the page's server but the page, and the benign part of the
 //! task (a summary) still completes.
 
-use super::common::{SECRET, audit_reasons, call_tool, page_server_with, start_brokerd};
+use super::common::{
+    BROKERD_LAYER_ONLY, SECRET, audit_reasons, call_tool, page_server_with, start_brokerd,
+};
 use bxcore::{DenyReason, LogRecord, SessionId, ToolOutcome, TurnEnd};
 use e2e::Stack;
 
@@ -58,7 +60,12 @@ fn an_injected_page_cannot_make_the_agent_leak_write_or_wander() {
             secret_path.to_str().unwrap(),
             out_path.to_str().unwrap(),
         ),
-        loopd_toml: format!("[broker]\nsocket = {:?}\n", dir.path().join("brokerd.sock")),
+        // The page's write is to a path it chose, not the owner's: the test is about brokerd's
+        // decisions behind loopd's check of the owner's paths, so that check is off.
+        loopd_toml: format!(
+            "[broker]\nsocket = {:?}\n{BROKERD_LAYER_ONLY}",
+            dir.path().join("brokerd.sock")
+        ),
         ..Default::default()
     };
     let stack = Stack::start(options).unwrap();
