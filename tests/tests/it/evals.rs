@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The evaluation suite (issue 34, `evals/README.md`): the quick subset on the real default
 //! model, each of its tasks asserted to pass, and the harness itself on fakellama.
 //!
