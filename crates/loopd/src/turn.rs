@@ -171,6 +171,10 @@ fn steps(
     let mut repeats = Repeats::new(rt.cfg.r#loop.max_repeated_calls);
     // Room made inside the turn is spent by the turn.
     let work = TurnWork::new(rt.meter, stop);
+    // Set when a step refused a repeat: the model has the result it asked for again, so its
+    // next call offers no tools and it answers from the results (issue 34: on the default
+    // model a read was repeated after its result until the step limit, `docs/evals.md`).
+    let mut answer_now = false;
     for _ in 0..rt.cfg.r#loop.max_steps {
         if stop.is_set() {
             return Ok(stop.end());
@@ -182,7 +186,10 @@ fn steps(
             },
             session,
         )?;
-        let request = main_request(rt, session)?;
+        let mut request = main_request(rt, session)?;
+        if answer_now {
+            request.tools.clear();
+        }
         let (completion, model_us) = match model_call(rt, session, &request, stop, on_event)? {
             Ok(done) => done,
             Err(end) => return Ok(end),
@@ -206,6 +213,7 @@ fn steps(
                 _ => TurnEnd::Done,
             });
         }
+        let refused_before = repeats.refused();
         for tool_call in &calls {
             if stop.is_set() {
                 return Ok(stop.end());
@@ -241,6 +249,7 @@ fn steps(
         if repeats.give_up() {
             return last_word::ran_out(rt, session, stop, on_event, RanOut::Repeats);
         }
+        answer_now = repeats.refused() > refused_before;
     }
     last_word::ran_out(rt, session, stop, on_event, RanOut::MaxSteps)
 }

@@ -124,6 +124,11 @@ impl Repeats {
         }
     }
 
+    /// How many calls were refused as repeats so far.
+    pub fn refused(&self) -> u32 {
+        self.refused
+    }
+
     /// Whether the turn should end now: the model went on repeating after it was told.
     pub fn give_up(&self) -> bool {
         self.refused >= REFUSED_REPEATS_BEFORE_END
