@@ -171,10 +171,6 @@ fn steps(
     let mut repeats = Repeats::new(rt.cfg.r#loop.max_repeated_calls);
     // Room made inside the turn is spent by the turn.
     let work = TurnWork::new(rt.meter, stop);
-    // Set when a step refused a repeat: the model has the result it asked for again, so its
-    // next call offers no tools and it answers from the results (issue 34: on the default
-    // model a read was repeated after its result until the step limit, `docs/evals.md`).
-    let mut answer_now = false;
     for _ in 0..rt.cfg.r#loop.max_steps {
         if stop.is_set() {
             return Ok(stop.end());
@@ -186,10 +182,7 @@ fn steps(
             },
             session,
         )?;
-        let mut request = main_request(rt, session)?;
-        if answer_now {
-            request.tools.clear();
-        }
+        let request = main_request(rt, session)?;
         let (completion, model_us) = match model_call(rt, session, &request, stop, on_event)? {
             Ok(done) => done,
             Err(end) => return Ok(end),
@@ -249,7 +242,14 @@ fn steps(
         if repeats.give_up() {
             return last_word::ran_out(rt, session, stop, on_event, RanOut::Repeats);
         }
-        answer_now = repeats.refused() > refused_before;
+        // A step that refused a repeat: the model has the result it asked for again, so it is
+        // asked for its answer with no tools (issue 34: on the default model a read was
+        // repeated after its result until the step limit, `docs/evals.md`).
+        if repeats.refused() > refused_before
+            && let Some(end) = last_word::after_repeat(rt, session, stop, on_event)?
+        {
+            return Ok(end);
+        }
     }
     last_word::ran_out(rt, session, stop, on_event, RanOut::MaxSteps)
 }

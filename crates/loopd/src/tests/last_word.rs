@@ -228,7 +228,9 @@ fn a_refused_repeat_quotes_the_untrusted_result_as_untrusted_and_the_next_call_o
     // The refusal reaches the model after the untrusted mark, as the result it quotes.
     let sent = bodies(&bed);
     assert_eq!(sent.len(), 4, "three steps and the answer without tools");
-    let refusal = sent[3]["messages"].as_array().unwrap().last().unwrap();
+    let messages = sent[3]["messages"].as_array().unwrap();
+    assert_eq!(messages.last().unwrap()["content"], LAST_WORD_INSTRUCTION);
+    let refusal = &messages[messages.len() - 2];
     assert_eq!(refusal["role"], "tool");
     assert!(
         refusal["content"]
@@ -238,8 +240,8 @@ fn a_refused_repeat_quotes_the_untrusted_result_as_untrusted_and_the_next_call_o
         "{refusal}"
     );
     assert!(sent[3].get("tools").is_none());
-    // It answers at once: no give-up note, no last word.
-    assert_eq!(after_last_result(&session), ["assistant", "turn_end"]);
+    // It answers at once: the note on the refused repeat, then the answer.
+    assert_eq!(after_last_result(&session), ["note", "assistant", "turn_end"]);
 }
 
 #[test]
@@ -328,7 +330,7 @@ fn after_a_refused_repeat_the_next_call_offers_no_tools_and_the_turn_ends_done()
     let script = format!(
         r#"default_reply = "never"
 [[rule]]
-when_contains = "Not run: you already called"
+when_contains = "{NO_STEPS_LEFT}"
 reply = "ANSWER from the result"
 [[rule]]
 when_contains = "echo please"

@@ -89,6 +89,31 @@ pub(super) fn ran_out(
     }
 }
 
+/// After a step that refused a repeat (the model asked again for a result it has): one call
+/// with no tools and [`LAST_WORD_INSTRUCTION`], as the last word makes. Its answer ends the
+/// turn `done` (returned); with none (a note says why) the turn goes on with its tools.
+pub(super) fn after_repeat(
+    rt: &Runtime<'_>,
+    session: &mut Session,
+    stop: &Stop,
+    on_event: &mut dyn FnMut(&TurnEvent),
+) -> Result<Option<TurnEnd>, TurnError> {
+    note(
+        session,
+        format!(
+            "a repeat was refused; the model is asked for its answer with no tools offered and, \
+             for this call only, the instruction: {LAST_WORD_INSTRUCTION}"
+        ),
+    )?;
+    match last_word(rt, session, stop, on_event)? {
+        None => Ok(Some(TurnEnd::Done)),
+        Some(no_answer) => {
+            note(session, format!("no answer after the repeat: {no_answer}"))?;
+            Ok(None)
+        }
+    }
+}
+
 /// The last model call and its answer appended; `Ok(Some(why))` when there is no answer.
 /// Only a record the log refused is an error.
 fn last_word(
@@ -164,7 +189,13 @@ fn last_word(
 fn only_calls(content: &str) -> bool {
     let mut calls = 0;
     for line in content.lines().map(str::trim) {
-        if line.is_empty() || line == TOOL_CALL_OPEN || line == TOOL_CALL_CLOSE {
+        // Our Qwen template's call markup is a ```json fence (config/templates).
+        if line.is_empty()
+            || line == TOOL_CALL_OPEN
+            || line == TOOL_CALL_CLOSE
+            || line == "```"
+            || line == "```json"
+        {
             continue;
         }
         let line = line
