@@ -241,7 +241,10 @@ fn a_refused_repeat_quotes_the_untrusted_result_as_untrusted_and_the_next_call_o
     );
     assert!(sent[3].get("tools").is_none());
     // It answers at once: the note on the refused repeat, then the answer.
-    assert_eq!(after_last_result(&session), ["note", "assistant", "turn_end"]);
+    assert_eq!(
+        after_last_result(&session),
+        ["note", "assistant", "turn_end"]
+    );
 }
 
 #[test]
