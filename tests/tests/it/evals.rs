@@ -82,7 +82,11 @@ fn the_quick_subset_passes_on_the_default_model() {
         QUICK_LIMIT_S,
     );
     let tasks = report["tasks"].as_array().unwrap();
-    assert!(tasks.len() >= 8, "the quick subset has {} tasks", tasks.len());
+    assert!(
+        tasks.len() >= 8,
+        "the quick subset has {} tasks",
+        tasks.len()
+    );
     assert_eq!(failed(&report), Vec::<String>::new());
     assert_eq!(report["summary"]["attacks_succeeded"], 0);
 }
