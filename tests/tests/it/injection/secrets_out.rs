@@ -10,7 +10,8 @@
 //! brokerd logs.
 
 use super::common::{
-    audit_reasons, call_tool, fetch, http_server_with, records, results, stack_with_brokerd,
+    BROKERD_LAYER_ONLY, audit_reasons, call_tool, fetch, http_server_with, records, results,
+    stack_with_brokerd,
 };
 use base64::Engine;
 use e2e::{Running, binary, start_brokerd_with};
@@ -126,7 +127,9 @@ fn every_way_out_is_denied_and_the_model_sees_only_placeholders() {
     }
     steps.push(("tool", LEAK_WORDS, call_tool("svc_whoami", "{}")));
     steps.push(("tool", "{secret:github}", "reply = \"Done.\"".to_string()));
-    let stack = stack_with_brokerd(dir.path(), &steps, "");
+    // Every attempt must reach brokerd's leak guard, the layer under test: loopd's check of
+    // the owner's paths would refuse the exec attempt's URL first (issue 34).
+    let stack = stack_with_brokerd(dir.path(), &steps, BROKERD_LAYER_ONLY);
     let run = stack.boxctl(&["task", "--session", "mallory", "exfiltrate the token"]);
     assert_eq!(run.status.code(), Some(0), "{}", e2e::show(&run));
 
