@@ -6,7 +6,7 @@
 use crate::config::Config;
 use crate::llama::tests::support::Fake;
 use crate::tools::tests::asking::AskingPort;
-use crate::tools::{Entry, Registry, echo_schema};
+use crate::tools::{CALL_TOOL, Entry, FIND_TOOL, Registry, clock_schema, echo_schema};
 use crate::turn::{Runtime, Stop, run_turn, start_turn};
 use bxcore::{LogRecord, SessionId, TurnEnd};
 
@@ -130,4 +130,42 @@ fn with_every_tool_core_a_cut_result_is_read_on_with_read_output_directly() {
         results[0]
     );
     assert!(results[1].starts_with("0123456789"), "{}", results[1]);
+}
+
+/// Issue 34: when every tool is in the array, find_tool and call_tool are left out (a small
+/// model given them calls them at random and loops), and so is read_output (called directly
+/// when a cut result says so, see `turn::call`).
+#[test]
+fn with_every_tool_core_there_is_nothing_to_find_and_no_call_tool() {
+    let all_core = Registry::new(vec![
+        Entry {
+            schema: clock_schema(),
+            core: true,
+        },
+        Entry {
+            schema: echo_schema(),
+            core: true,
+        },
+        Entry {
+            schema: proto::ToolSchema {
+                name: proto::READ_OUTPUT.to_string(),
+                ..echo_schema()
+            },
+            core: false,
+        },
+    ]);
+    let names: Vec<String> = all_core
+        .core_schemas()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names, ["clock", "echo"]);
+    assert!(Registry::default().core_schemas().is_empty());
+    // One tool left out, and both come back, with read_output reached through them.
+    let one_out = all_core.with(Entry {
+        schema: echo_schema(),
+        core: false,
+    });
+    let names: Vec<String> = one_out.core_schemas().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["clock", FIND_TOOL, CALL_TOOL]);
 }

@@ -274,44 +274,6 @@ fn core_schemas_are_core_entries_then_find_tool_then_call_tool() {
     assert_eq!(m2b[0], clock_schema());
 }
 
-/// Issue 34: when every tool is in the array, find_tool and call_tool are left out (a small
-/// model given them calls them at random and loops), and so is read_output (called directly
-/// when a cut result says so, see `turn::call`).
-#[test]
-fn with_every_tool_core_there_is_nothing_to_find_and_no_call_tool() {
-    let all_core = Registry::new(vec![
-        Entry {
-            schema: clock_schema(),
-            core: true,
-        },
-        Entry {
-            schema: echo_schema(),
-            core: true,
-        },
-        Entry {
-            schema: ToolSchema {
-                name: proto::READ_OUTPUT.to_string(),
-                ..echo_schema()
-            },
-            core: false,
-        },
-    ]);
-    let names: Vec<String> = all_core
-        .core_schemas()
-        .into_iter()
-        .map(|s| s.name)
-        .collect();
-    assert_eq!(names, ["clock", "echo"]);
-    assert!(Registry::default().core_schemas().is_empty());
-    // One tool left out, and both come back, with read_output reached through them.
-    let one_out = all_core.with(Entry {
-        schema: echo_schema(),
-        core: false,
-    });
-    let names: Vec<String> = one_out.core_schemas().into_iter().map(|s| s.name).collect();
-    assert_eq!(names, ["clock", FIND_TOOL, CALL_TOOL]);
-}
-
 #[test]
 fn get_finds_an_entry_by_exact_name() {
     let registry = Registry::m2b();
