@@ -10,31 +10,19 @@
       systems = [ "x86_64-linux" "aarch64-linux" ];
       forAll = f: nixpkgs.lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
 
-      boxmakerFor = pkgs: pkgs.rustPlatform.buildRustPackage {
-        pname = "boxmaker";
-        version = "0.1.0";
-        src = nixpkgs.lib.cleanSource ./.;
-        cargoLock.lockFile = ./Cargo.lock;
-        cargoBuildFlags = [ "--workspace" "--bins" ];
-        # The tests need llama-server, models and npm packages: they run in `checks.cargo-test`
-        # (the fast ones) and in scripts/test.sh (all of them).
-        doCheck = false;
-        # brokerd's exec tool runs bxsandbox-shim from beside brokerd's own executable; the
-        # install hook copies every binary the build made into $out/bin, and this checks that
-        # it did.
-        doInstallCheck = true;
-        installCheckPhase = ''
-          runHook preInstallCheck
-          for b in brokerd bxsandbox-shim; do
-            test -x "$out/bin/$b" || { echo "boxmaker: $out/bin/$b is missing" >&2; exit 1; }
-          done
-          runHook postInstallCheck
-        '';
-        meta.mainProgram = "boxctl";
-      };
+      # package.nix: only the real binaries, the chat templates, completions and man pages.
+      boxmakerFor = pkgs: pkgs.callPackage ./package.nix { };
+
+      # The models services.boxmaker.model knows by name (nixos-module/models.nix): plain data.
+      models = import ./nixos-module/models.nix;
     in
     {
       overlays.default = _final: prev: { boxmaker = boxmakerFor prev; };
+
+      # The catalogue: each entry's URL, sha256 (null: the owner pins it), chat template, context
+      # size and llama-server flags. `services.boxmaker.model = "qwen2.5-coder-0.5b"` picks one;
+      # `boxmaker.lib.models."<name>" // { sha256 = "..."; }` pins one that has no sha256.
+      lib.models = models;
 
       nixosModules.default = { pkgs, ... }: {
         imports = [ ./nixos-module ];
@@ -43,9 +31,22 @@
 
       packages = forAll (pkgs: { default = boxmakerFor pkgs; boxmaker = boxmakerFor pkgs; });
 
+      # The pinned models as fixed-output derivations (what the module fetches):
+      # `nix build '.#models."qwen2.5-coder-0.5b"'`.
+      legacyPackages = forAll (pkgs: {
+        models = nixpkgs.lib.mapAttrs
+          (import ./nixos-module/fetch-model.nix { inherit (pkgs) fetchurl; })
+          (nixpkgs.lib.filterAttrs (_: e: e.sha256 != null) models);
+      });
+
+      # `nix fmt`.
+      formatter = forAll (pkgs: pkgs.nixfmt-rfc-style);
+
       devShells = forAll (pkgs: {
         default = pkgs.mkShell {
-          packages = with pkgs; [ cargo rustc clippy rustfmt cmake gcc nodejs nix deadnix ];
+          packages = with pkgs; [ cargo rustc clippy rustfmt rust-analyzer cmake gcc nodejs nix deadnix nixfmt-rfc-style ];
+          # rust-analyzer finds the standard library's sources here.
+          RUST_SRC_PATH = "${pkgs.rustPlatform.rustLibSrc}";
         };
       });
 

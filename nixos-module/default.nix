@@ -11,26 +11,23 @@
 
 let
   cfg = config.services.boxmaker;
-  inherit (lib) mkOption mkEnableOption mkIf types;
+  inherit (lib) mkOption mkIf types;
   toml = pkgs.formats.toml { };
   # The units' shared hardening set, the GPU's device nodes and what brokerd's exec tool needs.
   hardening = import ./hardening.nix { inherit lib; };
 
-  runDir = "/run/boxmaker";
-  loopdSocket = "${runDir}/loopd.sock";
-  brokerdSocket = "${runDir}/brokerd.sock";
-  boxdSocket = "${runDir}/boxd.sock";
+  inherit (import ./paths.nix) loopdSocket brokerdSocket boxdSocket;
   # llama-server's Unix socket, or its TCP address with llama.host (llama-server.nix).
   llamaUrl = cfg.llama.url;
   serve = cfg.llama.serve;
 
-  # Open files each process may need beyond the daemons' connection caps: llama-server's model
-  # and HTTP connections, loopd's session logs and its connections to llama-server and brokerd,
-  # MCP servers' pipes, boxd's children (docs/operations.md, "Open files").
-  fileHeadroom = 4096;
-
   # The longest llama-server may take to load its model, in milliseconds.
   llamaStartMs = 300000;
+
+  # systemd's watchdog (WatchdogSec): boxd pings it every half of this (crates/boxd's notify.rs:
+  # WATCHDOG_USEC / 2), from its start on, on its own task; a boxd that misses two pings in a row
+  # is hung, and systemd kills and restarts the unit (Restart=on-failure).
+  watchdogSec = 60;
 
   # stateDir relative to /var/lib, for StateDirectory: systemd creates it owned by the unit's
   # user, and it is the one place ProtectSystem=strict leaves writable. So stateDir must be a
@@ -59,22 +56,24 @@ let
   # loopd routes to them and must get neither `[llama] url` nor `--llama` (it refuses both).
   llamaEndpoints = if cfg.loopd.configFile != null then [ ] else cfg.loopd.settings.llama.endpoints or [ ];
 
-  # brokerd's [[mcp]] servers as far as the module can see them (not in brokerd.configFile).
-  mcpServers = if cfg.brokerd.configFile != null then [ ] else cfg.brokerd.settings.mcp or [ ];
+  # Whether loopd or llama-server reaches other machines (RPC workers, remote endpoints): then
+  # the unit waits for the network to be up, not only configured.
+  remote = cfg.llama.rpcServers != [ ] || llamaEndpoints != [ ];
 
-  # Whether a grant names brokerd's `exec` tool, as far as the module can see the grants.
-  execGranted = cfg.brokerd.configFile == null
-    && builtins.any (g: builtins.isAttrs g && (g.tool or null) == "exec") cfg.grants;
+  # llama-server's flags the module sets itself: where it listens and its key (llama.host,
+  # llama.apiKeyFile: the socket is what keeps its slot API private), its web UI (off), and what
+  # the unit's layout fixes (the model, context and slots have their options; the slot files'
+  # directory is loopd's [kv] dir).
+  moduleFlags = [
+    "--host" "--port" "--api-key" "--api-key-file" "--webui" "--no-webui" "--path"
+    "-m" "--model" "-c" "--ctx-size" "-np" "--parallel" "--slot-save-path"
+  ];
+  modelFlags = if cfg.modelEntry != null then cfg.modelEntry.llamaFlags or [ ] else [ ];
+  takenFlags = builtins.filter (f: builtins.elem (builtins.head (lib.splitString "=" f)) moduleFlags)
+    (modelFlags ++ cfg.llama.extraFlags);
 
-  # A freeform TOML table with a few typed keys.
-  section = options: mkOption {
-    type = types.submodule {
-      freeformType = toml.type;
-      inherit options;
-    };
-    default = { };
-    description = "A section of the config file; any other key of docs/config.md may be set.";
-  };
+  # What boxd.toml holds that is the module's own (boxd.settings may set the rest).
+  boxdOwnKeys = builtins.filter (k: cfg.boxd.settings ? ${k}) [ "notify" "runtime_dir" "socket" "socket_group" "children" ];
 
   loopdFile =
     if cfg.loopd.configFile != null then cfg.loopd.configFile
@@ -85,10 +84,11 @@ let
 
   brokerdFile =
     if cfg.brokerd.configFile != null then cfg.brokerd.configFile
-    else toml.generate "brokerd.toml" (cfg.brokerd.settings // { grants = cfg.grants; });
+    else toml.generate "brokerd.toml" (cfg.brokerd.settings // { grants = cfg.brokerd.renderedGrants; });
 
   # boxd's config; @LOOPD_SHA256@ and @BROKERD_SHA256@ are filled in by `configs` below.
-  boxdSettings = {
+  boxdSettings = cfg.boxd.settings // {
+    # READY=1 once every child is ready, and the watchdog's pings (WatchdogSec below).
     notify = true;
     # Where boxd answers GET /metrics (its children's state); the boxmaker group may read it,
     # as it may use loopd's socket (docs/operations.md, "Metrics").
@@ -99,15 +99,16 @@ let
       max_backoff_ms = 60000;
       max_restarts = 5;
       window_ms = 600000;
-    };
-    log.level = "info";
+    } // cfg.boxd.settings.restart;
+    # TOML has no null: no listen, no [metrics] listener (boxd's socket still serves /metrics).
+    metrics = lib.filterAttrs (_: v: v != null) cfg.boxd.settings.metrics;
     children = [
       {
         name = "llama-server";
         inherit (serve) command;
         # Where it listens (and its key, and --no-webui), from llama-server.nix.
         args = serve.args ++ [
-          "-m" (toString cfg.model)
+          "-m" (toString cfg.modelFile)
           "-c" (toString cfg.contextSize)
           "--parallel" (toString cfg.slots)
           "--slot-save-path" kvDir
@@ -119,6 +120,8 @@ let
         ++ lib.optionals (cfg.llama.rpcServers != [ ]) [
           "--rpc" (lib.concatStringsSep "," cfg.llama.rpcServers)
         ]
+        # What the catalogue's model needs, then the owner's own.
+        ++ modelFlags
         ++ cfg.llama.extraFlags;
         inherit (serve) ready;
         start_timeout_ms = llamaStartMs;
@@ -181,238 +184,19 @@ in
   # brokerd.settings.secrets and the unit's LoadCredential=, and the unit's ExecReload;
   # services.boxmaker.rpcWorker, a llama.cpp RPC worker's own unit (docs/scale-out.md);
   # services.boxmaker.llama.host and apiKeyFile: where llama-server listens, and its key.
-  imports = [ ./schedules.nix ./metrics.nix ./web.nix ./secrets.nix ./rpc-worker.nix ./llama-server.nix ];
+  # options.nix: the options rendered here; model.nix: services.boxmaker.model and the catalogue.
+  imports = [ ./options.nix ./model.nix ./schedules.nix ./metrics.nix ./web.nix ./secrets.nix ./rpc-worker.nix ./llama-server.nix ];
+
+  # No maintainer attribute set exists for this project (it is not in nixpkgs' maintainer list);
+  # the owner of this flake is the module's maintainer.
+  meta.maintainers = [ ];
 
   options.services.boxmaker = {
-    enable = mkEnableOption "boxmaker, a private AI-agent appliance";
-
-    package = mkOption {
-      type = types.nullOr types.package;
-      # `or null`: without the flake's overlay an assertion says what to do (not "attribute
-      # 'boxmaker' missing"), and the options' documentation renders from defaultText.
-      default = pkgs.boxmaker or null;
-      defaultText = lib.literalExpression "pkgs.boxmaker";
-      description = ''
-        The boxmaker workspace (boxd, loopd, brokerd, boxctl). The flake's nixosModules.default
-        sets it; with nixos-module/ alone, add the flake's overlays.default to nixpkgs.overlays
-        or set this.
-      '';
-    };
-
-    model = mkOption {
-      type = types.path;
-      description = ''
-        The GGUF model llama-server loads. Give a string path outside the store (for example
-        "/var/lib/models/qwen3-4b.gguf") to keep a large model out of the store; it must be
-        readable by the boxmaker user and not under /home (ProtectHome).
-      '';
-    };
-
-    llama = {
-      package = mkOption {
-        type = types.package;
-        default = pkgs.llama-cpp;
-        description = "The llama.cpp package providing bin/llama-server.";
-      };
-      chatTemplateFile = mkOption {
-        type = types.nullOr types.path;
-        default = null;
-        description = "A Jinja chat template (--chat-template-file); null: the model's own.";
-      };
-      extraFlags = mkOption {
-        type = types.listOf types.str;
-        default = [ ];
-        example = [ "--flash-attn" "on" "-ngl" "99" ];
-        description = "More arguments for llama-server. GPU layers (-ngl) need llama.gpu, unless they go to rpcServers.";
-      };
-      rpcServers = mkOption {
-        type = types.listOf types.str;
-        default = [ ];
-        example = [ "10.100.0.2:50052" "10.100.0.3:50052" ];
-        description = ''
-          llama.cpp RPC workers ("host:port", each a services.boxmaker.rpcWorker elsewhere)
-          that llama-server splits the model across, passed as `--rpc a,b`; add "-ngl" "99" to
-          extraFlags so the layers go to them. Both ends need llama.cpp built with RPC
-          (`pkgs.llama-cpp.override { rpcSupport = true; }`) of the same version. The RPC
-          protocol has no authentication or encryption: weights and activations cross the
-          network in the clear, so use a trusted network or a WireGuard tunnel
-          (docs/scale-out.md).
-        '';
-      };
-      gpu = mkOption {
-        type = types.bool;
-        default = false;
-        description = ''
-          Let llama-server use the GPU (a GPU build of llama.package, and "-ngl" in extraFlags):
-          the unit sees the GPU's device nodes (PrivateDevices off; DeviceAllow of NVIDIA's,
-          AMD's and WSL's nodes, DevicePolicy=closed), joins the render group (ROCm opens
-          /dev/dri/renderD*) and sees /proc/driver (ProcSubset=all; CUDA reads it). This applies
-          to the whole unit, boxd, brokerd and loopd too: systemd cannot open a device to one
-          process of a unit. Off: no device nodes beyond /dev/null and the like, so llama-server
-          runs on the CPU whatever extraFlags say.
-        '';
-      };
-    };
-
-    contextSize = mkOption {
-      type = types.ints.positive;
-      default = 24576;
-      description = "llama-server's total context (-c), shared by the slots.";
-    };
-
-    slots = mkOption {
-      type = types.ints.positive;
-      default = 3;
-      description = "llama-server's slots (--parallel); loopd uses three (main, background, subagent).";
-    };
-
-    stateDir = mkOption {
-      type = types.str;
-      default = "/var/lib/boxmaker";
-      description = ''
-        State of loopd (sessions; in loopd/kv the sessions' KV caches, llama-server's
-        --slot-save-path) and brokerd (audit log): a directory under /var/lib, which
-        systemd creates as the unit's StateDirectory (the only place ProtectSystem=strict leaves
-        writable). Anything else fails the evaluation with a message.
-      '';
-    };
-
-    loopd = {
-      settings = mkOption {
-        type = types.submodule {
-          freeformType = toml.type;
-          options = {
-            socket = mkOption { type = types.str; default = loopdSocket; description = "loopd's API socket."; };
-            state_dir = mkOption { type = types.str; default = "${cfg.stateDir}/loopd"; description = "loopd's state."; };
-            llama = section {
-              url = mkOption {
-                type = types.nullOr types.str;
-                default = if llamaEndpoints == [ ] then llamaUrl else null;
-                defaultText = lib.literalMD "this machine's llama-server; null (not written) when `endpoints` has any";
-                description = "llama-server's URL; null with [[llama.endpoints]], which loopd takes instead (docs/scale-out.md).";
-              };
-            };
-            broker = section {
-              socket = mkOption { type = types.str; default = brokerdSocket; description = "brokerd's socket."; };
-              core_tools = mkOption {
-                type = types.listOf types.str;
-                default = [ "read_file" "list_dir" ];
-                description = "brokerd's tools in the tools array: small models fail through call_tool (docs/config.md). A tool no grant allows is left out.";
-              };
-            };
-            api = section {
-              socket_group = mkOption { type = types.str; default = "boxmaker"; description = "Who may use boxctl."; };
-              max_connections = mkOption { type = types.ints.positive; default = 256; description = "Most connections open on loopd's socket (counted in maxOpenFiles)."; };
-            };
-            baseline = section {
-              system = mkOption {
-                type = types.str;
-                default = "${../config}/system.md";
-                description = "The system prompt; compact.md and summarise.md are read from its directory.";
-              };
-            };
-          };
-        };
-        default = { };
-        description = "loopd's config (docs/config.md), rendered as TOML.";
-      };
-      configFile = mkOption {
-        type = types.nullOr types.path;
-        default = null;
-        description = "A loopd config file used instead of settings.";
-      };
-      passLlamaUrl = mkOption {
-        type = types.bool;
-        default = llamaEndpoints == [ ];
-        defaultText = lib.literalMD "`true`, unless `loopd.settings.llama.endpoints` has `[[llama.endpoints]]`";
-        description = ''
-          Whether loopd is started with `--llama` naming this machine's llama-server. loopd
-          refuses `--llama` beside [[llama.endpoints]] (docs/scale-out.md), so it is off when
-          loopd.settings has any. With loopd.configFile the module cannot see the file's
-          endpoints: set this to false when it has some.
-        '';
-      };
-    };
-
-    brokerd = {
-      settings = mkOption {
-        type = types.submodule {
-          freeformType = toml.type;
-          options = {
-            socket = mkOption { type = types.str; default = brokerdSocket; description = "brokerd's socket."; };
-            state_dir = mkOption { type = types.str; default = "${cfg.stateDir}/brokerd"; description = "brokerd's state."; };
-            limits = section {
-              call_timeout_ms = mkOption { type = types.ints.positive; default = 30000; description = "The longest tool call."; };
-              max_connections = mkOption { type = types.ints.positive; default = 128; description = "Most connections open on brokerd's socket (counted in maxOpenFiles)."; };
-            };
-          };
-        };
-        default = { };
-        description = "brokerd's config (docs/config.md) without its grants and secrets (brokerd.secrets), rendered as TOML.";
-      };
-      configFile = mkOption {
-        type = types.nullOr types.path;
-        default = null;
-        description = "A brokerd config file used instead of settings and grants.";
-      };
-    };
-
-    grants = mkOption {
-      type = types.listOf toml.type;
-      default = [
-        { tool = "clock"; sessions = [ "*" ]; }
-        { tool = "echo"; sessions = [ "*" ]; }
-      ];
-      example = [
-        { tool = "read_file"; sessions = [ "*" ]; paths = [ "/var/lib/boxmaker/files" ]; result_class = "private"; }
-      ];
-      description = "brokerd's [[grants]] (docs/config.md). Empty: every tool call is denied.";
-    };
-
-    memoryDenyWriteExecute = mkOption {
-      type = types.bool;
-      default = mcpServers == [ ];
-      defaultText = lib.literalMD "`true`, unless `brokerd.settings.mcp` has `[[mcp]]` servers";
-      description = ''
-        The unit's MemoryDenyWriteExecute (no memory both writable and executable), for every
-        process in it: boxd, llama-server, brokerd, loopd and brokerd's MCP servers. Off by
-        default when brokerd.settings has [[mcp]] servers, because they run inside the unit and
-        a JIT (Node.js, so every `npx` server) needs such memory and dies without it. With
-        brokerd.configFile the module cannot see its servers: set this to false when that file
-        runs one on a JIT. Set it to true to keep it with MCP servers that need no JIT.
-      '';
-    };
-
-    exec = mkOption {
-      type = types.bool;
-      default = execGranted;
-      defaultText = lib.literalMD "`true` when a grant names the `exec` tool";
-      description = ''
-        Whether brokerd's `exec` tool can make its bubblewrap sandbox in the unit: namespaces
-        bwrap makes are allowed and the settings that stop it from mounting the sandbox's /proc
-        are off (ProtectKernelTunables, ProtectKernelLogs, ProtectHostname, ProcSubset=pid),
-        with the reasons in the module. Without it brokerd reports `exec: unavailable` and
-        denies every call of the tool. On by default when a grant names `exec`; with
-        brokerd.configFile the module cannot see the grants: set it yourself.
-      '';
-    };
-
-    maxOpenFiles = mkOption {
-      type = types.ints.positive;
-      default = cfg.loopd.settings.api.max_connections
-        + cfg.brokerd.settings.limits.max_connections + fileHeadroom;
-      description = ''
-        The unit's LimitNOFILE: the open-file limit of boxd and, inherited, of each of
-        llama-server, brokerd and loopd. The default is both daemons' max_connections plus
-        ${toString fileHeadroom} for everything else. Set it yourself when loopd.configFile or
-        brokerd.configFile sets other caps.
-      '';
-    };
-
     configDir = mkOption {
       type = types.package;
       readOnly = true;
       default = configs;
+      defaultText = lib.literalMD "the three configs, rendered from the settings and checked";
       description = "The checked configs: boxd.toml with the pins (read only).";
     };
   };
@@ -437,6 +221,15 @@ in
         assertion = (cfg.loopd.settings.kv.dir or kvDir) == kvDir;
         message = "services.boxmaker.loopd.settings.kv.dir must be left unset or be \"${kvDir}\", got ${builtins.toJSON (cfg.loopd.settings.kv.dir or null)}: llama-server is started with --slot-save-path ${kvDir}, a StateDirectory of the unit, the only place ProtectSystem=strict leaves writable (docs/kv.md).";
       }
+      {
+        assertion = boxdOwnKeys == [ ];
+        message = "services.boxmaker.boxd.settings sets ${lib.concatStringsSep ", " boxdOwnKeys}, which the module writes itself (boxd's socket in /run/boxmaker, READY=1 and the watchdog, the RuntimeDirectory, llama-server, brokerd and loopd as its children): leave ${if builtins.length boxdOwnKeys == 1 then "it" else "them"} out.";
+      }
+      {
+        # The socket (llama-server.nix) is what keeps the slot API from other users.
+        assertion = takenFlags == [ ];
+        message = "services.boxmaker.llama.extraFlags sets ${lib.concatStringsSep " " takenFlags}, which the module sets itself: where llama-server listens is llama.host and llama.port (a Unix socket by default, so that no other user reaches its slot API), its key llama.apiKeyFile, its web UI stays off, and the model, context, slots and slot files are services.boxmaker.model, contextSize, slots and stateDir.";
+      }
     ];
 
     # With RPC workers, -ngl puts layers on them, which needs no local GPU.
@@ -458,7 +251,9 @@ in
     systemd.services.boxmaker = {
       description = "boxmaker appliance (boxd: llama-server, brokerd, loopd)";
       wantedBy = [ "multi-user.target" ];
-      after = [ "network.target" ];
+      # RPC workers or remote endpoints: llama-server and loopd connect out at start.
+      after = [ "network.target" ] ++ lib.optional remote "network-online.target";
+      wants = lib.optional remote "network-online.target";
       # bwrap, for brokerd's `exec` tool: brokerd finds it on PATH (bxsandbox-shim is in the
       # package, next to brokerd). Without services.boxmaker.exec the unit's namespace
       # restrictions stop it and brokerd says so. slirp4netns is the network of a grant with
@@ -478,6 +273,10 @@ in
         TimeoutStopSec = "90s";
         Restart = "on-failure";
         RestartSec = "10s";
+        WatchdogSec = "${toString watchdogSec}s";
+        # What the daemons, llama-server and the tools write (sessions, KV files, audit log, a
+        # tool's files) is the boxmaker user's alone; the sockets' modes are set explicitly.
+        UMask = "0077";
         # loopd/kv: llama-server's --slot-save-path, which must exist when it starts.
         StateDirectory = "${stateDirName} ${stateDirName}/loopd ${stateDirName}/loopd/kv ${stateDirName}/brokerd";
         StateDirectoryMode = "0750";

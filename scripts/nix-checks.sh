@@ -58,20 +58,38 @@ echo "nix-checks: evaluate nixos-module with nixpkgs' lib (tests/nix/eval-module
 nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-module.nix \
     --argstr binDir "$work/pkg" >"$work/eval.json"
 
+echo "nix-checks: the module as an owner uses it: a catalogue model, boxd's settings (tests/nix/eval-owner.nix)"
+nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-owner.nix \
+    --argstr binDir "$work/pkg" >"$work/owner.json"
+
+echo "nix-checks: package.nix: the real binaries, completions, man pages, meta (tests/nix/eval-package.nix)"
+nix-instantiate --eval --strict --json tests/nix/eval-package.nix >"$work/package.json"
+
+# Each case line: case|fail or warn|a piece of the message it must print on stderr; FILE holds it.
+check_cases() {
+    local file=$1 name expect message rc
+    while IFS='|' read -r name expect message; do
+        rc=0
+        nix-instantiate --eval --strict --json --read-write-mode "$file" \
+            --argstr binDir "$work/pkg" --argstr case "$name" >/dev/null 2>"$work/case.err" || rc=$?
+        if { [ "$expect" = fail ] && [ "$rc" = 0 ]; } || { [ "$expect" = warn ] && [ "$rc" != 0 ]; } \
+            || ! grep -qF -- "$message" "$work/case.err"; then
+            echo "nix-checks: case $name of $file: wanted to $expect with \"$message\", got exit $rc and:" >&2
+            cat "$work/case.err" >&2
+            exit 1
+        fi
+    done
+}
+
+echo "nix-checks: evaluations that must fail, with their messages (tests/nix/eval-fail.nix)"
+nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-fail.nix --argstr binDir "$work/pkg" -A table \
+    | python3 -c 'import json, sys; print("\n".join(json.load(sys.stdin)))' >"$work/fail-cases"
+[ -s "$work/fail-cases" ] || { echo "nix-checks: tests/nix/eval-fail.nix lists no case" >&2; exit 1; }
+check_cases tests/nix/eval-fail.nix <"$work/fail-cases"
+
 echo "nix-checks: evaluations that must fail or warn, with their messages (tests/nix/eval-case.nix)"
-# Each line: case|fail or warn|a piece of the message it must print on stderr.
-while IFS='|' read -r name expect message; do
-    rc=0
-    nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-case.nix \
-        --argstr binDir "$work/pkg" --argstr case "$name" >/dev/null 2>"$work/case.err" || rc=$?
-    if { [ "$expect" = fail ] && [ "$rc" = 0 ]; } || { [ "$expect" = warn ] && [ "$rc" != 0 ]; } \
-        || ! grep -qF -- "$message" "$work/case.err"; then
-        echo "nix-checks: case $name: wanted to $expect with \"$message\", got exit $rc and:" >&2
-        cat "$work/case.err" >&2
-        exit 1
-    fi
-done <<'CASES'
-relative-model|fail|services.boxmaker.model' is not of type `absolute path'
+check_cases tests/nix/eval-case.nix <<'CASES'
+relative-model|fail|services.boxmaker.model' is not of type `name of a model of the catalogue
 port-out-of-range|fail|services.boxmaker.llama.port' is not of type `16 bit unsigned integer
 null-in-settings|fail|services.boxmaker.loopd.settings.loop.max_steps' is not of type `TOML value'
 no-overlay|fail|services.boxmaker.package is not set: pkgs has no boxmaker
@@ -117,6 +135,35 @@ llama-tcp-wildcard-in-the-clear|fail|services.boxmaker.llama.host = "0.0.0.0" is
 kv-dir-elsewhere|fail|services.boxmaker.loopd.settings.kv.dir must be left unset or be "/var/lib/boxmaker/loopd/kv", got "/srv/kv"
 CASES
 
+echo "nix-checks: package.nix's postInstall against the debug build (templates, completions, man pages)"
+mkdir -p "$work/install/src" "$work/install/out/bin"
+ln -s "$PWD/config" "$work/install/src/config"
+ln -s "$bins/boxctl" "$work/install/out/bin/boxctl"
+python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["postInstall"])' "$work/package.json" >"$work/install/post.sh"
+# installShellFiles' two hooks, as far as postInstall uses them (each file is checked below).
+(
+    cd "$work/install/src"
+    out="$work/install/out"
+    installShellCompletion() {
+        local cmd= shell
+        while [ $# -gt 0 ]; do
+            case $1 in
+                --cmd) cmd=$2; shift 2 ;;
+                --bash|--zsh|--fish) shell=${1#--}
+                    mkdir -p "$out/completions"; cat "$2" >"$out/completions/$cmd.$shell"; shift 2 ;;
+                *) echo "installShellCompletion: unexpected $1" >&2; exit 1 ;;
+            esac
+        done
+    }
+    installManPage() { mkdir -p "$out/share/man/man1"; cp "$@" "$out/share/man/man1/"; }
+    set -e
+    # shellcheck disable=SC1091
+    . "$work/install/post.sh"
+) >"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; exit 1; }
+for f in share/boxmaker/templates/qwen2.5-tools.jinja share/man/man1/boxctl.1 completions/boxctl.bash completions/boxctl.zsh completions/boxctl.fish; do
+    [ -s "$work/install/out/$f" ] || { echo "nix-checks: package.nix's postInstall did not make $f" >&2; exit 1; }
+done
+
 echo "nix-checks: the nix blocks of docs/operations.md, docs/secrets.md, docs/scale-out.md and docs/web.md parse"
 # Each block is an expression (the flake) or a module's attribute definitions (a snippet to put
 # into the system's configuration): it must parse as one or, wrapped into a module (which gives
@@ -142,6 +189,9 @@ done
 echo "nix-checks: run the module's config build (--check-config of loopd, brokerd, boxd; pins)"
 python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["configScript"])' "$work/eval.json" >"$work/build.sh"
 out="$work/out" bash "$work/build.sh" >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 1; }
+# boxd's own settings ([log] level, [metrics] listen, [restart]) pass boxd --check-config too.
+python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["configScript"])' "$work/owner.json" >"$work/owner.sh"
+out="$work/owner-out" bash "$work/owner.sh" >"$work/owner.log" 2>&1 || { cat "$work/owner.log" >&2; exit 1; }
 for name in loopd brokerd; do
     file=$(grep -o "/nix/store/[a-z0-9]*-$name.toml" "$work/out/boxd.toml" | head -n1)
     want=$(sha256sum "$file" | cut -d' ' -f1)

@@ -16,6 +16,12 @@ let
 
   nixosModule = {
     options = {
+      # As NixOS's: the module's maintainers (its manual lists them).
+      meta.maintainers = mkOption {
+        type = types.listOf types.raw;
+        default = [ ];
+        description = "The maintainers of the module.";
+      };
       assertions = mkOption {
         type = types.listOf types.unspecified;
         default = [ ];
@@ -111,6 +117,8 @@ let
     slirp4netns = fake "slirp4netns";
     procps = fake "procps";
     coreutils = fake "coreutils";
+    # As nixpkgs' fetchurl: a fixed-output derivation, with its passthru on the result.
+    fetchurl = { name, url, sha256, passthru ? { } }: fake name // { inherit url sha256; } // passthru;
     formats.toml = _: {
       # nixpkgs' pkgs.formats.toml type (pkgs/pkgs-lib/formats.nix): no null, unlike JSON's.
       type =
