@@ -81,6 +81,8 @@
             PrivateTmp = true;
             ProtectHome = true;
             RestrictAddressFamilies = [ "AF_INET" "AF_INET6" "AF_UNIX" ];
+            UMask = "0077";
+            WatchdogSec = "60s";
           };
           bad = builtins.filter (k: (sc.${k} or null) != want.${k}) (builtins.attrNames want);
         in

@@ -28,9 +28,9 @@
   # A larger one, for a box with more memory (1,117,320,768 bytes on disk, about 2 GB in use).
   # Its sha256 was not computed here from Hugging Face's file (nothing here can download it):
   # it is the digest public references give for this file of Qwen's official repository (its
-  # LFS oid, upload commit 2ab9f8f42af0), with that size, and the same digest the project
-  # computed from the copy scripts/fetch-parts.sh assembles (QWEN15_SHA256). A wrong one would
-  # fail the fetch, never load other bytes.
+  # LFS oid, upload commit 2ab9f8f42af0), with that size; where scripts/fetch-parts.sh pins a
+  # copy of this model (QWEN15_SHA256), tests/nix/eval-owner.nix requires the same digest. A
+  # wrong one would fail the fetch, never load other bytes.
   "qwen2.5-coder-1.5b" = {
     description = "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (1.1 GB): stronger than the default, slower, more memory";
     url = "https://huggingface.co/Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/resolve/main/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";

@@ -56,6 +56,11 @@ let
   rpc = boxOf { llama = { rpcServers = [ "10.100.0.2:50052" ]; extraFlags = [ "-ngl" "99" ]; }; };
   endpoints = boxOf { loopd.settings.llama.endpoints = [{ name = "cupboard"; url = "https://gpu.lan:8443"; }]; };
 
+  # The README's NixOS example, as written: its services.boxmaker attribute set.
+  readmeSettings = import (builtins.toFile "readme-boxmaker.nix" (builtins.head (builtins.match
+    ".*```nix\n.*\n          services[.]boxmaker = ([{]\n[^`]*\n          [}]);\n.*```.*" (builtins.readFile ../../README.md))));
+  readme = (evalBox { user = readmeSettings; }).config;
+
   # The options' documentation, as NixOS's manual renders it.
   docs = lib.optionAttrSetToDocList (evalBox { user = base; }).options.services.boxmaker;
   packageOptions = builtins.filter (o: lib.hasInfix "package" (o.type or "") && o.visible or true && !(o.internal or false)) docs;
@@ -98,6 +103,10 @@ let
     (check "the owner's contextSize and chatTemplateFile win over the entry's"
       (let c = boxOf { contextSize = 8192; llama.chatTemplateFile = null; }; in
         lib.hasInfix "\"-c\", \"8192\"" (llamaArgs c) && !(lib.hasInfix "--chat-template-file" (llamaArgs c))))
+    (check "the README's example evaluates, its assertions hold, with the default model of the catalogue and its template"
+      (readmeSettings.model == "qwen2.5-coder-0.5b"
+        && lib.hasInfix "\"--chat-template-file\", \"${template}\"" (llamaArgs readme)
+        && lib.hasInfix "\"-m\", \"${fetched.outPath}\"" (llamaArgs readme)))
     # Point 2: llama-server private (on its socket, no web UI, no TCP port), with a model too.
     (check "llama-server on its socket, no web UI, no port, with a catalogue model"
       (lib.hasPrefix "[\"--host\", \"/run/boxmaker/llama/llama.sock\", \"--no-webui\", \"-m\"" (llamaArgs box)
