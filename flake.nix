@@ -54,11 +54,6 @@
         let
           boxmaker = boxmakerFor pkgs;
 
-          # The VM test's model: null leaves the test out. To run it, put a small GGUF here,
-          # e.g. pkgs.fetchurl { url = "https://huggingface.co/.../SmolLM2-135M-Instruct-Q8_0.gguf";
-          # hash = "sha256-..."; } (fill in the URL and hash; nothing here has been fetched).
-          model = null;
-
           # A system with the module, to inspect the unit without booting it.
           evalSystem = nixpkgs.lib.nixosSystem {
             inherit (pkgs.stdenv.hostPlatform) system;
@@ -112,40 +107,13 @@
             touch $out
           '';
 
-          # Boots the appliance and runs a task. Needs a small GGUF model: set `model` to a
-          # fetchurl with the hash filled in (for example SmolLM2-135M-Instruct Q8_0 from
-          # Hugging Face), then `nix build .#checks.x86_64-linux.vm`. Until then this check
-          # is left out (null model), so `nix flake check` stays offline-buildable.
-        } // pkgs.lib.optionalAttrs (model != null) {
-          vm = pkgs.testers.runNixOSTest {
-            name = "boxmaker-vm";
-            nodes.box = {
-              imports = [ self.nixosModules.default ];
-              virtualisation.memorySize = 4096;
-              virtualisation.cores = 2;
-              services.boxmaker = {
-                enable = true;
-                inherit model;
-                contextSize = 6144;
-                slots = 3;
-              };
-              users.users.alice = { isNormalUser = true; extraGroups = [ "boxmaker" ]; };
-            };
-            testScript = ''
-              box.wait_for_unit("boxmaker.service", timeout=600)
-              box.wait_for_file("/run/boxmaker/loopd.sock")
-              out = box.succeed("su alice -c 'boxctl task \"Say the word hello.\"'")
-              assert "hello" in out.lower(), out
-              box.succeed("systemctl show boxmaker -p NoNewPrivileges | grep -q yes")
-              # The reload (ExecReload: SIGHUP to boxd's child brokerd, under the unit's
-              # hardening) reaches brokerd, which re-reads its secrets and stays up.
-              brokerd = box.succeed("pgrep -x brokerd").strip()
-              box.succeed("systemctl reload boxmaker")
-              box.succeed("systemctl is-active boxmaker")
-              assert box.succeed("pgrep -x brokerd").strip() == brokerd, "brokerd restarted on reload"
-              box.succeed("systemctl stop boxmaker")
-              box.fail("pgrep -x llama-server")
-            '';
+          # Boots the appliance in a NixOS VM with fakellama as its llama-server (no model, GPU
+          # or network): a task with a tool, an approval, a schedule, a reboot, the sessions
+          # found again (tests/nix/vm-test.nix; docs/operations.md, "Nix checks").
+          vm = import ./tests/nix/vm-test.nix {
+            inherit pkgs;
+            module = self.nixosModules.default;
+            package = boxmaker;
           };
         });
     };

@@ -3,7 +3,8 @@
 # (tests/nix/offline-check.sh, also the flake's checks.offline), evaluates nixos-module/ with
 # nixpkgs' real lib, vendored in tests/nix/nixpkgs-lib (asserting on the unit and the rendered
 # settings, and that bad settings fail with their message), then runs the module's own config
-# build script (the three --check-config calls and the sha256 pins) against the debug build.
+# build script (the three --check-config calls and the sha256 pins) against the debug build, and
+# checks the VM test as far as it goes offline (tests/nix/vm-check.sh).
 # Needs: nix-instantiate (Debian's nix-bin, installed here when missing and run as root),
 # cargo (for deadnix, cached), and `cargo build --workspace --bins` done before.
 # What needs a real Nix with nixpkgs (nix flake check, the VM test): docs/operations.md.
@@ -198,4 +199,7 @@ for name in loopd brokerd; do
     grep -q "config_sha256 = \"$want\"" "$work/out/boxd.toml" \
         || { echo "nix-checks: $name's pin in boxd.toml is not $want" >&2; exit 1; }
 done
+
+echo "nix-checks: the VM test offline: its node, its script, its llama-server (tests/nix/vm-check.sh)"
+bash tests/nix/vm-check.sh "$bins" "$work/vm"
 echo "nix-checks: ok"
