@@ -59,6 +59,7 @@ in
       readOnly = true;
       internal = true;
       default = entry;
+      defaultText = lib.literalMD "the catalogue entry `model` names, is, or was fetched from; else null";
       description = "The catalogue entry of the model (template, contextSize, llamaFlags), or null.";
     };
 

@@ -112,6 +112,8 @@ let
       (lib.hasPrefix "[\"--host\", \"/run/boxmaker/llama/llama.sock\", \"--no-webui\", \"-m\"" (llamaArgs box)
         && !(lib.hasInfix "--port" (llamaArgs box))))
     # Point 3: the module's maintainers, and a documented default for every package option.
+    (check "the documentation renders with nothing set (NixOS's manual: no model, no overlay)"
+      (builtins.deepSeq (lib.optionAttrSetToDocList (evalBox { user = { }; withBoxmaker = false; }).options.services.boxmaker) true))
     (check "meta.maintainers is declared (empty: see the comment in default.nix)" (box.meta.maintainers == [ ]))
     (check "every package option has a defaultText (pkgs.boxmaker, pkgs.llama-cpp), none rendered from a derivation"
       (builtins.length packageOptions >= 3
