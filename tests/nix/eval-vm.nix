@@ -77,6 +77,9 @@ let
   # An answer's marker: its text up to the first ":" (the whole reply when it has none).
   marker = reply: builtins.head (lib.splitString ":" reply);
   scheduleTasks = map (s: s.task) cfg.schedules;
+  # The text of the task whose call waits for the owner, as the test script sends it.
+  noteTask = builtins.head (builtins.match
+    ".*\"boxctl task --session vm-approve \" \\+ shlex\\.quote\\(\"([^\"]*)\"\\).*" text);
 
   checks = [
     (check "the model server is fakellama's llama-server wrapper"
@@ -124,6 +127,11 @@ let
         && builtins.all (s: holds "\"${s}\"") [ "vm-clock" "vm-approve" "vm-schedule" ]))
     (check "each task of fakellama's script is one the test or the schedule sends"
       (builtins.all (r: holds r.when_contains || builtins.any (lib.hasInfix r.when_contains) scheduleTasks) userRules))
+    # loopd runs write_file only on a path the owner's own words hold (docs/config.md,
+    # loop.owner_paths_tools); else it answers the call itself and no approval is asked.
+    (check "each path fakellama's script writes is written in the owner's words of the approval task"
+      (builtins.all (c: c.name != "write_file" || lib.hasInfix (builtins.fromJSON c.arguments).path noteTask)
+        (lib.concatMap (r: r.tool_calls or [ ]) script.rule)))
     (check "each answer of fakellama's script is one the test looks for"
       (builtins.all (r: !(r ? reply) || holds (marker r.reply)) script.rule))
   ];

@@ -108,7 +108,9 @@ pkgs.testers.runNixOSTest {
 
     with subtest("a task whose call waits for the owner's approval"):
         box.succeed("install -d -o boxmaker -g boxmaker -m 0750 ${files}")
-        task = "boxctl task --session vm-approve " + shlex.quote("Save the note (vm-note).")
+        # The path in the owner's words: loopd runs write_file only on a path the owner gave
+        # (loop.owner_paths_tools), and only then does brokerd ask for the approval.
+        task = "boxctl task --session vm-approve " + shlex.quote("Save the note (vm-note) to the file ${files}/vm-note.txt and nothing else.")
         # In the background, its output in a file: it waits until the owner answers.
         box.succeed("su alice -c " + shlex.quote(task) + " </dev/null >/tmp/vm-approve.out 2>&1 &")
         box.wait_until_succeeds(
