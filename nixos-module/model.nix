@@ -26,7 +26,7 @@ let
     else if builtins.isAttrs m && m ? boxmaker then m.boxmaker
     else null;
   pinned = entry == null || entry.sha256 or null != null;
-  unpinned = ''services.boxmaker.model: "${entry.name}" has no pinned sha256 in the catalogue: nothing here could download it to compute one. Download it once with `nix-prefetch-url ${entry.url}` (it prints the sha256) and give the entry with it: model = boxmaker.lib.models."${entry.name}" // { sha256 = "<what it printed>"; } (docs/operations.md, "A model from the catalogue").'';
+  unpinned = "services.boxmaker.model: the entry of ${entry.url} has no sha256, and the module fetches a model only by its sha256. Download the file once with `nix-prefetch-url ${entry.url}` (it prints the sha256) and add it to the entry: model = <the entry> // { sha256 = \"<what it printed>\"; } (docs/operations.md, \"A model from the catalogue\").";
 
   fetch = e: import ./fetch-model.nix { inherit (pkgs) fetchurl; } e.name e;
 

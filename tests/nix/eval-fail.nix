@@ -19,7 +19,7 @@ let
     };
     model-entry-unpinned = {
       user = base // { model = { url = "https://huggingface.co/Qwen/x-GGUF/resolve/main/x.gguf"; file = "x.gguf"; }; };
-      message = "services.boxmaker.model: \"x.gguf\" has no pinned sha256 in the catalogue: nothing here could download it to compute one. Download it once with `nix-prefetch-url https://huggingface.co/Qwen/x-GGUF/resolve/main/x.gguf`";
+      message = "services.boxmaker.model: the entry of https://huggingface.co/Qwen/x-GGUF/resolve/main/x.gguf has no sha256, and the module fetches a model only by its sha256. Download the file once with `nix-prefetch-url https://huggingface.co/Qwen/x-GGUF/resolve/main/x.gguf`";
     };
     # llama-server stays on its socket without a web UI: extraFlags cannot move it.
     llama-flags-port = {
