@@ -33,10 +33,15 @@ pub const EXIT_BUDGET: u8 = 7;
 /// or an event stream silent, not even pinged, for `--stream-idle-timeout-ms`. loopd may be
 /// stuck; a turn may go on in it.
 pub const EXIT_TIMEOUT: u8 = 8;
-/// The command line was wrong.
+/// The command line was wrong; or `task -` read no text, too much, or text not UTF-8.
 pub const EXIT_USAGE: u8 = 64;
 
-const EXIT_CODES_HELP: &str = "\
+/// The longest a command's one-line summary (its `about`, in `boxctl --help`'s list) may be,
+/// in characters.
+pub const MAX_ABOUT_CHARS: usize = 60;
+
+/// The exit codes, as every command's `--help` ends (one list for all of them).
+pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0   done (for task: the turn ended done)
   1   the turn failed, was cancelled, hit max_steps or was interrupted; or another error
@@ -47,9 +52,17 @@ Exit codes:
   6   no such schedule
   7   a budget: the turn stopped at one, or the day's budget is spent (refused until the day turns)
   8   loopd did not answer in time (see the --*-timeout-ms limits): it may be stuck; a turn may go on
-  64  the command line was wrong";
+  64  the command line was wrong (or `task -` read no text, too much, or not UTF-8)
+
+With --json, an error is also one JSON object on stdout:
+  {\"error\":{\"code\":N,\"kind\":\"...\",\"message\":\"...\"}}
+loopd's error answer as it came, or boxctl's own (code 0; kind unreachable, lost, timed_out,
+protocol, usage or local). NO_COLOR (not empty) turns styling off (CLICOLOR_FORCE=1 forces it).";
 
 /// boxctl drives a boxmaker appliance through loopd's Unix socket.
+///
+/// Styling (the dimmed reasoning; clap's help and errors) is on only on a terminal, and off
+/// whenever NO_COLOR is set to anything but the empty string (no-color.org).
 #[derive(Debug, Parser)]
 #[command(name = "boxctl", version, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
@@ -64,7 +77,8 @@ pub struct Cli {
         hide_env = true
     )]
     pub socket: PathBuf,
-    /// Print loopd's answers as JSON (one JSON document a line) for scripts.
+    /// Print loopd's answers as JSON (one JSON document a line) for scripts; an error too,
+    /// as one JSON object on stdout (see below).
     #[arg(long, global = true)]
     pub json: bool,
     /// Give up (exit 8) when connecting to loopd takes longer, in milliseconds [env:
@@ -125,18 +139,22 @@ impl Cli {
     }
 }
 
-/// boxctl's commands.
+/// boxctl's commands. Each `about` (the first paragraph, shown in `boxctl --help`'s list) is
+/// one line of at most [`MAX_ABOUT_CHARS`]; the rest is `long_about`, shown by `--help`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a task and stream the answer; tool calls and results print one line each.
+    /// Run a task and stream the answer
     ///
-    /// Ctrl-C stops watching; the turn goes on in loopd (`boxctl cancel ID` stops it).
+    /// Tool calls and their results print one line each. `boxctl task -` reads the text from
+    /// stdin instead (at most 512 KiB of UTF-8; then nothing is asked at the prompt, since
+    /// stdin is spent). Ctrl-C stops watching; the turn goes on in loopd (`boxctl cancel ID`
+    /// stops it).
     #[command(after_help = EXIT_CODES_HELP)]
     Task {
         /// The session to run it in (a new session when absent).
         #[arg(long, value_name = "ID")]
         session: Option<SessionId>,
-        /// Show the model's reasoning too (dimmed on a terminal).
+        /// Show the model's reasoning too (dimmed on a terminal, unless NO_COLOR is set).
         #[arg(long)]
         reasoning: bool,
         /// Name the task (1 to 48 of A-Z a-z 0-9 . _ -). Submitting it again with the same id
@@ -144,13 +162,34 @@ pub enum Command {
         /// twice; without --session it runs in session task-ID. Default: a new id each time.
         #[arg(long, value_name = "ID")]
         task_id: Option<TaskId>,
-        /// What to ask; the words are joined with spaces.
+        /// What to ask; the words are joined with spaces. `-` alone: read it from stdin.
         #[arg(value_name = "TEXT", required = true, num_args = 1..)]
         text: Vec<String>,
     },
-    /// List the sessions: turns, records, busy or queued.
+    /// Talk with the model in one session, a line at a time
+    ///
+    /// Each line read from stdin is a task in the same session (a new one unless --session
+    /// names one); its answer streams as `boxctl task` streams it. A call that waits for the
+    /// owner's approval is asked inline (`approve ID? [y/N]` on stderr) and the next line
+    /// answers it. `/quit`, or the end of stdin (Ctrl-D), ends the chat. Works with stdin
+    /// not a terminal too: lines are taken in order, as messages and answers. Exits 0 when
+    /// it ends so, also after a turn that failed (said as it happens); a loopd that is gone,
+    /// stuck or has no such session ends it with that exit code.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Chat {
+        /// The session to talk in (a new session when absent).
+        #[arg(long, value_name = "ID")]
+        session: Option<SessionId>,
+        /// Show the model's reasoning too (dimmed on a terminal, unless NO_COLOR is set).
+        #[arg(long)]
+        reasoning: bool,
+    },
+    /// List the sessions: turns, records, busy or queued
+    #[command(after_help = EXIT_CODES_HELP)]
     Sessions,
-    /// Show a session's records, one line each.
+    /// Show a session's records, one line each
+    ///
+    /// With --follow, then follow its events as they happen, until Ctrl-C.
     #[command(after_help = EXIT_CODES_HELP)]
     Show {
         /// The session.
@@ -163,42 +202,54 @@ pub enum Command {
         #[arg(long)]
         reasoning: bool,
     },
-    /// Cancel a session's running turn and drop its queued tasks.
+    /// Cancel a session's running turn and drop its queued tasks
+    #[command(after_help = EXIT_CODES_HELP)]
     Cancel {
         /// The session.
         #[arg(value_name = "ID")]
         id: SessionId,
     },
-    /// Compact a session now: its conversation so far becomes a summary that a new epoch
-    /// starts from (after the tasks already queued for it).
+    /// Compact a session's conversation into a summary now
     ///
-    /// The model writes the summary; when it cannot, loopd keeps the first request and the
-    /// last messages that fit instead, and says so.
+    /// Its conversation so far becomes a summary that a new epoch starts from (after the
+    /// tasks already queued for it). The model writes the summary; when it cannot, loopd
+    /// keeps the first request and the last messages that fit instead, and says so.
     #[command(after_help = EXIT_CODES_HELP)]
     Compact {
         /// The session.
         #[arg(value_name = "ID")]
         id: SessionId,
     },
-    /// Show how loopd, the tool broker and the model server are.
+    /// Show how loopd, the tool broker and the model server are
+    #[command(after_help = EXIT_CODES_HELP)]
     Status,
-    /// List loopd's memory notes, one line each with its labels.
+    /// List loopd's memory notes, one line each with its labels
+    #[command(after_help = EXIT_CODES_HELP)]
     Memory,
-    /// List the heartbeat's notifications (its answers that were not HEARTBEAT_OK), one line
-    /// each.
+    /// List the heartbeat's notifications, one line each
+    ///
+    /// The heartbeat's answers that were not HEARTBEAT_OK.
+    #[command(after_help = EXIT_CODES_HELP)]
     Notifications,
-    /// List a session's tool summaries and epoch carries, one line each with its labels.
+    /// List a session's tool summaries and epoch carries
+    ///
+    /// One line each, with its labels.
     #[command(after_help = EXIT_CODES_HELP)]
     Summaries {
         /// The session.
         #[arg(value_name = "ID")]
         id: SessionId,
     },
-    /// List the tool calls waiting for the owner's approval, across sessions: id, session,
-    /// tool, how long it has waited, arguments (shortened; `--json` has them whole), why.
+    /// List the tool calls waiting for the owner's approval
+    ///
+    /// Across sessions: id, session, tool, how long it has waited, why, and the arguments
+    /// whole.
+    #[command(after_help = EXIT_CODES_HELP)]
     Approvals,
-    /// Approve a call that waits: it runs once (with --for-turn, later calls of the same tool
-    /// in the same turn run without asking too).
+    /// Approve a call that waits for the owner
+    ///
+    /// It runs once (with --for-turn, later calls of the same tool in the same turn run
+    /// without asking too).
     #[command(after_help = EXIT_CODES_HELP)]
     Approve {
         /// The approval (`boxctl approvals` lists them).
@@ -208,7 +259,9 @@ pub enum Command {
         #[arg(long)]
         for_turn: bool,
     },
-    /// Deny a call that waits: it does not run, and the model is told so (with the reason).
+    /// Deny a call that waits for the owner
+    ///
+    /// It does not run, and the model is told so (with the reason).
     #[command(after_help = EXIT_CODES_HELP)]
     Deny {
         /// The approval (`boxctl approvals` lists them).
@@ -218,19 +271,24 @@ pub enum Command {
         #[arg(long, value_name = "TEXT", value_parser = deny_reason)]
         reason: Option<String>,
     },
-    /// List the schedules (the heartbeat among them): timing, next run, last run and how it
-    /// went, paused or disabled.
+    /// List the schedules and how their last runs went
+    ///
+    /// The heartbeat among them: timing, next run, last run and how it went, paused or
+    /// disabled.
+    #[command(after_help = EXIT_CODES_HELP)]
     Schedules,
-    /// Run, pause or resume one schedule.
+    /// Run, pause or resume one schedule
     #[command(after_help = EXIT_CODES_HELP)]
     Schedule {
         /// What to do with it.
         #[command(subcommand)]
         action: ScheduleAction,
     },
-    /// Show what the model and the tools cost: tokens evaluated, cached and generated, model
-    /// time, tool calls and turns, per session. Today, every session, by default; a session
-    /// alone over its whole life, or one day (in loopd's `[budgets] timezone`) with --day.
+    /// Show what the model and the tools cost, per session
+    ///
+    /// Tokens evaluated, cached and generated, model time, tool calls and turns. Today,
+    /// every session, by default; a session alone over its whole life, or one day (in
+    /// loopd's `[budgets] timezone`) with --day.
     #[command(after_help = EXIT_CODES_HELP)]
     Usage {
         /// Only this session.
@@ -240,39 +298,59 @@ pub enum Command {
         #[arg(long, value_name = "DATE", value_parser = day)]
         day: Option<String>,
     },
-    /// Print a one-time link that signs a browser in to the web console (loopd's `[web]
-    /// listen`): open it within the time it says, once. The link goes to stdout alone.
+    /// Print a one-time sign-in link for the web console
+    ///
+    /// The console is loopd's `[web] listen`: open the link within the time it says, once.
+    /// The link goes to stdout alone.
+    #[command(after_help = EXIT_CODES_HELP)]
     Web {
         /// Sign every browser out instead, and void the links not used yet.
         #[arg(long)]
         revoke: bool,
     },
-    /// Print a shell completion script to stdout.
+    /// Print a shell completion script to stdout
+    #[command(after_help = EXIT_CODES_HELP)]
     Completions {
         /// The shell.
         #[arg(value_name = "SHELL")]
         shell: Shell,
+    },
+    /// Write boxctl's man pages into a directory
+    ///
+    /// boxctl.1 and one page per command (boxctl-task.1, boxctl-schedule-run.1, ...), for a
+    /// package to install. The directory must exist.
+    #[command(hide = true, after_help = EXIT_CODES_HELP)]
+    Manpages {
+        /// Where to write them.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
     },
 }
 
 /// What `boxctl schedule` does with one schedule.
 #[derive(Debug, Subcommand)]
 pub enum ScheduleAction {
-    /// Run it now, outside its timing (also when it is paused); prints the session and turn.
+    /// Run it now, outside its timing
+    ///
+    /// Also when it is paused; prints the session and turn.
     #[command(after_help = EXIT_CODES_HELP)]
     Run {
         /// The schedule (`boxctl schedules` lists them).
         #[arg(value_name = "NAME", value_parser = schedule_name)]
         name: String,
     },
-    /// Stop it running by itself (kept across restarts); `schedule run` still runs it.
+    /// Stop it running by itself
+    ///
+    /// Kept across restarts; `schedule run` still runs it.
     #[command(after_help = EXIT_CODES_HELP)]
     Pause {
         /// The schedule.
         #[arg(value_name = "NAME", value_parser = schedule_name)]
         name: String,
     },
-    /// Let a paused schedule run by itself again, from its next due time.
+    /// Let a paused schedule run by itself again
+    ///
+    /// From its next due time.
     #[command(after_help = EXIT_CODES_HELP)]
     Resume {
         /// The schedule.

@@ -4,14 +4,16 @@
 //! API ([`client`], its errors in [`error`], its limits in [`limits`], event streams in
 //! [`stream`] with an SSE reader in [`sse`]), how events, records and answers read as
 //! text ([`mod@format`], [`listing`], [`answers`], [`approvals`], [`schedules`],
-//! [`usage`]), the inline
+//! [`usage`]), whether to style it ([`colour`]: `NO_COLOR`), the inline
 //! `[y/N]` question for a call waiting for the owner ([`prompt`]), and the commands themselves
-//! ([`mod@run`]). See `boxctl --help` for the exit codes.
+//! ([`mod@run`]: `task`, `chat`, errors as JSON, man pages). See `boxctl --help` for the exit
+//! codes.
 
 pub mod answers;
 pub mod approvals;
 pub mod cli;
 pub mod client;
+pub mod colour;
 pub mod error;
 pub mod format;
 pub mod limits;

@@ -3,16 +3,27 @@
 
 use boxctl::cli::{Cli, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use clap::Parser;
+use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
             // --help and --version are not errors; everything else clap refuses is a usage
-            // error, kept apart from exit 2 (loopd unreachable).
-            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
+            // error, kept apart from exit 2 (loopd unreachable), and with --json also one
+            // JSON object on stdout, as every other error is.
+            if !e.use_stderr() {
+                let _ = e.print();
+                return ExitCode::from(EXIT_OK);
+            }
+            if boxctl::run::json_requested(std::env::args_os())
+                && let Ok(raw) = serde_json::to_string(&boxctl::run::usage_error_json(&e))
+            {
+                let _ = writeln!(std::io::stdout(), "{raw}");
+            }
+            let _ = e.print();
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -186,10 +186,15 @@ impl Prompter {
     }
 }
 
-/// A source of the lines typed at the prompt, started at the first question.
+/// A source of the lines typed at the prompt, started at the first question (or the first
+/// line read through [`Prompt::read_line`]).
 pub struct Lines {
     start: Option<Box<dyn FnOnce() -> UnboundedReceiver<String> + Send>>,
     receiver: Option<UnboundedReceiver<String>>,
+    /// Drop the lines that came before a question (a person typed them for something else);
+    /// kept, they answer it in order (a script's lines, `boxctl chat` with stdin not a
+    /// terminal).
+    drop_typed_ahead: bool,
 }
 
 impl Lines {
@@ -213,6 +218,13 @@ impl Lines {
         })
     }
 
+    /// These lines, but those that came before a question are kept to answer it, in order,
+    /// instead of dropped.
+    pub fn keeping_typed_ahead(mut self) -> Lines {
+        self.drop_typed_ahead = false;
+        self
+    }
+
     /// The lines sent on `receiver` (tests); those sent before the first question answer it.
     pub fn given(receiver: UnboundedReceiver<String>) -> Lines {
         Lines::started_by(move || receiver)
@@ -222,14 +234,28 @@ impl Lines {
         Lines {
             start: Some(Box::new(start)),
             receiver: None,
+            drop_typed_ahead: true,
         }
     }
 
-    /// Before a question: starts the source, or drops what was typed since the last one.
+    /// Starts the source if it is not yet; its lines.
+    fn started(&mut self) -> Option<&mut UnboundedReceiver<String>> {
+        if self.receiver.is_none() {
+            self.receiver = self.start.take().map(|start| start());
+        }
+        self.receiver.as_mut()
+    }
+
+    /// Before a question: starts the source, or drops what was typed since the last one
+    /// (unless typed-ahead lines are kept).
     fn fresh(&mut self) {
-        match &mut self.receiver {
-            Some(receiver) => while receiver.try_recv().is_ok() {},
-            None => self.receiver = self.start.take().map(|start| start()),
+        let drop_typed_ahead = self.drop_typed_ahead;
+        let started = self.receiver.is_some();
+        if let Some(receiver) = self.started()
+            && started
+            && drop_typed_ahead
+        {
+            while receiver.try_recv().is_ok() {}
         }
     }
 }
@@ -265,6 +291,37 @@ impl Prompt {
             .is_ok_and(|group| group == rustix::process::getpgrp());
         asks_at(stdin.is_terminal(), io::stderr().is_terminal(), foreground)
             .then(|| Prompt::new(Lines::stdin(), Box::new(io::stderr())))
+    }
+
+    /// The prompt of `boxctl chat`, which reads its messages through it too: asked whether
+    /// or not stdin is a terminal (the lines are the chat's own); a person's lines typed
+    /// before a question are dropped, a script's kept to answer it in order.
+    pub fn chat() -> Prompt {
+        let lines = match io::stdin().is_terminal() {
+            true => Lines::stdin(),
+            false => Lines::stdin().keeping_typed_ahead(),
+        };
+        Prompt::new(lines, Box::new(io::stderr()))
+    }
+
+    /// The next line from the prompt's source (started now if it is not yet), for a command
+    /// that reads its own input through it (`boxctl chat`); `None` once the source has
+    /// ended, after which nothing more is asked.
+    pub async fn read_line(&mut self) -> Option<String> {
+        let line = match self.lines.started() {
+            Some(receiver) => receiver.recv().await,
+            None => None,
+        };
+        if line.is_none() {
+            // Nothing is asked between turns, so closing says nothing.
+            let effects = self.prompter.line(None);
+            for effect in effects {
+                if let Effect::Say(text) = effect {
+                    self.say(&text);
+                }
+            }
+        }
+        line
     }
 
     /// The next item of `stream`; while a question is open, lines typed meanwhile are
@@ -324,7 +381,8 @@ impl Prompt {
         }
     }
 
-    fn say(&mut self, text: &str) {
+    /// Writes `text` on the prompt's stream (stderr), as a question is written.
+    pub fn say(&mut self, text: &str) {
         // Stderr gone: nothing better to do than go on.
         let _ = self
             .err

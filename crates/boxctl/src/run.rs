@@ -1,59 +1,27 @@
 //! Carrying out a command: requests to loopd, what is printed, and the exit code.
 
 use crate::answers::{cancel_text, sessions_table, status_text};
-use crate::cli::{
-    Cli, Command, EXIT_BUDGET, EXIT_BUSY, EXIT_FAILED, EXIT_NO_APPROVAL, EXIT_NO_SCHEDULE, EXIT_OK,
-    EXIT_TIMEOUT, EXIT_UNKNOWN_SESSION, EXIT_UNREACHABLE,
-};
+use crate::cli::{Cli, Command, EXIT_OK};
 use crate::client::{Client, ClientError, EventStream, StreamItem};
-use crate::format::{EventPrinter, end_message, record_lines};
+use crate::format::{EventPrinter, record_lines};
 use crate::prompt::Prompt;
-use bxcore::{ApprovalId, SessionId, TaskId, TurnEnd, TurnEvent};
-use clap::CommandFactory;
-use proto::api::{ApprovalAnswer, OwnerAnswer, SSE_PING_COMMENT, TaskRequest, error_kind};
-use std::io::{self, IsTerminal, Write};
+use bxcore::{ApprovalId, SessionId, TurnEvent};
+use failure::Failure;
+use proto::api::{ApprovalAnswer, OwnerAnswer, SSE_PING_COMMENT};
+use std::io::{self, Write};
+use task::next_item;
 
+mod chat;
+pub mod failure;
+mod generate;
 mod schedules;
+mod task;
 mod web;
 
-/// Why a command stopped early.
-#[derive(Debug)]
-enum Failure {
-    Client(ClientError),
-    Output(io::Error),
-    /// Something on this side, before anything was sent (no task id could be made).
-    Local(String),
-    /// loopd has no call waiting under this approval id (HTTP 404).
-    NoApproval(ApprovalId, ClientError),
-    /// loopd has no schedule of this name (HTTP 404).
-    NoSchedule(String, ClientError),
-}
-
-impl From<ClientError> for Failure {
-    fn from(e: ClientError) -> Failure {
-        Failure::Client(e)
-    }
-}
-
-impl From<io::Error> for Failure {
-    fn from(e: io::Error) -> Failure {
-        Failure::Output(e)
-    }
-}
-
-/// The exit code for an error talking to loopd (see [`crate::cli`]).
-pub fn exit_code(error: &ClientError) -> u8 {
-    match error {
-        ClientError::Unreachable { .. } | ClientError::Lost { .. } => EXIT_UNREACHABLE,
-        ClientError::TimedOut { .. } => EXIT_TIMEOUT,
-        ClientError::Api { status: 409, .. } => EXIT_BUSY,
-        ClientError::Api { status: 429, error } if error.error.kind == error_kind::BUDGET => {
-            EXIT_BUDGET
-        }
-        ClientError::Api { status: 404, .. } => EXIT_UNKNOWN_SESSION,
-        ClientError::Api { .. } | ClientError::Protocol(_) => EXIT_FAILED,
-    }
-}
+pub use chat::{ChatLine, QUIT, chat_line};
+pub use failure::{exit_code, json_requested, usage_error_json};
+pub use generate::write_manpages;
+pub use task::{MAX_STDIN_TASK_BYTES, StdinTextError, fresh_task_id, read_task_text};
 
 /// Writes `text` to stdout now.
 fn out(text: &str) -> io::Result<()> {
@@ -70,7 +38,7 @@ fn out_line(text: &str) -> io::Result<()> {
 }
 
 /// Runs `cli`'s command; the process's exit code. Errors are printed on stderr, one line;
-/// with `--json`, loopd's error answers are also printed on stdout as they came.
+/// with `--json`, also as one JSON object on stdout ([`failure`]).
 pub async fn run(cli: Cli) -> u8 {
     let client = Client::with_timeouts(&cli.socket, cli.timeouts());
     let json = cli.json;
@@ -80,14 +48,8 @@ pub async fn run(cli: Cli) -> u8 {
             reasoning,
             task_id,
             text,
-        } => {
-            let task = TaskRequest {
-                session,
-                text: text.join(" "),
-                task_id,
-            };
-            submit_task(&client, json, task, reasoning).await
-        }
+        } => task::task(&client, json, session, task_id, text, reasoning).await,
+        Command::Chat { session, reasoning } => chat::chat(&client, json, session, reasoning).await,
         Command::Sessions => sessions(&client, json).await,
         Command::Show {
             id,
@@ -123,45 +85,12 @@ pub async fn run(cli: Cli) -> u8 {
         Command::Schedule { action } => schedules::schedule(&client, json, action).await,
         Command::Usage { session, day } => usage(&client, json, session, day).await,
         Command::Web { revoke } => web::web(&client, json, revoke).await,
-        Command::Completions { shell } => completions(shell),
+        Command::Completions { shell } => generate::completions(shell),
+        Command::Manpages { dir } => generate::manpages(&dir),
     };
     match result {
         Ok(code) => code,
-        Err(Failure::Client(e)) => {
-            print_api_error(&e, json);
-            eprintln!("boxctl: {e}");
-            exit_code(&e)
-        }
-        Err(Failure::NoApproval(id, e)) => {
-            print_api_error(&e, json);
-            eprintln!("boxctl: no such approval {id}: answered, timed out, or never asked ({e})");
-            EXIT_NO_APPROVAL
-        }
-        Err(Failure::NoSchedule(name, e)) => {
-            print_api_error(&e, json);
-            eprintln!("boxctl: no such schedule {name}; boxctl schedules lists them ({e})");
-            EXIT_NO_SCHEDULE
-        }
-        Err(Failure::Local(why)) => {
-            eprintln!("boxctl: {why}");
-            EXIT_FAILED
-        }
-        Err(Failure::Output(e)) => {
-            if e.kind() != io::ErrorKind::BrokenPipe {
-                eprintln!("boxctl: cannot write to stdout: {e}");
-            }
-            EXIT_FAILED
-        }
-    }
-}
-
-/// With `--json`, loopd's error answer as it came, on stdout.
-fn print_api_error(error: &ClientError, json: bool) {
-    if let ClientError::Api { error, .. } = error
-        && json
-        && let Ok(raw) = serde_json::to_string(error)
-    {
-        let _ = out_line(&raw);
+        Err(failure) => failure::report(&failure, json),
     }
 }
 
@@ -176,78 +105,6 @@ fn stream_ended(client: &Client, what: &str) -> ClientError {
     ClientError::Lost {
         socket: client.socket().to_path_buf(),
         reason: format!("loopd ended the event stream {what}"),
-    }
-}
-
-/// A new task id: the time and 64 random bits, so that no two `boxctl task` share one.
-pub fn fresh_task_id() -> Result<TaskId, String> {
-    let random = getrandom::u64().map_err(|e| format!("no random numbers for a task id: {e}"))?;
-    let now = bxcore::Timestamp::now().unix_seconds();
-    TaskId::new(&format!("{now}-{random:016x}")).map_err(|e| e.to_string())
-}
-
-async fn submit_task(
-    client: &Client,
-    json: bool,
-    mut task: TaskRequest,
-    reasoning: bool,
-) -> Result<u8, Failure> {
-    let new_session = task.session.is_none();
-    if task.task_id.is_none() {
-        task.task_id = Some(fresh_task_id().map_err(Failure::Local)?);
-    }
-    let mut stream = client.submit_stream(&task).await?;
-    let mut printer = EventPrinter::new(reasoning, io::stdout().is_terminal());
-    let mut prompt = Prompt::terminal();
-    while let Some(item) = next_item(client, &mut stream, &mut prompt).await? {
-        let (event, raw) = match item {
-            StreamItem::Event { event, raw } => (event, raw),
-            StreamItem::Comment(text) => {
-                comment(&text);
-                continue;
-            }
-        };
-        if let TurnEvent::Started { session, turn } = &event
-            && new_session
-        {
-            eprintln!("boxctl: session {session}, turn {turn}");
-        }
-        if json {
-            out_line(&raw)?;
-            if let TurnEvent::Ended { end, .. } = &event
-                && let Some(why) = end_message(end)
-            {
-                eprintln!("boxctl: {why}");
-            }
-        } else {
-            let printed = printer.print(&event);
-            out(&printed.out)?;
-            eprint!("{}", printed.err);
-        }
-        if let Some(prompt) = &mut prompt {
-            prompt.event(client, &event).await;
-        }
-        if let TurnEvent::Ended { end, .. } = event {
-            return Ok(match end {
-                TurnEnd::Done => EXIT_OK,
-                TurnEnd::Budget { .. } => EXIT_BUDGET,
-                _ => EXIT_FAILED,
-            });
-        }
-    }
-    out(&printer.finish())?;
-    Err(stream_ended(client, "before the turn ended").into())
-}
-
-/// The next item of `stream`; with a prompt, answers typed while it waits are posted.
-async fn next_item(
-    client: &Client,
-    stream: &mut EventStream,
-    prompt: &mut Option<Prompt>,
-) -> Result<Option<StreamItem>, ClientError> {
-    match prompt {
-        Some(prompt) => prompt.next(client, stream).await,
-        None => stream.next().await,
     }
 }
 
@@ -335,7 +192,7 @@ async fn follow_events(
     if !json {
         eprintln!("boxctl: following {id}; Ctrl-C stops");
     }
-    let mut printer = EventPrinter::new(reasoning, io::stdout().is_terminal());
+    let mut printer = EventPrinter::new(reasoning, crate::colour::stdout_colour());
     let mut prompt = Prompt::terminal();
     while let Some(item) = next_item(client, &mut stream, &mut prompt).await? {
         let (event, raw) = match item {
@@ -485,14 +342,5 @@ async fn answer_approval(
     } else {
         out_line(&crate::approvals::answered_line(&answered.value))?;
     }
-    Ok(EXIT_OK)
-}
-
-fn completions(shell: clap_complete::Shell) -> Result<u8, Failure> {
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "boxctl", &mut script);
-    let mut stdout = io::stdout().lock();
-    stdout.write_all(&script)?;
-    stdout.flush()?;
     Ok(EXIT_OK)
 }

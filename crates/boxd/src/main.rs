@@ -40,24 +40,11 @@ fn main() -> ExitCode {
     run_daemon(&daemon, &cli.config, boxd::daemon::run)
 }
 
-/// Logs at `level` (the config's `[log] level`; `RUST_LOG`, when set, wins): to journald when
-/// systemd connected stderr to the journal (`JOURNAL_STREAM` is set), so each child's lines
-/// keep their `CHILD`/`STREAM` fields; otherwise, or when journald cannot be reached, to stderr.
+/// Logs at `level` (the config's `[log] level`; `RUST_LOG`, when set, wins), as every daemon
+/// does (`bxconfig::init_log`): to journald when systemd connected boxd's own stderr to the
+/// journal, otherwise to stderr. The children's lines (`boxd::process::CHILD_TARGET`) are logged
+/// at every level: each child logs at the level of its own config.
 fn init_logging(level: &str) {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let filter = || {
-        tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level))
-    };
-    if std::env::var_os("JOURNAL_STREAM").is_some()
-        && let Ok(journald) = tracing_journald::layer()
-    {
-        tracing_subscriber::registry()
-            .with(filter())
-            .with(journald.with_syslog_identifier("boxd".to_string()))
-            .init();
-        return;
-    }
-    bxconfig::log_to_stderr(level);
+    let filter = format!("{level},{}=trace", boxd::process::CHILD_TARGET);
+    bxconfig::init_log("boxd", &filter, bxconfig::every_target);
 }

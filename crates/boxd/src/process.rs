@@ -1,7 +1,8 @@
 //! One running child: started through `boxd --exec-child` (so it dies with boxd, see
 //! [`exec_child`](crate::exec_child)) in a process group of its own, with its environment
-//! cleaned; its output logged line by line tagged with its name; reaped by a task of its own,
-//! which then kills what it left in its group; stopped with SIGTERM then SIGKILL.
+//! cleaned; its output logged line by line tagged with its name, each line at the level it
+//! carries; reaped by a task of its own, which then kills what it left in its group; stopped
+//! with SIGTERM then SIGKILL.
 
 use crate::config::Child;
 use crate::error::Error;
@@ -19,6 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::{mpsc, watch};
+
+/// The target of the children's lines that boxd logs (`child` and `stream` fields).
+pub const CHILD_TARGET: &str = "boxd::child";
 
 /// Said by a child's reaper when the child has exited.
 #[derive(Debug, Clone)]
@@ -175,11 +179,26 @@ fn kill_group_rest(name: &str, pid: u32) {
     }
 }
 
-/// Logs each line of a child's `stream` tagged with the child's name.
+/// Logs each line of a child's `stream` tagged with the child's name, at its level ([`relog`]).
 async fn log_lines(name: String, stream: &'static str, out: impl AsyncRead + Unpin) {
     let mut lines = BufReader::new(out).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(child = %name, stream, "{line}");
+        relog(&name, stream, &line);
+    }
+}
+
+/// Logs `line` of child `name`'s `stream`: a daemon's log line (`bxconfig::split_log_line`) at
+/// its own level, without the child's time and level (boxd's record has both); any other line
+/// (llama-server's, a continuation line) whole at INFO.
+fn relog(name: &str, stream: &str, line: &str) {
+    use tracing::{Level, debug, error, info, trace, warn};
+    match bxconfig::split_log_line(line) {
+        Some((Level::ERROR, text)) => error!(target: CHILD_TARGET, child = %name, stream, "{text}"),
+        Some((Level::WARN, text)) => warn!(target: CHILD_TARGET, child = %name, stream, "{text}"),
+        Some((Level::DEBUG, text)) => debug!(target: CHILD_TARGET, child = %name, stream, "{text}"),
+        Some((Level::TRACE, text)) => trace!(target: CHILD_TARGET, child = %name, stream, "{text}"),
+        Some((_, text)) => info!(target: CHILD_TARGET, child = %name, stream, "{text}"),
+        None => info!(target: CHILD_TARGET, child = %name, stream, "{line}"),
     }
 }
 

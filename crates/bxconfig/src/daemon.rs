@@ -5,7 +5,6 @@
 use crate::{ConfigArgs, Loader, LogLevel, Validate, run_check_config};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -22,7 +21,7 @@ pub struct Daemon<'a, T> {
     pub loader: &'a dyn Fn(&Path) -> Loader,
     /// The log level a loaded config asks for.
     pub log_level: fn(&T) -> LogLevel,
-    /// Starts logging at a level (`"info"`); [`log_to_stderr`] unless the daemon logs elsewhere.
+    /// Starts logging at a level (`"info"`): [`crate::init_log`] with the daemon's name.
     pub init_logging: fn(&str),
 }
 
@@ -67,17 +66,4 @@ where
             ExitCode::from(EXIT_FAILED)
         }
     }
-}
-
-/// Logs to stderr at `level`; `RUST_LOG`, when set, wins. A line that cannot be written (a
-/// stderr nobody reads any more) is lost, never a panic: see [`crate::Lossy`].
-pub fn log_to_stderr(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(crate::lossy_stderr)
-        .log_internal_errors(false)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
 }

@@ -25,9 +25,12 @@ mod validate;
 
 pub use check::{CheckOutcome, NOTE_PREFIX, WARNING_PREFIX, check_config, run_check_config};
 pub use cli::ConfigArgs;
-pub use daemon::{Daemon, EXIT_FAILED, EXIT_NO_CONFIG, log_to_stderr, run_daemon};
+pub use daemon::{Daemon, EXIT_FAILED, EXIT_NO_CONFIG, run_daemon};
 pub use error::{ConfigError, KeyProblem, Origin};
 pub use load::{Loader, load, load_from};
-pub use log::{LogConfig, LogLevel};
+pub use log::{
+    JOURNAL_STREAM_ENV, LogConfig, LogLevel, every_target, init_log, is_journal_stream,
+    split_log_line, stderr_is_journal,
+};
 pub use lossy::{Lossy, lossy_stderr};
 pub use validate::{MAX_SOCKET_PATH_BYTES, Problem, Problems, Validate, check_http_url};

@@ -1,4 +1,14 @@
-//! The `[log]` section every daemon shares.
+//! The `[log]` section every daemon shares, and how every daemon logs ([`init_log`]): to
+//! journald when its stderr is the journal ([`stderr_is_journal`]), otherwise to stderr in a
+//! format whose level boxd reads back from each line ([`split_log_line`]).
+
+mod init;
+mod journal;
+mod line;
+
+pub use init::{every_target, init_log};
+pub use journal::{JOURNAL_STREAM_ENV, is_journal_stream, stderr_is_journal};
+pub use line::split_log_line;
 
 use serde::{Deserialize, Serialize};
 

@@ -2,7 +2,7 @@
 //!
 //! `loopd --config FILE` runs the daemon; `--check-config FILE` checks a config.
 
-use bxconfig::{ConfigArgs, Daemon, Loader, log_to_stderr, run_daemon};
+use bxconfig::{ConfigArgs, Daemon, Loader, run_daemon};
 use clap::Parser;
 use loopd::config::{Config, ENV_PREFIX};
 use std::path::PathBuf;
@@ -62,7 +62,7 @@ fn main() -> ExitCode {
         name: "loopd",
         loader: &|file| cli.loader(file),
         log_level: |cfg: &Config| cfg.log.level,
-        init_logging: log_to_stderr,
+        init_logging: |level| bxconfig::init_log("loopd", level, bxconfig::every_target),
     };
     run_daemon(&daemon, &cli.config, loopd::daemon::run)
 }

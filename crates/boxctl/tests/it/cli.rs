@@ -209,7 +209,8 @@ fn cli_without_loopd_prints_one_clear_line_and_exits_2() {
                  start it or set --socket"
             )
         );
-        assert!(out.stdout.is_empty());
+        // With --json, stdout has the error as JSON too (`conventions.rs`).
+        assert_eq!(out.stdout.is_empty(), !args.contains(&"--json"), "{args:?}");
     }
 }
 

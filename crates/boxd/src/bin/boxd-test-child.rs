@@ -5,7 +5,9 @@
 //! `--ready-after-ms N` (and appends `NAME listening PID`); `--config FILE` is ignored; `--crash-after-ms N` exits 3 after N milliseconds; `--ignore-term`
 //! stays on SIGTERM (boxd must SIGKILL it). On SIGTERM it appends `NAME stop PID` and exits 0.
 //! It also appends `NAME env VAR` for each of `NOTIFY_SOCKET`, `WATCHDOG_USEC` and
-//! `WATCHDOG_PID` it was given.
+//! `WATCHDOG_PID` it was given. On stderr it logs, as the daemons do (`bxconfig::init_log`),
+//! `NAME fails on purpose` at ERROR and `NAME warns on purpose` at WARN, then writes
+//! `NAME says hello on stderr` as a plain line.
 
 use anyhow::{Context, bail};
 use std::io::Write;
@@ -72,6 +74,9 @@ async fn main() -> anyhow::Result<()> {
             append(&o.log, &format!("{} env {var}", o.name))?;
         }
     }
+    bxconfig::init_log("boxd-test-child", "info", bxconfig::every_target);
+    tracing::error!("{} fails on purpose", o.name);
+    tracing::warn!("{} warns on purpose", o.name);
     eprintln!("{} says hello on stderr", o.name);
     let _listener = match &o.socket {
         Some(path) => {

@@ -5,6 +5,7 @@
 mod support;
 
 mod cli;
+mod logs;
 mod metrics;
 mod orphans;
 mod supervise;

@@ -11,8 +11,9 @@ use proto::api::{
     BrokerStatus, CancelAnswer, LlamaStatus, LoopdStatus, RecordsPage, SessionInfo, SessionList,
     SlotRoles, Status, TaskAccepted, TaskRequest,
 };
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
@@ -101,10 +102,13 @@ pub struct Stub {
     pub asked: Notify,
     /// `daily` and `hourly` (see [`schedules`]).
     pub schedules: StubSchedules,
+    /// Every task submitted, in order.
+    pub submitted: Mutex<Vec<TaskRequest>>,
 }
 
 impl Backend for Stub {
     async fn submit(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
+        self.submitted.lock().unwrap().push(task.clone());
         let session = task.session.unwrap_or_else(|| id("new-1"));
         if let Some(events) = self.asking_turn(&session) {
             return Ok(Submitted {
@@ -421,6 +425,7 @@ pub fn start() -> Served {
         waiting: Mutex::new(None),
         asked: Notify::new(),
         schedules: StubSchedules::default(),
+        submitted: Mutex::new(Vec::new()),
     });
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(serve(listener, Arc::clone(&stub), options, async move {
@@ -436,14 +441,35 @@ pub fn start() -> Served {
 
 /// Runs boxctl against `served` with `args`, off the async threads.
 pub async fn boxctl(served: &Served, args: &[&str]) -> (Option<i32>, String, String) {
+    boxctl_fed(served, args, b"").await
+}
+
+/// Runs boxctl against `served` with `args` and `stdin` as its standard input (a pipe, not a
+/// terminal), off the async threads.
+pub async fn boxctl_fed(
+    served: &Served,
+    args: &[&str],
+    stdin: &[u8],
+) -> (Option<i32>, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_boxctl"));
     cmd.env_clear()
         .env("BOXCTL_SOCKET", &served.socket)
-        .args(args);
-    let out: Output = bounded(tokio::task::spawn_blocking(move || cmd.output()))
-        .await
-        .unwrap()
-        .unwrap();
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let stdin = stdin.to_vec();
+    let out: Output = bounded(tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn()?;
+        if let Some(mut input) = child.stdin.take() {
+            // boxctl may not read it all (a refused command): a broken pipe is no failure.
+            let _ = input.write_all(&stdin);
+        }
+        child.wait_with_output()
+    }))
+    .await
+    .unwrap()
+    .unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code(), text(&out.stdout), text(&out.stderr))
 }
