@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 /// loopd, boxmaker's agent loop.
 ///
-/// loopd will hold persistent sessions (append-only, hash-chained logs) and run turns of model
+/// loopd holds persistent sessions (append-only, hash-chained logs) and runs turns of model
 /// calls (llama-server) and tool calls (brokerd) over them, serving boxctl over HTTP on a Unix
 /// socket. `loopd --config FILE` runs it; `loopd --check-config FILE` prints the resolved
 /// config as TOML (exit 0) or every problem (exit 1).
@@ -22,16 +22,16 @@ use std::process::ExitCode;
 struct Cli {
     #[command(flatten)]
     config: ConfigArgs,
-    /// loopd's API socket (overrides `socket`).
+    /// The socket loopd serves its API on (overrides `socket`).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// Where sessions live (overrides `state_dir`).
+    /// The directory loopd keeps sessions in (overrides `state_dir`).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
-    /// llama-server's base URL (overrides `llama.url`).
+    /// The base URL loopd reaches llama-server at (overrides `llama.url`).
     #[arg(long, value_name = "URL")]
     llama: Option<String>,
-    /// brokerd's socket (overrides `broker.socket`).
+    /// The socket loopd reaches brokerd at (overrides `broker.socket`).
     #[arg(long, value_name = "PATH")]
     broker: Option<PathBuf>,
 }

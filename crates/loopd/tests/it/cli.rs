@@ -265,3 +265,15 @@ fn cli_check_config_takes_endpoints_and_refuses_the_llama_flag_beside_them() {
     assert!(stderr.contains("llama.url"), "{stderr}");
     assert!(stderr.contains("[[llama.endpoints]]"), "{stderr}");
 }
+
+/// Issue 35.8: `loopd --help` says what loopd does, in the present tense, not what it will do.
+#[test]
+fn cli_help_is_in_the_present_tense() {
+    let out = loopd(&["--help"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    assert!(help.contains("loopd holds persistent sessions"), "{help}");
+    for future in [" will ", "will be", "'ll "] {
+        assert!(!help.contains(future), "{future:?} in: {help}");
+    }
+}
