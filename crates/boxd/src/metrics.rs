@@ -1,5 +1,6 @@
-//! boxd's metrics (`docs/metrics.md`): each child up, its restarts, its last exit status and
-//! the time since its current start. The supervisor reports starts, readiness and restarts,
+//! boxd's metrics (`docs/metrics.md`): each child up, its restarts, its last exit status, when
+//! its current process started and the time since; and `boxd_build_info` and the `process_*`
+//! metrics ([`bxmetrics::process`]). The supervisor reports starts, readiness and restarts,
 //! each child's reaper its exit; the uptime is computed at scrape time. The `child` label
 //! takes the names of `[[children]]`, nothing else.
 
@@ -11,7 +12,7 @@ use std::fmt;
 use std::process::ExitStatus;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The exit status of a child killed by a signal: this plus the signal's number, as shells
 /// report it.
@@ -28,6 +29,7 @@ pub struct Metrics {
     restarts: Family<ChildLabel, Counter>,
     last_exit: Family<ChildLabel, Gauge>,
     uptime: Family<ChildLabel, Gauge<f64, AtomicU64>>,
+    start_time: Family<ChildLabel, Gauge<f64, AtomicU64>>,
     /// When each child's current process started, by index; `None` while it has none.
     started: Mutex<Vec<Option<Instant>>>,
 }
@@ -52,9 +54,11 @@ pub fn exit_status(status: &ExitStatus) -> Option<i64> {
 
 impl Metrics {
     /// The metrics of the children named `children` (in config order): each down, never
-    /// restarted, with no exit yet (its `boxd_child_last_exit_status` appears at its first).
+    /// restarted, never started (start time 0), with no exit yet (its
+    /// `boxd_child_last_exit_status` appears at its first).
     pub fn new(children: Vec<String>) -> Metrics {
         let mut registry = Registry::default();
+        bxmetrics::process::register(&mut registry, "boxd", env!("CARGO_PKG_VERSION"));
         let up = Family::<ChildLabel, Gauge>::default();
         registry.register(
             "boxd_child_up",
@@ -80,12 +84,20 @@ impl Metrics {
             Unit::Seconds,
             uptime.clone(),
         );
+        let start_time = Family::<ChildLabel, Gauge<f64, AtomicU64>>::default();
+        registry.register_with_unit(
+            "boxd_child_start_time",
+            "When the child's latest process started, since the Unix epoch (0 before its first)",
+            Unit::Seconds,
+            start_time.clone(),
+        );
         for name in &children {
             let label = [("child", name.clone())];
             up.get_or_create(&label).set(0);
             // Created at 0, so a child that never restarted has its series too.
             let _ = restarts.get_or_create(&label);
             uptime.get_or_create(&label).set(0.0);
+            start_time.get_or_create(&label).set(0.0);
         }
         let started = Mutex::new(vec![None; children.len()]);
         Metrics {
@@ -95,6 +107,7 @@ impl Metrics {
             restarts,
             last_exit,
             uptime,
+            start_time,
             started,
         }
     }
@@ -111,6 +124,14 @@ impl Metrics {
         let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = started.get_mut(index) {
             *slot = Some(Instant::now());
+        }
+        drop(started);
+        if let Some(label) = self.label(index) {
+            // A clock before 1970 reads as 0, as "never started" does.
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            self.start_time.get_or_create(&label).set(now);
         }
     }
 
@@ -174,6 +195,60 @@ mod tests {
     use super::*;
     use bxmetrics::Source;
     use std::os::unix::process::ExitStatusExt;
+
+    /// The value of the sample `series` (name and labels, exactly as written) in `text`.
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines().find_map(|line| {
+            let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+            value.parse().ok()
+        })
+    }
+
+    fn now() -> f64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    }
+
+    #[test]
+    fn a_childs_start_time_is_when_its_latest_process_started() {
+        let metrics = Metrics::new(vec!["a".into(), "b".into()]);
+        let series = |child: &str| format!("boxd_child_start_time_seconds{{child=\"{child}\"}}");
+        let text = metrics.open_metrics().unwrap();
+        assert_eq!(sample(&text, &series("a")), Some(0.0), "{text}");
+        let before = now();
+        metrics.started(0);
+        let after = now();
+        let text = metrics.open_metrics().unwrap();
+        let first = sample(&text, &series("a")).unwrap();
+        assert!(
+            before <= first && first <= after,
+            "{before} {first} {after}"
+        );
+        assert_eq!(sample(&text, &series("b")), Some(0.0), "{text}");
+        // It stays after an exit, and a restart moves it.
+        metrics.exited(0, Some(1));
+        let text = metrics.open_metrics().unwrap();
+        assert_eq!(sample(&text, &series("a")), Some(first), "{text}");
+        metrics.started(0);
+        let text = metrics.open_metrics().unwrap();
+        assert!(sample(&text, &series("a")).unwrap() >= first, "{text}");
+    }
+
+    #[test]
+    fn build_info_and_the_process_metrics_are_served() {
+        let text = Metrics::new(vec!["a".into()]).open_metrics().unwrap();
+        let info = format!(
+            "boxd_build_info{{version=\"{}\",",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.lines().any(|l| l.starts_with(&info)), "{text}");
+        let text = bxmetrics::exposition::classic(&text);
+        for name in bxmetrics::process::PROCESS_METRICS {
+            assert!(sample(&text, name).is_some(), "no {name} in\n{text}");
+        }
+    }
 
     #[test]
     fn an_exit_by_signal_is_128_plus_the_signal() {

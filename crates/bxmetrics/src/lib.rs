@@ -12,6 +12,9 @@
 //! - [`listen`]: the optional TCP listener, which answers `GET /metrics` and nothing else, on
 //!   bxhttp's accept loop (idle connections cannot keep a scraper out), to requests whose
 //!   `Host` names it (DNS rebinding).
+//! - [`process`]: what every daemon's registry holds besides its own series:
+//!   `<daemon>_build_info` and the `process_*` metrics, read from `/proc/self` at each scrape
+//!   ([`process::register`]).
 //! - `testing` (cargo feature `testing`, which only the daemons' `[dev-dependencies]` turn
 //!   on): for their tests, the real `promtool check metrics` on an exposition (skipped
 //!   without promtool unless `BOXMAKER_REQUIRE_PROMETHEUS=1`).
@@ -29,6 +32,7 @@ pub mod config;
 pub mod exposition;
 pub mod labels;
 pub mod listen;
+pub mod process;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -1,6 +1,7 @@
 //! boxd's metrics (`docs/metrics.md`) on its socket and its TCP listener, with stand-in
 //! children: a child is up once ready, a child killed by SIGKILL is counted as restarted with
-//! last exit status 137 (128 + 9), and `promtool check metrics` passes on what boxd serves
+//! last exit status 137 (128 + 9) and a later start time, boxd's build and process are there,
+//! and `promtool check metrics` passes on what boxd serves
 //! (skipped without `promtool`, unless `BOXMAKER_REQUIRE_PROMETHEUS=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -106,10 +107,20 @@ fn metrics_say_which_child_is_up_and_count_a_killed_childs_restart() {
     let stream = TcpStream::connect(addr).unwrap();
     // The listener answers only a request that names it (DNS rebinding: docs/metrics.md).
     let over_tcp = exchange(stream, "GET /metrics HTTP/1.1", &addr.to_string());
-    assert_eq!(
-        sample(body(&over_tcp), last_exit),
-        Some(137.0),
-        "{over_tcp}"
+    let scraped = body(&over_tcp);
+    assert_eq!(sample(scraped, last_exit), Some(137.0), "{over_tcp}");
+    // boxd's own build and process, and when a's second process started.
+    assert!(scraped.contains("boxd_build_info{version=\""), "{scraped}");
+    for name in bxmetrics::process::PROCESS_METRICS {
+        assert!(sample(scraped, name).is_some(), "no {name} in\n{scraped}");
+    }
+    let boxd_start = sample(scraped, "process_start_time_seconds").unwrap();
+    let a_start = sample(scraped, "boxd_child_start_time_seconds{child=\"a\"}").unwrap();
+    let b_start = sample(scraped, "boxd_child_start_time_seconds{child=\"b\"}").unwrap();
+    // Ticks of 10 ms for boxd's own start.
+    assert!(
+        boxd_start - 0.02 <= b_start && b_start <= a_start,
+        "{scraped}"
     );
 
     if let Some(promtool) = bxmetrics::testing::promtool_or_skip() {
