@@ -82,6 +82,10 @@ pub(super) async fn chat(
             reader.say("> ");
         }
         let Some(line) = reader.read_line().await else {
+            if person {
+                // Ctrl-D leaves the cursor after the `> `.
+                reader.say("\n");
+            }
             break;
         };
         let text = match chat_line(&line, MAX_STDIN_TASK_BYTES) {
