@@ -1,5 +1,6 @@
 //! brokerd's metrics (`docs/metrics.md`): its registry, what the broker counts as it decides
-//! and runs calls, and the MCP servers' state, read from the servers at scrape time.
+//! and runs calls, and the MCP servers' state, read from the servers at scrape time; and
+//! `brokerd_build_info` and the `process_*` metrics ([`bxmetrics::process`]).
 //!
 //! No label takes unbounded values: a tool is named only when the config names it (a built-in
 //! or a tool some grant names), so neither a model that invents names nor an MCP server that
@@ -135,9 +136,11 @@ fn call_histogram() -> Histogram {
 }
 
 impl Metrics {
-    /// A registry with brokerd's metrics, none counted yet, watching no MCP server.
+    /// A registry with brokerd's metrics, none counted yet, watching no MCP server; with
+    /// brokerd's build and process.
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
+        bxmetrics::process::register(&mut registry, "brokerd", env!("CARGO_PKG_VERSION"));
         let calls = Family::<CallLabels, Counter>::default();
         registry.register(
             "brokerd_calls",

@@ -173,6 +173,18 @@ async fn metrics_of_a_running_brokerd_pass_promtool_on_its_socket_and_listener()
     assert!(over_tcp.starts_with("HTTP/1.1 200"), "{over_tcp}");
     let body = over_tcp.split_once("\r\n\r\n").unwrap().1;
     assert_eq!(sample(body, &calls("echo", "allowed", "none")), Some(1.0));
+    // brokerd's own build and process: this daemon's, not this test's.
+    let info = format!(
+        "brokerd_build_info{{version=\"{}\",",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(body.lines().any(|l| l.starts_with(&info)), "{body}");
+    for name in bxmetrics::process::PROCESS_METRICS {
+        assert!(sample(body, name).is_some(), "no {name} in\n{body}");
+    }
+    let started = sample(body, "process_start_time_seconds").unwrap();
+    let ours = bxmetrics::process::sample().unwrap().start_time_seconds;
+    assert!(started >= ours, "brokerd {started}, this test {ours}");
     let open = scrape_tcp(addr, Some("application/openmetrics-text"));
     assert!(open.ends_with("# EOF\n"), "{open}");
 
