@@ -1,5 +1,5 @@
-//! The inline `[y/N]` question `boxctl task` and `boxctl show --follow` ask on a terminal when
-//! a call waits for the owner's approval.
+//! The inline `[y/N]` question `boxctl task`, `boxctl show --follow` and `boxctl chat` ask
+//! when a call waits for the owner's approval.
 //!
 //! [`Prompter`] decides, from the turn's events and the lines typed, what to ask and what to
 //! answer; it does no I/O, so tests drive it with any events and lines. [`Prompt`] carries its
@@ -7,7 +7,9 @@
 //! from stdin on one reader thread (started at the first question) that feeds a channel, so a
 //! question that is dropped leaves no read behind. Whether to prompt at all is decided at the
 //! edge ([`Prompt::terminal`]): only when stdin and stderr are terminals; a script never is
-//! asked.
+//! asked by `task` or `show --follow`. `boxctl chat` reads its messages through the same
+//! source ([`Prompt::chat`], [`Prompt::read_line`]) and asks whatever stdin is: its lines
+//! are the chat's own.
 
 use crate::client::{Client, ClientError, EventStream, StreamItem};
 use bxcore::{ApprovalDecision, ApprovalId, TurnEvent};
