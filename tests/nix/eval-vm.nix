@@ -6,8 +6,9 @@
 # and each marker of fakellama's script (tests/nix/vm-fakellama.toml).
 # Run: nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-vm.nix \
 #   --argstr binDir DIR      (DIR/bin holds loopd, brokerd, boxd, boxctl and fakellama)
-# Prints what scripts/nix-checks.sh runs next: the wrapper's text, llama-server's arguments as
-# boxd would give them, and the node's config build script (the --check-config runs).
+# Prints what tests/nix/vm-check.sh runs next: the wrapper's text, llama-server's arguments as
+# boxd would give them, the node's config build script (the --check-config runs), and the test
+# script (tests/nix/vm-rehearsal.py runs it here).
 { binDir }:
 let
   lib = import ./nixpkgs-lib/lib;
@@ -140,4 +141,5 @@ builtins.deepSeq checks {
   wrapper = wrapper.text;
   llamaArgs = llamaChild.args;
   configScript = cfg.configDir.script;
+  testScript = text;
 }

@@ -5,7 +5,9 @@
 # brokerd's and boxd's --check-config on the VM's grants and schedule), then runs the
 # llama-server wrapper (tests/nix/fakellama-server.nix) with the very arguments boxd would give
 # it there, the socket and slot directory moved under WORK, and asks it what the test's first
-# task asks. Run by scripts/nix-checks.sh.
+# task asks; then runs the test's own script here (tests/nix/vm-rehearsal.py: boxd with the
+# node's configs, paths moved under WORK, a stand-in for the VM's machine; about 20 s, most of
+# it waiting for the schedule). Run by scripts/nix-checks.sh.
 # Usage: tests/nix/vm-check.sh BINS WORK
 #   BINS: the debug build (loopd, brokerd, boxd, boxctl, fakellama); WORK: a directory to use.
 set -euo pipefail
@@ -13,7 +15,7 @@ cd "$(dirname "$0")/../.."
 bins=$1
 work=$2
 
-mkdir -p "$work/pkg/bin" "$work/kv" "$work/out"
+mkdir -p "$work/pkg/bin" "$work/kv" "$work/out" "$work/rehearsal"
 for b in loopd brokerd boxd boxctl fakellama; do
     [ -x "$bins/$b" ] || { echo "vm-check: $bins/$b missing: cargo build --workspace --bins" >&2; exit 2; }
     ln -sf "$bins/$b" "$work/pkg/bin/$b"
@@ -108,4 +110,7 @@ finally:
     server.terminate()
     server.wait(timeout=REQUEST_TIMEOUT_S)
 PY
+
+echo "vm-check: the VM test's own script, run here against the debug build (tests/nix/vm-rehearsal.py)"
+python3 tests/nix/vm-rehearsal.py "$work/vm.json" "$work/pkg/bin" "$work/rehearsal"
 echo "vm-check: ok"
