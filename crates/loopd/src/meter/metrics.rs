@@ -13,7 +13,7 @@ use bxmetrics::prometheus_client::metrics::gauge::Gauge;
 use bxmetrics::prometheus_client::metrics::histogram::Histogram;
 use bxmetrics::prometheus_client::registry::Registry;
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// Bucket bounds of a turn's duration, in seconds: a turn of a local model takes seconds to
@@ -42,8 +42,10 @@ pub struct CallCounts {
     pub cached: u64,
     /// Tokens generated.
     pub generated: u64,
-    /// Generation speed in tokens a second, when the server timed it.
-    pub tokens_per_second: Option<f64>,
+    /// Tokens llama-server timed generating (`timings.predicted_n`; 0 without timings).
+    pub timed_generated: u64,
+    /// The time llama-server spent generating them, in seconds (`timings.predicted_ms`).
+    pub generation_seconds: f64,
     /// The call's wall time, in microseconds.
     pub model_us: u64,
 }
@@ -58,7 +60,8 @@ struct RoleSeries {
     evaluated: Counter,
     cached: Counter,
     generated: Counter,
-    speed: Gauge<f64, AtomicU64>,
+    timed_generated: Counter,
+    generation_seconds: Counter<f64, AtomicU64>,
     duration: Histogram,
 }
 
@@ -76,10 +79,6 @@ pub struct Metrics {
     turns: Family<Labels1, Counter>,
     turn_duration: Histogram,
     roles: [RoleSeries; 3],
-    /// Evaluated and cached prompt tokens of every role, for the cached share.
-    evaluated_all: AtomicU64,
-    cached_all: AtomicU64,
-    cached_ratio: Gauge<f64, AtomicU64>,
     tools: Family<Labels2, Counter>,
     /// The tool names counted so far: at most `MAX_TOOL_LABEL_VALUES` over loopd's life (an
     /// MCP server may list new names after each restart), later ones count as `other`.
@@ -116,9 +115,10 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Every series of docs/metrics.md, registered, at zero.
+    /// Every series of docs/metrics.md, registered, at zero; with loopd's build and process.
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
+        bxmetrics::process::register(&mut registry, "loopd", env!("CARGO_PKG_VERSION"));
         let turns = Family::<Labels1, Counter>::default();
         registry.register("loopd_turns", "Turns ended, by outcome", turns.clone());
         // Every outcome from zero, so that a rate over the first turn of a kind is right.
@@ -149,23 +149,25 @@ impl Metrics {
             "Prompt tokens served from the slot's cache (timings.cache_n)",
             cached.clone(),
         );
-        let cached_ratio = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "loopd_prompt_cached_ratio",
-            "Cached prompt tokens / (cached + evaluated), over loopd's life",
-            cached_ratio.clone(),
-        );
         let generated = Family::<Labels1, Counter>::default();
         registry.register(
             "loopd_generated_tokens",
             "Tokens generated (timings.predicted_n)",
             generated.clone(),
         );
-        let speed = Family::<Labels1, Gauge<f64, AtomicU64>>::default();
+        // The generation speed is the rate of the one over the rate of the other (PromQL in
+        // docs/metrics.md): counters, so that a scrape interval averages over every call.
+        let timed_generated = Family::<Labels1, Counter>::default();
         registry.register(
-            "loopd_generation_tokens_per_second",
-            "Generation speed of the last call, by slot role (predicted_n / predicted_ms)",
-            speed.clone(),
+            "loopd_generation_tokens",
+            "Tokens llama-server timed generating, by slot role (timings.predicted_n)",
+            timed_generated.clone(),
+        );
+        let generation_seconds = Family::<Labels1, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "loopd_generation_seconds",
+            "Time llama-server spent generating them, by slot role (timings.predicted_ms)",
+            generation_seconds.clone(),
         );
         let durations: HistogramFamily =
             Family::new_with_constructor(|| Histogram::new(MODEL_CALL_SECONDS_BUCKETS));
@@ -181,7 +183,8 @@ impl Metrics {
                 evaluated: evaluated.get_or_create_owned(&labels),
                 cached: cached.get_or_create_owned(&labels),
                 generated: generated.get_or_create_owned(&labels),
-                speed: speed.get_or_create_owned(&labels),
+                timed_generated: timed_generated.get_or_create_owned(&labels),
+                generation_seconds: generation_seconds.get_or_create_owned(&labels),
                 duration: durations.get_or_create_owned(&labels),
             }
         });
@@ -267,9 +270,6 @@ impl Metrics {
             turns,
             turn_duration,
             roles,
-            evaluated_all: AtomicU64::new(0),
-            cached_all: AtomicU64::new(0),
-            cached_ratio,
             tools,
             queued,
             running,
@@ -302,15 +302,14 @@ impl Metrics {
         series.evaluated.inc_by(counts.evaluated);
         series.cached.inc_by(counts.cached);
         series.generated.inc_by(counts.generated);
-        if let Some(speed) = counts.tokens_per_second {
-            series.speed.set(speed);
+        series.timed_generated.inc_by(counts.timed_generated);
+        // A time that is not a time (llama-server's NaN, or below zero) adds nothing.
+        if counts.generation_seconds.is_finite() && counts.generation_seconds > 0.0 {
+            series.generation_seconds.inc_by(counts.generation_seconds);
         }
         series
             .duration
             .observe(Duration::from_micros(counts.model_us).as_secs_f64());
-        self.evaluated_all
-            .fetch_add(counts.evaluated, Ordering::Relaxed);
-        self.cached_all.fetch_add(counts.cached, Ordering::Relaxed);
     }
 
     /// A turn ended `end` after `took`.
@@ -384,23 +383,13 @@ impl Metrics {
         self.refused[why as usize].inc();
     }
 
-    /// Sets the gauges sampled at a scrape, and the cached share.
+    /// Sets the gauges sampled at a scrape.
     pub fn sample(&self, sampled: Sampled) {
         let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         self.queued.set(gauge(sampled.queued));
         self.running.set(gauge(sampled.running));
         self.waiting.set(gauge(sampled.waiting));
         self.approvals.set(gauge(sampled.approvals));
-        let evaluated = self.evaluated_all.load(Ordering::Relaxed);
-        let cached = self.cached_all.load(Ordering::Relaxed);
-        let all = evaluated.saturating_add(cached);
-        // Token counts are far below 2^53: the conversion is exact.
-        let ratio = if all == 0 {
-            0.0
-        } else {
-            cached as f64 / all as f64
-        };
-        self.cached_ratio.set(ratio);
     }
 }
 

@@ -94,26 +94,31 @@ impl crate::runtime::Meter for TaskMeter<'_> {
 }
 
 /// What a model call counted: llama-server's own timings (`prompt_n`, `cache_n`,
-/// `predicted_n`), or the usage's counts when the server sent no timings. The evaluated and
+/// `predicted_n`, and `predicted_ms` for the speed), or the usage's counts when the server sent
+/// no timings (then nothing for the speed). The evaluated and
 /// generated tokens are the budgets' ([`ModelSpend::counted`], the one place they are
 /// defined), so the accounts, the metrics and the budgets never disagree about a call.
 pub fn counts(usage: &Usage, timings: Option<&ModelTimings>, model_us: u64) -> CallCounts {
     let spent = ModelSpend::counted(usage, timings);
     match timings {
-        Some(t) => CallCounts {
-            evaluated: spent.evaluated,
-            cached: t.cache_n,
-            generated: spent.generated,
-            tokens_per_second: (t.predicted_ms > 0.0)
-                // Token counts are far below 2^53: the conversion is exact.
-                .then(|| t.predicted_n as f64 * 1000.0 / t.predicted_ms),
-            model_us,
-        },
+        Some(t) => {
+            // A generation the server did not time (0 ms) is in neither speed counter.
+            let timed = t.predicted_ms.is_finite() && t.predicted_ms > 0.0;
+            CallCounts {
+                evaluated: spent.evaluated,
+                cached: t.cache_n,
+                generated: spent.generated,
+                timed_generated: if timed { t.predicted_n } else { 0 },
+                generation_seconds: if timed { t.predicted_ms / 1000.0 } else { 0.0 },
+                model_us,
+            }
+        }
         None => CallCounts {
             evaluated: spent.evaluated,
             cached: usage.cached_tokens,
             generated: spent.generated,
-            tokens_per_second: None,
+            timed_generated: 0,
+            generation_seconds: 0.0,
             model_us,
         },
     }

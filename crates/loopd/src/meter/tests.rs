@@ -137,7 +137,9 @@ fn a_turns_events_fill_the_account_and_the_metrics() {
         "loopd_model_calls_total{role=\"main\"} 2",
         "loopd_generated_tokens_total{role=\"main\"} 8",
         "loopd_tool_calls_total{tool=\"clock\",outcome=\"ok\"} 1",
-        "loopd_generation_tokens_per_second{role=\"main\"} 10.0",
+        // Two calls of 100 ms each: the speed is their rate over this one's.
+        "loopd_generation_tokens_total{role=\"main\"} 8",
+        "loopd_generation_seconds_total{role=\"main\"} 0.2",
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     }
@@ -193,7 +195,34 @@ fn without_timings_the_usage_counts() {
         ),
         (30, 20, 9)
     );
-    assert!(text(&meter).contains("loopd_model_calls_total{role=\"background\"} 1"));
+    let text = text(&meter);
+    assert!(text.contains("loopd_model_calls_total{role=\"background\"} 1"));
+    // Nothing timed: the speed's counters stay at 0, so the speed is not inflated.
+    assert!(text.contains("loopd_generated_tokens_total{role=\"background\"} 9"));
+    assert!(text.contains("loopd_generation_tokens_total{role=\"background\"} 0\n"));
+}
+
+#[test]
+fn only_a_timed_generation_counts_for_the_speed() {
+    let usage = Usage {
+        prompt_tokens: 10,
+        completion_tokens: 6,
+        cached_tokens: 0,
+    };
+    let timings = |predicted_ms| ModelTimings {
+        cache_n: 0,
+        prompt_n: 10,
+        prompt_ms: 1.0,
+        predicted_n: 6,
+        predicted_ms,
+    };
+    let timed = counts(&usage, Some(&timings(300.0)), 1);
+    assert_eq!((timed.timed_generated, timed.generation_seconds), (6, 0.3));
+    for untimed in [0.0, f64::NAN] {
+        let c = counts(&usage, Some(&timings(untimed)), 1);
+        assert_eq!((c.timed_generated, c.generation_seconds), (0, 0.0));
+        assert_eq!(c.generated, 6);
+    }
 }
 
 #[test]

@@ -238,6 +238,23 @@ fn metrics_answer_on_the_socket_and_on_the_tcp_listener_until_loopd_stops() {
         on_tcp.contains("loopd_turns_total{outcome=\"done\"} 1"),
         "{on_tcp}"
     );
+    // loopd's own build and process, and the speed's counters (two timed calls).
+    let info = format!(
+        "loopd_build_info{{version=\"{}\",",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(on_tcp.lines().any(|l| l.starts_with(&info)), "{on_tcp}");
+    for name in bxmetrics::process::PROCESS_METRICS {
+        let sample = format!("{name} ");
+        assert!(
+            on_tcp.lines().any(|l| l.starts_with(&sample)),
+            "no {name} in\n{on_tcp}"
+        );
+    }
+    assert!(
+        on_tcp.contains("loopd_generation_seconds_total{role=\"main\"} "),
+        "{on_tcp}"
+    );
 
     // SIGTERM: loopd stops, its listener with it.
     let term = Command::new("kill")

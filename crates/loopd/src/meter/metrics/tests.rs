@@ -48,7 +48,58 @@ fn the_registry_declares_exactly_the_names_docs_metrics_lists() {
     // A family without a series is not written: these get theirs from what happens.
     metrics.tool_call(Cow::Borrowed("clock"), &ToolOutcome::Ok);
     metrics.schedule_run("daily", "done");
-    assert_eq!(declared(&classic(&metrics)), documented);
+    let (ours, shared): (BTreeSet<String>, BTreeSet<String>) = declared(&classic(&metrics))
+        .into_iter()
+        .partition(|name| name.starts_with("loopd_"));
+    assert_eq!(ours, documented);
+    // Every daemon's, from bxmetrics (docs/metrics.md, "Every daemon").
+    let process = bxmetrics::process::PROCESS_METRICS.map(str::to_string);
+    assert_eq!(shared, BTreeSet::from(process));
+}
+
+#[test]
+fn the_ratios_are_left_to_promql_counters_and_build_info_is_one() {
+    let metrics = Metrics::new();
+    metrics.model_call(Role::Main, &CallCounts::default());
+    metrics.sample(Sampled::default());
+    let text = classic(&metrics);
+    // Derived gauges gone: PromQL divides the counters' rates (docs/metrics.md).
+    for gone in [
+        "loopd_prompt_cached_ratio",
+        "loopd_generation_tokens_per_second",
+    ] {
+        assert!(!text.contains(gone), "{gone} in\n{text}");
+    }
+    let info = format!(
+        "loopd_build_info{{version=\"{}\",",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&info) && l.ends_with(" 1")),
+        "{text}"
+    );
+    for name in bxmetrics::process::PROCESS_METRICS {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "no {name} in\n{text}"
+        );
+    }
+}
+
+#[test]
+fn a_generation_time_that_is_not_a_time_adds_nothing() {
+    let metrics = Metrics::new();
+    for seconds in [f64::NAN, -1.0, f64::INFINITY] {
+        let counts = CallCounts {
+            generation_seconds: seconds,
+            ..CallCounts::default()
+        };
+        metrics.model_call(Role::Main, &counts);
+    }
+    let text = classic(&metrics);
+    let line = "loopd_generation_seconds_total{role=\"main\"} 0.0";
+    assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
 }
 
 #[test]
@@ -72,7 +123,8 @@ fn every_kind_of_sample_passes_promtool() {
         evaluated: 10,
         cached: 30,
         generated: 5,
-        tokens_per_second: Some(50.0),
+        timed_generated: 4,
+        generation_seconds: 0.5,
         model_us: 120_000,
     };
     metrics.model_call(Role::Main, &counts);
@@ -116,9 +168,11 @@ fn every_kind_of_sample_passes_promtool() {
         "loopd_model_calls_total{role=\"main\"} 1",
         "loopd_prompt_evaluated_tokens_total{role=\"main\"} 10",
         "loopd_prompt_cached_tokens_total{role=\"main\"} 30",
-        "loopd_prompt_cached_ratio 0.75",
         "loopd_generated_tokens_total{role=\"main\"} 5",
-        "loopd_generation_tokens_per_second{role=\"main\"} 50.0",
+        "loopd_generation_tokens_total{role=\"main\"} 4",
+        "loopd_generation_seconds_total{role=\"main\"} 0.5",
+        "loopd_generation_tokens_total{role=\"subagent\"} 0",
+        "loopd_generation_seconds_total{role=\"subagent\"} 0.0",
         "loopd_turns_total{outcome=\"done\"} 1",
         "loopd_turns_total{outcome=\"budget\"} 1",
         "loopd_budget_stops_total{budget=\"max_turn_ms\"} 1",
