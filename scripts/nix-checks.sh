@@ -59,7 +59,7 @@ echo "nix-checks: evaluate nixos-module with nixpkgs' lib (tests/nix/eval-module
 nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-module.nix \
     --argstr binDir "$work/pkg" >"$work/eval.json"
 
-echo "nix-checks: the module as an owner uses it: a catalogue model, boxd's settings (tests/nix/eval-owner.nix)"
+echo "nix-checks: the module as an owner uses it: a catalogue model, boxd's settings, the NixOS snippets of README.md and docs/approvals.md (tests/nix/eval-owner.nix)"
 nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-owner.nix \
     --argstr binDir "$work/pkg" >"$work/owner.json"
 
@@ -165,7 +165,7 @@ for f in share/boxmaker/templates/qwen2.5-tools.jinja share/man/man1/boxctl.1 co
     [ -s "$work/install/out/$f" ] || { echo "nix-checks: package.nix's postInstall did not make $f" >&2; exit 1; }
 done
 
-echo "nix-checks: the nix blocks of docs/operations.md, docs/secrets.md, docs/scale-out.md and docs/web.md parse"
+echo "nix-checks: the nix blocks of docs/operations.md, docs/secrets.md, docs/scale-out.md, docs/web.md and docs/approvals.md parse"
 # Each block is an expression (the flake) or a module's attribute definitions (a snippet to put
 # into the system's configuration): it must parse as one or, wrapped into a module (which gives
 # it `config`, `lib` and `pkgs`), as the other.
@@ -173,7 +173,7 @@ python3 - "$work/docs" <<'PY'
 import os, re, sys
 out = sys.argv[1]
 os.makedirs(out)
-for doc in ("operations", "secrets", "scale-out", "web"):
+for doc in ("operations", "secrets", "scale-out", "web", "approvals"):
     text = open("docs/%s.md" % doc).read()
     for n, block in enumerate(re.findall(r"^```nix\n(.*?)^```", text, re.S | re.M)):
         open(os.path.join(out, "block-%02d--%s.nix" % (n, doc)), "w").write(block)
@@ -193,6 +193,9 @@ out="$work/out" bash "$work/build.sh" >"$work/build.log" 2>&1 || { cat "$work/bu
 # boxd's own settings ([log] level, [metrics] listen, [restart]) pass boxd --check-config too.
 python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["configScript"])' "$work/owner.json" >"$work/owner.sh"
 out="$work/owner-out" bash "$work/owner.sh" >"$work/owner.log" 2>&1 || { cat "$work/owner.log" >&2; exit 1; }
+# docs/approvals.md's NixOS snippet (a write_file grant under approve = "always") passes them too.
+python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["approvalsScript"])' "$work/owner.json" >"$work/approvals.sh"
+out="$work/approvals-out" bash "$work/approvals.sh" >"$work/approvals.log" 2>&1 || { cat "$work/approvals.log" >&2; exit 1; }
 for name in loopd brokerd; do
     file=$(grep -o "/nix/store/[a-z0-9]*-$name.toml" "$work/out/boxd.toml" | head -n1)
     want=$(sha256sum "$file" | cut -d' ' -f1)

@@ -3,8 +3,9 @@
 # unit around boxd. Evaluated with nixpkgs' real lib (tests/nix/eval.nix), like eval-module.nix:
 #   nix-instantiate --eval --strict --json --read-write-mode tests/nix/eval-owner.nix \
 #     --argstr binDir DIR      (DIR/bin holds loopd, brokerd, boxd)
-# Prints the config build script of a box with boxd's own settings, which scripts/nix-checks.sh
-# runs (boxd --check-config on them). The evaluations that must fail: tests/nix/eval-fail.nix.
+# Prints the config build scripts of a box with boxd's own settings and of docs/approvals.md's
+# snippet, which scripts/nix-checks.sh runs (the daemons' --check-config on them). The
+# evaluations that must fail: tests/nix/eval-fail.nix.
 { binDir }:
 let
   inherit (import ./eval.nix { inherit binDir; }) lib evalBox;
@@ -61,6 +62,17 @@ let
     ".*```nix\n.*\n          services[.]boxmaker = ([{]\n[^`]*\n          [}]);\n.*```.*" (builtins.readFile ../../README.md))));
   readme = (evalBox { user = readmeSettings; }).config;
 
+  # docs/approvals.md's NixOS snippet, as written: its services.boxmaker attribute set (the block
+  # starts with it, at the line's start, and closes it with a line "};").
+  approvalsMatch = builtins.match ".*```nix\nservices[.]boxmaker = ([{]\n[^`]*\n[}]);\n.*"
+    (builtins.readFile ../../docs/approvals.md);
+  approvalsSettings = if approvalsMatch == null
+    then throw "eval-owner: docs/approvals.md has no nix block that starts with `services.boxmaker = {`"
+    else import (builtins.toFile "approvals-boxmaker.nix" (builtins.head approvalsMatch));
+  approvals = (evalBox { user = approvalsSettings; }).config;
+  renderedLoopd = c: builtins.readFile (builtins.head
+    (builtins.match ".*/bin/loopd --check-config ([^ \n]*).*" c.services.boxmaker.configDir.script));
+
   # The options' documentation, as NixOS's manual renders it.
   docs = lib.optionAttrSetToDocList (evalBox { user = base; }).options.services.boxmaker;
   packageOptions = builtins.filter (o: lib.hasInfix "package" (o.type or "") && o.visible or true && !(o.internal or false)) docs;
@@ -107,6 +119,12 @@ let
       (readmeSettings.model == "qwen2.5-coder-0.5b"
         && lib.hasInfix "\"--chat-template-file\", \"${template}\"" (llamaArgs readme)
         && lib.hasInfix "\"-m\", \"${fetched.outPath}\"" (llamaArgs readme)))
+    (check "docs/approvals.md's NixOS snippet evaluates: write_file under approve = \"always\", write_file in the tools array, both [approvals] sections"
+      (let brokerd = renderedBrokerd approvals; loopd = renderedLoopd approvals; in
+        lib.hasInfix "approve = \"always\"\npaths = [\"/var/lib/boxmaker/files\"]\nsessions = [\"*\"]\ntool = \"write_file\"" brokerd
+        && lib.hasInfix "\n[approvals]\nexpire_ms = 900000\n" brokerd
+        && lib.hasInfix "\n[approvals]\ntimeout_ms = 600000\n" loopd
+        && lib.hasInfix "core_tools = [\"read_file\", \"list_dir\", \"write_file\"]" loopd))
     # Point 2: llama-server private (on its socket, no web UI, no TCP port), with a model too.
     (check "llama-server on its socket, no web UI, no port, with a catalogue model"
       (lib.hasPrefix "[\"--host\", \"/run/boxmaker/llama/llama.sock\", \"--no-webui\", \"-m\"" (llamaArgs box)
@@ -150,4 +168,6 @@ in
 builtins.seq (builtins.all (x: x) checks) {
   # boxd --check-config on the boxd.toml with boxd's own settings (scripts/nix-checks.sh).
   configScript = tuned.services.boxmaker.configDir.script;
+  # The same for docs/approvals.md's snippet: brokerd --check-config on its approve = "always".
+  approvalsScript = approvals.services.boxmaker.configDir.script;
 }
