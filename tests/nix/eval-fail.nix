@@ -13,6 +13,11 @@ let
 
   cases = {
     # The model: a name the catalogue does not have, and an entry without its sha256.
+    # loopd's and boxd's metrics listeners need a port each.
+    metrics-ports-collide = {
+      user = base // { metrics = { enable = true; port = 9466; }; };
+      message = "services.boxmaker.metrics.port and metrics.boxdPort are both 9466: loopd and boxd need a port each.";
+    };
     model-unknown-name = {
       user = base // { model = "qwen-7b"; };
       message = "services.boxmaker.model' is not of type `name of a model of the catalogue (\"qwen2.5-coder-0.5b\", \"qwen2.5-coder-1.5b\"), catalogue entry, or absolute path'";

@@ -86,6 +86,12 @@ let
   metricsOn = config;
   metricsPort = (evalBox { user = user // { metrics = { enable = true; port = 9500; }; }; }).config;
   metricsOff = (evalBox { user = user // { metrics.enable = false; }; }).config;
+  metricsBoxdPort = (evalBox { user = user // { metrics = { enable = true; boxdPort = 9600; instance = "cupboard"; }; }; }).config;
+  # brokerd's own listener (its freeform settings): scrapeConfigs scrapes it too.
+  metricsBrokerd = (evalBox { user = lib.recursiveUpdate user { brokerd.settings.metrics.listen = "127.0.0.1:9465"; }; }).config;
+  # The scrape job of `name` in scrapeConfigs: its target and its instance label.
+  scrapeOf = c: name: map (j: builtins.head j.static_configs)
+    (builtins.filter (j: j.job_name == "boxmaker-${name}") c.services.boxmaker.metrics.scrapeConfigs);
   # The web console: on behind a proxy (origin), on another port without origin, off.
   webOn = config;
   webPort = (evalBox { user = user // { web = { enable = true; port = 8800; }; }; }).config;
@@ -230,6 +236,22 @@ let
     (check "metrics off: loopd's settings have no [metrics]" (!(metricsOff.services.boxmaker.loopd.settings ? metrics)))
     (check "metrics do not open the firewall"
       (metricsOn.networking.firewall.allowedTCPPorts == [ ] && metricsPort.networking.firewall.allowedTCPPorts == [ ]))
+    (check "metrics: boxd listens on 127.0.0.1 at the default boxdPort, rendered as [metrics] listen in boxd.toml"
+      (metricsOn.services.boxmaker.boxd.settings.metrics.listen == "127.0.0.1:9466"
+        && lib.hasInfix "\n[metrics]\nlisten = \"127.0.0.1:9466\"\n" (renderedBoxd metricsOn)))
+    (check "metrics.boxdPort is the port boxd listens on"
+      (metricsBoxdPort.services.boxmaker.boxd.settings.metrics.listen == "127.0.0.1:9600"))
+    (check "metrics off: boxd has no listener (its socket still serves /metrics)"
+      (metricsOff.services.boxmaker.boxd.settings.metrics.listen == null
+        && !(lib.hasInfix "\nlisten = " (renderedBoxd metricsOff))))
+    (check "scrapeConfigs: a job for loopd and one for boxd, each with the box's name as instance"
+      (scrapeOf metricsOn "loopd" == [ { targets = [ "127.0.0.1:9464" ]; labels.instance = "boxmaker"; } ]
+        && scrapeOf metricsOn "boxd" == [ { targets = [ "127.0.0.1:9466" ]; labels.instance = "boxmaker"; } ]
+        && scrapeOf metricsBoxdPort "boxd" == [ { targets = [ "127.0.0.1:9600" ]; labels.instance = "cupboard"; } ]
+        && builtins.length metricsOn.services.boxmaker.metrics.scrapeConfigs == 2))
+    (check "scrapeConfigs: brokerd's job when brokerd.settings.metrics.listen is set; none with metrics off"
+      (scrapeOf metricsBrokerd "brokerd" == [ { targets = [ "127.0.0.1:9465" ]; labels.instance = "boxmaker"; } ]
+        && metricsOff.services.boxmaker.metrics.scrapeConfigs == [ ]))
     (check "web: loopd's console on 127.0.0.1 at the default port, with the origin"
       (webOn.services.boxmaker.loopd.settings.web == { listen = "127.0.0.1:8740"; origin = "https://box.example.com"; }))
     (check "web rendered as [web] listen and origin in loopd.toml"

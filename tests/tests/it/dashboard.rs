@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! `docs/grafana-dashboard.json` stays true: it is JSON, its data source is the
-//! `DS_PROMETHEUS` input, every metric and label it queries is in `docs/metrics.md`, and a real
+//! `docs/grafana-dashboard.json` stays true: it is JSON, its data source and the box it shows
+//! are its `datasource` and `instance` variables, which every panel and query uses, no panel
+//! mixes units, every metric and label it queries is in `docs/metrics.md`, and a real
 //! Prometheus accepts every query it makes.
 
 use e2e::prometheus::{self, Prometheus};
@@ -8,11 +9,18 @@ use e2e::workspace_root;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The data source every panel and query names: Grafana fills it in at import.
-const DATASOURCE_UID: &str = "${DS_PROMETHEUS}";
+/// The data source every panel and query names: the dashboard's `datasource` variable.
+const DATASOURCE_UID: &str = "${datasource}";
 
-/// The prefixes of boxmaker's metrics: a name with one of them is one of ours.
-const PREFIXES: [&str; 3] = ["loopd_", "brokerd_", "boxd_"];
+/// The matcher every metric a query selects carries: the dashboard's `instance` variable.
+const INSTANCE_MATCHER: &str = "instance=~\"$instance\"";
+
+/// The prefixes of the metrics docs/metrics.md lists: a name with one of them is one of ours
+/// (`process_` for every daemon's process).
+const PREFIXES: [&str; 4] = ["loopd_", "brokerd_", "boxd_", "process_"];
+
+/// The labels Prometheus gives every series it scrapes (the target's), besides the metric's.
+const TARGET_LABELS: [&str; 2] = ["job", "instance"];
 
 /// The series a histogram adds to its name.
 const HISTOGRAM_SUFFIXES: [&str; 3] = ["_bucket", "_sum", "_count"];
@@ -139,20 +147,118 @@ fn resolve<'a>(
     })
 }
 
+/// The dashboard's template variable `name`.
+fn variable<'a>(dashboard: &'a Value, name: &str) -> &'a Value {
+    dashboard["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} variable in {}", dashboard["templating"]))
+}
+
+/// The selector (`{...}`, empty when none) after each of our metric names in `expr`.
+fn selectors(expr: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+        let word_end = rest[at..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .map_or(rest.len(), |n| at + n);
+        let word = &rest[at..word_end];
+        rest = &rest[word_end..];
+        if !PREFIXES.iter().any(|p| word.starts_with(p)) {
+            continue;
+        }
+        let selector = match rest.strip_prefix('{') {
+            Some(inner) => inner.split('}').next().unwrap_or_default().to_string(),
+            None => String::new(),
+        };
+        found.push((word.to_string(), selector));
+    }
+    found
+}
+
+/// What a metric measures, by its name's suffix: the panels' units follow from it.
+fn quantity(name: &str) -> &'static str {
+    let base = HISTOGRAM_SUFFIXES
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(name);
+    let base = base.strip_suffix("_total").unwrap_or(base);
+    if base.ends_with("_seconds") {
+        "seconds"
+    } else if base.ends_with("_bytes") {
+        "bytes"
+    } else if base.ends_with("_up") {
+        "up or down"
+    } else if base.ends_with("_info") {
+        "build"
+    } else {
+        "count"
+    }
+}
+
 #[test]
-fn the_dashboard_takes_its_prometheus_as_an_input() {
+fn the_data_source_and_the_instance_are_variables_every_panel_and_query_uses() {
     let dashboard = dashboard();
-    let inputs = dashboard["__inputs"].as_array().unwrap();
     assert!(
-        inputs
-            .iter()
-            .any(|i| i["name"] == "DS_PROMETHEUS" && i["pluginId"] == "prometheus"),
-        "{inputs:?}"
+        dashboard.get("__inputs").is_none(),
+        "no inputs to fill at import"
     );
+    let datasource = variable(&dashboard, "datasource");
+    assert_eq!(datasource["type"], "datasource", "{datasource}");
+    assert_eq!(datasource["query"], "prometheus", "{datasource}");
+    let instance = variable(&dashboard, "instance");
+    assert_eq!(instance["type"], "query", "{instance}");
+    assert_eq!(instance["datasource"]["uid"], DATASOURCE_UID, "{instance}");
+    assert!(
+        instance["query"]["query"]
+            .as_str()
+            .unwrap()
+            .contains(", instance)"),
+        "{instance}"
+    );
+    assert_eq!(instance["includeAll"], true, "{instance}");
     for panel in data_panels(&dashboard) {
         assert_eq!(panel["datasource"]["uid"], DATASOURCE_UID, "{panel}");
         for target in panel["targets"].as_array().unwrap() {
             assert_eq!(target["datasource"]["uid"], DATASOURCE_UID, "{target}");
+        }
+    }
+    for (title, expr) in queries(&dashboard) {
+        let selected = selectors(&expr);
+        assert!(
+            !selected.is_empty(),
+            "{title}: queries none of ours: {expr}"
+        );
+        for (name, selector) in selected {
+            assert!(
+                selector.split(',').any(|m| m.trim() == INSTANCE_MATCHER),
+                "{title}: {name} is not scoped to $instance: {expr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn no_panel_mixes_units() {
+    for panel in data_panels(&dashboard()) {
+        let title = panel["title"].as_str().unwrap_or_default();
+        // Each query's first metric says what it measures (a ratio's numerator).
+        let measured: BTreeSet<&str> = panel["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| quantity(&metric_names(t["expr"].as_str().unwrap())[0]))
+            .collect();
+        assert_eq!(measured.len(), 1, "{title} mixes {measured:?}");
+        let unit = panel["fieldConfig"]["defaults"]["unit"].as_str();
+        assert!(unit.is_some(), "{title} has no unit");
+        match measured.first().copied() {
+            Some("bytes") => assert_eq!(unit, Some("bytes"), "{title}"),
+            Some("count") => assert_ne!(unit, Some("s"), "{title}"),
+            _ => {}
         }
     }
 }
@@ -176,6 +282,7 @@ fn every_metric_and_label_the_dashboard_queries_is_in_docs_metrics_md() {
             labels.extend(found.labels.iter().cloned());
             queried.insert(base);
         }
+        labels.extend(TARGET_LABELS.map(str::to_string));
         for label in grouping_labels(&expr) {
             assert!(
                 labels.contains(&label),
@@ -190,13 +297,15 @@ fn every_metric_and_label_the_dashboard_queries_is_in_docs_metrics_md() {
         "loopd_prompt_evaluated_tokens_total",
         "loopd_prompt_cached_tokens_total",
         "loopd_generated_tokens_total",
-        "loopd_prompt_cached_ratio",
-        "loopd_generation_tokens_per_second",
+        "loopd_generation_tokens_total",
+        "loopd_generation_seconds_total",
         "loopd_tool_calls_total",
         "loopd_queued_tasks",
         "loopd_approvals_pending",
         "brokerd_calls_total",
         "boxd_child_up",
+        "loopd_build_info",
+        "process_resident_memory_bytes",
     ] {
         assert!(queried.contains(needed), "no panel shows {needed}");
     }
@@ -211,7 +320,9 @@ fn a_real_prometheus_accepts_every_query_of_the_dashboard() {
     let prometheus = Prometheus::start(&binary, &[]).unwrap();
     for (title, expr) in queries(&dashboard()) {
         // Grafana's own variable, which it replaces before it asks Prometheus.
-        let promql = expr.replace("$__rate_interval", "1m");
+        let promql = expr
+            .replace("$__rate_interval", "1m")
+            .replace("$instance", ".*");
         if let Err(e) = prometheus.query(&promql) {
             panic!("{title}: Prometheus refuses {promql}: {e}");
         }
