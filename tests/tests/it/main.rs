@@ -16,6 +16,7 @@ mod burst;
 mod compact_command;
 mod dashboard;
 mod demo;
+mod docs;
 mod evals;
 mod frozen_model;
 mod injection;
