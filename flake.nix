@@ -11,7 +11,9 @@
       forAll = f: nixpkgs.lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
 
       # package.nix: only the real binaries, the chat templates, completions and man pages.
-      boxmakerFor = pkgs: pkgs.callPackage ./package.nix { };
+      boxmakerFor = pkgs: pkgs.callPackage ./package.nix {
+        gitCommit = self.rev or self.dirtyRev or "unknown";
+      };
 
       # The models services.boxmaker.model knows by name (nixos-module/models.nix): plain data.
       models = import ./nixos-module/models.nix;

@@ -5,6 +5,9 @@
   stdenv,
   rustPlatform,
   installShellFiles,
+  # The commit the build is of, for the daemons' *_build_info metric (the flake passes its own
+  # revision); "unknown" for a build from a tree without one.
+  gitCommit ? "unknown",
 }:
 
 let
@@ -43,6 +46,7 @@ rustPlatform.buildRustPackage {
   # The tests need llama-server, models and npm packages: they run in the flake's
   # checks.cargo-test (the fast ones) and in scripts/test.sh (all of them).
   doCheck = false;
+  env.BOXMAKER_GIT_COMMIT = gitCommit;
 
   # The chat templates services.boxmaker.model's catalogue names (share/boxmaker/templates),
   # boxctl's shell completions and man pages (boxctl.1 and one per subcommand), written by the

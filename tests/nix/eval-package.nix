@@ -8,6 +8,7 @@ let
 
   callWith = canExecute: import ../../package.nix {
     inherit lib;
+    gitCommit = "0123456789abcdef0123456789abcdef01234567";
     stdenv = {
       buildPlatform.canExecute = _: canExecute;
       hostPlatform = { };
@@ -31,6 +32,8 @@ let
 
   checks = [
     (check "version from Cargo.toml" (pkg.version == cargoToml.workspace.package.version && pkg.pname == "boxmaker"))
+    (check "the build is told its commit, for the daemons' build_info metric"
+      (pkg.env.BOXMAKER_GIT_COMMIT == "0123456789abcdef0123456789abcdef01234567"))
     (check "cargoLock.lockFile is the workspace's" (pkg.cargoLock.lockFile == ../../Cargo.lock))
     (check "only the real binaries are built: the daemons, boxctl and the sandbox shim"
       (builtins.sort builtins.lessThan built == [ "boxctl" "boxd" "brokerd" "bxsandbox-shim" "loopd" ]
