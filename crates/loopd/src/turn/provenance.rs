@@ -78,9 +78,7 @@ pub fn check(
             ));
         }
     };
-    let refused = named
-        .iter()
-        .find(|n| !n.path.as_ref().is_some_and(|p| owner.covers(p)))?;
+    let refused = paths::refused(&named, &owner)?;
     let quoted = crate::text::cap_chars(&neutralise(&refused.written), QUOTED_PATH_MAX_CHARS);
     Some(CallOutcome::not_run(
         &NOT_OWNER_GIVEN

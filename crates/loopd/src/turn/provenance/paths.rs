@@ -62,6 +62,15 @@ impl Path {
         path
     }
 
+    /// The folder holding `self`; `None` for a path with no component.
+    fn parent(&self) -> Option<Path> {
+        let (_, holding) = self.parts.split_last()?;
+        Some(Path {
+            absolute: self.absolute,
+            parts: holding.to_vec(),
+        })
+    }
+
     /// Whether `self` is `other` or lies beneath it.
     fn is_within(&self, other: &Path) -> bool {
         self.absolute == other.absolute && self.parts.starts_with(&other.parts)
@@ -135,6 +144,29 @@ pub struct Named {
     pub written: String,
     /// Normalised, resolved against `cwd` where relative and a `cwd` is given.
     pub path: Option<Path>,
+    /// Whether it is a `cwd` (see [`refused`]).
+    pub cwd: bool,
+}
+
+/// The first of `named` (one call's paths) that `owner` does not cover, if any. A `cwd` is
+/// also allowed when it is the folder directly holding another path of the same call that
+/// the owner covers: a small model told to run `wc -l /r/work/a.txt` fills the optional `cwd`
+/// with `/r/work` (issue 34's suite: most `exec` tasks of both Qwen models were refused so).
+/// It gives the call nothing the owner did not: a relative element holding a `/` is still
+/// resolved against it and judged, and one without a `/` is never judged (module doc), so
+/// a `cwd` with no owner-given path of its own beside it stays refused.
+pub fn refused<'a>(named: &'a [Named], owner: &OwnerPaths) -> Option<&'a Named> {
+    let covered = |n: &Named| n.path.as_ref().is_some_and(|p| owner.covers(p));
+    let holds_a_covered_path = |cwd: &Named| {
+        named.iter().any(|other| {
+            !other.cwd
+                && covered(other)
+                && other.path.as_ref().and_then(Path::parent).as_ref() == cwd.path.as_ref()
+        })
+    };
+    named
+        .iter()
+        .find(|n| !covered(n) && !(n.cwd && holds_a_covered_path(n)))
 }
 
 /// The paths `arguments` name, in order: every string under a key `path`, at any depth; every
@@ -154,7 +186,10 @@ fn walk(value: &Value, out: &mut Vec<Named>) {
                 match (key.as_str(), value) {
                     ("path", Value::String(text)) => out.push(whole(text, None)),
                     ("cwd", Value::String(text)) if text.contains('/') => {
-                        out.push(whole(text, None));
+                        out.push(Named {
+                            cwd: true,
+                            ..whole(text, None)
+                        });
                     }
                     ("argv", Value::Array(argv)) => {
                         let cwd = cwd_of(object);
@@ -215,6 +250,7 @@ fn whole(text: &str, cwd: Option<&Path>) -> Named {
     Named {
         written: text.to_string(),
         path: Some(path),
+        cwd: false,
     }
 }
 
@@ -327,6 +363,62 @@ mod tests {
             ]
         );
         assert_eq!(written(json!({"argv": ["ls"], "cwd": ""})), []);
+    }
+
+    fn first_refused(owner_text: &str, arguments: serde_json::Value) -> Option<String> {
+        let named = named(&arguments);
+        refused(&named, &owner(owner_text)).map(|n| n.written.clone())
+    }
+
+    #[test]
+    fn a_cwd_is_allowed_only_as_the_folder_of_an_owner_given_path_of_the_same_call() {
+        let said = "run wc -l /r/work/todo.txt /r/work/ideas.txt";
+        let call = |argv: serde_json::Value, cwd: &str| json!({"argv": argv, "cwd": cwd});
+        assert_eq!(
+            first_refused(
+                said,
+                call(json!(["wc", "-l", "/r/work/todo.txt"]), "/r/work")
+            ),
+            None,
+            "the folder of the file the owner named"
+        );
+        assert_eq!(
+            first_refused(said, call(json!(["rm", "notes.txt"]), "/r/work")),
+            Some("/r/work".into()),
+            "no owner-given path beside it"
+        );
+        assert_eq!(
+            first_refused(said, call(json!(["wc", "-l", "/r/work/todo.txt"]), "/r")),
+            Some("/r".into()),
+            "a folder further up"
+        );
+        assert_eq!(
+            first_refused(said, call(json!(["cat", "/r/work/other.txt"]), "/r/work")),
+            Some("/r/work/other.txt".into()),
+            "a path beside it the owner did not give"
+        );
+        assert_eq!(
+            first_refused(
+                said,
+                call(
+                    json!(["cat", "../../etc/passwd", "/r/work/todo.txt"]),
+                    "/r/work"
+                )
+            ),
+            Some("../../etc/passwd".into()),
+            "relative elements are still resolved against it and judged"
+        );
+        assert_eq!(
+            first_refused(said, json!({"path": "/r/work/todo.txt", "cwd": "/r/work"})),
+            None
+        );
+        assert_eq!(
+            first_refused(
+                "save to /r/out/",
+                json!({"path": "/r/out/a.txt", "cwd": "/elsewhere"})
+            ),
+            Some("/elsewhere".into())
+        );
     }
 
     #[test]
