@@ -162,7 +162,11 @@ async fn chat_asks_approvals_inline_and_the_next_line_answers() {
     let answers: Vec<OwnerAnswer> = answered.iter().map(|(a, _)| a.answer).collect();
     assert_eq!(
         answers,
-        [OwnerAnswer::Approve, OwnerAnswer::Deny, OwnerAnswer::Approve]
+        [
+            OwnerAnswer::Approve,
+            OwnerAnswer::Deny,
+            OwnerAnswer::Approve
+        ]
     );
     let texts: Vec<String> = submitted(&served).into_iter().map(|(_, t)| t).collect();
     assert_eq!(texts, ["save it", "save it", "save it again"]);
