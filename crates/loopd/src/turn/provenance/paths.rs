@@ -164,9 +164,8 @@ pub fn refused<'a>(named: &'a [Named], owner: &OwnerPaths) -> Option<&'a Named> 
                 && other.path.as_ref().and_then(Path::parent).as_ref() == cwd.path.as_ref()
         })
     };
-    named
-        .iter()
-        .find(|n| !covered(n) && !(n.cwd && holds_a_covered_path(n)))
+    let allowed = |n: &Named| covered(n) || (n.cwd && holds_a_covered_path(n));
+    named.iter().find(|n| !allowed(n))
 }
 
 /// The paths `arguments` name, in order: every string under a key `path`, at any depth; every
