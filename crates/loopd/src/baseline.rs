@@ -32,7 +32,7 @@ pub const MISSING_RESULT: &str = "No result: the turn ended before this tool cal
 #[derive(Debug, thiserror::Error)]
 pub enum BaselineError {
     /// The system prompt file could not be read.
-    #[error("cannot read the system prompt {path}: {source}")]
+    #[error("cannot read the system prompt {path}")]
     SystemPrompt {
         /// The file.
         path: std::path::PathBuf,

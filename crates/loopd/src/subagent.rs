@@ -138,7 +138,8 @@ pub fn run(
     let prompt_path = rt.cfg.baseline.system.with_file_name(SUBAGENT_PROMPT);
     let system = match baseline::read_system_prompt(&prompt_path) {
         Ok(text) => text,
-        Err(e) => return CallOutcome::not_run(&format!("Not run: {e}")),
+        // `{:#}`: the error with its cause (the OS error), which it does not repeat itself.
+        Err(e) => return CallOutcome::not_run(&format!("Not run: {:#}", anyhow::Error::new(e))),
     };
     let mut child = match parent.store().create(&id) {
         Ok(child) => child,

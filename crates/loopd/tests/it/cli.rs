@@ -169,6 +169,31 @@ fn cli_daemon_mode_without_a_config_says_so_and_exits_2() {
 }
 
 #[test]
+fn cli_daemon_names_a_missing_system_prompt_and_its_os_error_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-system.md");
+    let config = dir.path().join("loopd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "socket = {:?}\nstate_dir = {:?}\n[baseline]\nsystem = {missing:?}\n",
+            dir.path().join("loopd.sock"),
+            dir.path().join("state"),
+        ),
+    )
+    .unwrap();
+    let out = loopd(&["--config", config.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("no-such-system.md"), "{stderr}");
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "the OS error once: {stderr}"
+    );
+}
+
+#[test]
 fn cli_daemon_refuses_to_start_when_llama_server_is_not_there() {
     let dir = tempfile::tempdir().unwrap();
     // A port that nobody listens on: bound, then released.
