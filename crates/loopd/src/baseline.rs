@@ -7,7 +7,7 @@
 use crate::config::Config;
 use crate::llama::ChatMessage;
 use crate::session::{BASELINE_FORMAT_VERSION, Baseline, Session, StoreError};
-use crate::tools::{FIND_TOOL, Registry};
+use crate::tools::Registry;
 use bxcore::{Labels, LogRecord, Timestamp, ToolCall};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -15,14 +15,6 @@ use std::path::Path;
 /// What the model is told about a call in an answer that was cut off.
 pub const CUT_CALL: &str = "Not run: your answer was cut off at the token limit before this \
      tool call was complete. Call it again with shorter arguments.";
-
-/// What the system prompt says of finding tools, added after the system prompt file's text
-/// only when the epoch's tools array offers `find_tool` (issue 34: a small model told of a
-/// `find_tool` it does not have calls it, or talks of it). It is made from the stored
-/// baseline, so every call of an epoch sends the same bytes.
-pub const FIND_TOOL_GUIDE: &str = "You have a few tools in your tools array. To find more, \
-     call find_tool with a keyword; to use one it returns, call call_tool with its name and an \
-     arguments object that fits its schema.";
 
 /// What the model sees in place of a result that never came (the turn was interrupted
 /// between the call and its result). Chat templates need every call answered.
@@ -101,10 +93,6 @@ pub fn messages_with_carry(
     carry: Option<(&str, Labels)>,
 ) -> Vec<ChatMessage> {
     let mut system = baseline.system.trim_end().to_string();
-    if baseline.tools.iter().any(|t| t.name == FIND_TOOL) {
-        system.push_str("\n\n");
-        system.push_str(FIND_TOOL_GUIDE);
-    }
     if !baseline.memory.is_empty() {
         system.push_str("\n\n");
         system.push_str(&baseline.memory);
@@ -287,30 +275,6 @@ mod tests {
             tools: vec![],
             tools_labels: Labels::PUBLIC,
         }
-    }
-
-    fn system_of(tools: &[&str]) -> String {
-        let mut b = baseline();
-        b.tools = tools
-            .iter()
-            .map(|name| proto::ToolSchema {
-                name: name.to_string(),
-                description: String::new(),
-                parameters: serde_json::json!({"type": "object"}),
-            })
-            .collect();
-        match messages_with_carry(&b, &[], None).remove(0) {
-            ChatMessage::System { content } => content,
-            other => panic!("not a system message: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn the_system_prompt_tells_of_find_tool_only_when_the_tools_array_has_it() {
-        let with = system_of(&["clock", FIND_TOOL, "call_tool"]);
-        assert_eq!(with, format!("System.\n\n{FIND_TOOL_GUIDE}\n\nMemory."));
-        let without = system_of(&["clock", "read_file"]);
-        assert_eq!(without, "System.\n\nMemory.");
     }
 
     #[test]
