@@ -171,8 +171,12 @@ pub enum Command {
     /// Each line read from stdin is a task in the same session (a new one unless --session
     /// names one); its answer streams as `boxctl task` streams it. A call that waits for the
     /// owner's approval is asked inline (`approve ID? [y/N]` on stderr) and the next line
-    /// answers it. `/quit`, or the end of stdin (Ctrl-D), ends the chat. Works with stdin
-    /// not a terminal too: lines are taken in order, as messages and answers. Exits 0 when
+    /// answers it. `/quit`, or the end of stdin (Ctrl-D), ends the chat. At a terminal each
+    /// message is typed with line editing (arrows, Ctrl-A/E, ...) and up-arrow recalls this
+    /// chat's earlier messages; Ctrl-C at the `> ` prompt ends the chat too. The history is
+    /// kept in memory only, never in a file: the messages are the owner's private data.
+    /// Works with stdin not a terminal too: lines are taken in order, as messages and
+    /// answers (plain lines, no editing). Exits 0 when
     /// it ends so, also after a turn that failed (said as it happens); a loopd that is gone,
     /// stuck or has no such session ends it with that exit code.
     #[command(after_help = EXIT_CODES_HELP)]

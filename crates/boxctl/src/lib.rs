@@ -5,7 +5,8 @@
 //! [`stream`] with an SSE reader in [`sse`]), how events, records and answers read as
 //! text ([`mod@format`], [`listing`], [`answers`], [`approvals`], [`schedules`],
 //! [`usage`]), whether to style it ([`colour`]: `NO_COLOR`), the inline
-//! `[y/N]` question for a call waiting for the owner ([`prompt`]), and the commands themselves
+//! `[y/N]` question for a call waiting for the owner ([`prompt`]; `boxctl chat`'s line editor
+//! and history at a terminal in [`line_editor`]), and the commands themselves
 //! ([`mod@run`]: `task`, `chat`, errors as JSON, man pages). See `boxctl --help` for the exit
 //! codes.
 
@@ -17,6 +18,7 @@ pub mod colour;
 pub mod error;
 pub mod format;
 pub mod limits;
+pub mod line_editor;
 pub mod listing;
 pub mod prompt;
 pub mod run;

@@ -8,10 +8,13 @@
 //! question that is dropped leaves no read behind. Whether to prompt at all is decided at the
 //! edge ([`Prompt::terminal`]): only when stdin and stderr are terminals; a script never is
 //! asked by `task` or `show --follow`. `boxctl chat` reads its messages through the same
-//! source ([`Prompt::chat`], [`Prompt::read_line`]) and asks whatever stdin is: its lines
-//! are the chat's own.
+//! source ([`Prompt::chat`], [`Prompt::read_message`]) and asks whatever stdin is: its lines
+//! are the chat's own. At a terminal the chat's source reads on demand instead of ahead
+//! ([`Lines::terminal`], [`crate::line_editor`]): its messages with line editing and history;
+//! a question dropped there leaves its plain read behind, which gives the next message.
 
 use crate::client::{Client, ClientError, EventStream, StreamItem};
+use crate::line_editor::TerminalReads;
 use bxcore::{ApprovalDecision, ApprovalId, TurnEvent};
 use proto::api::{ApprovalAnswer, OwnerAnswer};
 use std::collections::VecDeque;
@@ -197,6 +200,8 @@ pub struct Lines {
     /// kept, they answer it in order (a script's lines, `boxctl chat` with stdin not a
     /// terminal).
     drop_typed_ahead: bool,
+    /// At a terminal, for `boxctl chat`: reads on demand, messages with the line editor.
+    terminal: Option<TerminalReads>,
 }
 
 impl Lines {
@@ -220,6 +225,19 @@ impl Lines {
         })
     }
 
+    /// A terminal's lines for `boxctl chat`: read one at a time, when asked, by one thread
+    /// that reads nothing ahead (so that the line editor gets every byte typed at it); a
+    /// message with the line editor ([`Prompt::read_message`]), an answer as a plain line.
+    pub fn terminal() -> Lines {
+        let (terminal, receiver) = TerminalReads::start();
+        Lines {
+            start: None,
+            receiver: Some(receiver),
+            drop_typed_ahead: true,
+            terminal: Some(terminal),
+        }
+    }
+
     /// These lines, but those that came before a question are kept to answer it, in order,
     /// instead of dropped.
     pub fn keeping_typed_ahead(mut self) -> Lines {
@@ -237,6 +255,7 @@ impl Lines {
             start: Some(Box::new(start)),
             receiver: None,
             drop_typed_ahead: true,
+            terminal: None,
         }
     }
 
@@ -249,16 +268,40 @@ impl Lines {
     }
 
     /// Before a question: starts the source, or drops what was typed since the last one
-    /// (unless typed-ahead lines are kept).
+    /// (unless typed-ahead lines are kept); at a terminal, then asks for the answer's line
+    /// (unless a read is pending already).
     fn fresh(&mut self) {
-        let drop_typed_ahead = self.drop_typed_ahead;
-        let started = self.receiver.is_some();
-        if let Some(receiver) = self.started()
-            && started
-            && drop_typed_ahead
-        {
-            while receiver.try_recv().is_ok() {}
+        if self.receiver.is_none() || !self.drop_typed_ahead {
+            self.started();
+        } else if let Some(receiver) = self.receiver.as_mut() {
+            while receiver.try_recv().is_ok() {
+                if let Some(terminal) = self.terminal.as_mut() {
+                    terminal.taken();
+                }
+            }
         }
+        if let Some(terminal) = self.terminal.as_mut() {
+            terminal.question();
+        }
+    }
+
+    /// The next line (the source started now if it is not yet); `None` once it has ended.
+    /// Cancel-safe: a line not returned stays for the next call.
+    async fn recv(&mut self) -> Option<String> {
+        let line = self.started()?.recv().await;
+        if let Some(terminal) = self.terminal.as_mut() {
+            terminal.taken();
+        }
+        line
+    }
+
+    /// The chat waits for a message: true when the line editor shows `prompt` and reads it;
+    /// false when the caller shows it (not a terminal, or a dropped question's plain read is
+    /// pending and gives the message).
+    fn message(&mut self, prompt: &str) -> bool {
+        self.terminal
+            .as_mut()
+            .is_some_and(|terminal| terminal.message(prompt))
     }
 }
 
@@ -297,23 +340,38 @@ impl Prompt {
 
     /// The prompt of `boxctl chat`, which reads its messages through it too: asked whether
     /// or not stdin is a terminal (the lines are the chat's own); a person's lines typed
-    /// before a question are dropped, a script's kept to answer it in order.
-    pub fn chat() -> Prompt {
-        let lines = match io::stdin().is_terminal() {
-            true => Lines::stdin(),
-            false => Lines::stdin().keeping_typed_ahead(),
+    /// before a question are dropped, a script's kept to answer it in order. With `editing`
+    /// (a person at a terminal), read on demand with the line editor ([`Lines::terminal`]).
+    pub fn chat(editing: bool) -> Prompt {
+        let lines = match (editing, io::stdin().is_terminal()) {
+            (true, _) => Lines::terminal(),
+            (false, true) => Lines::stdin(),
+            (false, false) => Lines::stdin().keeping_typed_ahead(),
         };
         Prompt::new(lines, Box::new(io::stderr()))
+    }
+
+    /// The chat's next message after `prompt` (empty: none shown): with the line editor when
+    /// the lines are a terminal's and no plain read is pending, else the next line with the
+    /// prompt said on stderr; `None` once the source has ended.
+    pub async fn read_message(&mut self, prompt: &str) -> Option<String> {
+        let edited = self.lines.message(prompt);
+        if !edited {
+            self.say(prompt);
+        }
+        let line = self.read_line().await;
+        if line.is_none() && !edited && !prompt.is_empty() {
+            // Ctrl-D leaves the cursor after the prompt (the editor ends its line itself).
+            self.say("\n");
+        }
+        line
     }
 
     /// The next line from the prompt's source (started now if it is not yet), for a command
     /// that reads its own input through it (`boxctl chat`); `None` once the source has
     /// ended, after which nothing more is asked.
     pub async fn read_line(&mut self) -> Option<String> {
-        let line = match self.lines.started() {
-            Some(receiver) => receiver.recv().await,
-            None => None,
-        };
+        let line = self.lines.recv().await;
         if line.is_none() {
             // Nothing is asked between turns, so closing says nothing.
             let effects = self.prompter.line(None);
@@ -334,14 +392,13 @@ impl Prompt {
         stream: &mut EventStream,
     ) -> Result<Option<StreamItem>, ClientError> {
         loop {
-            let woke = match self.lines.receiver.as_mut() {
-                Some(receiver) if self.prompter.is_asking() => {
-                    tokio::select! {
-                        item = stream.next() => Woke::Item(item),
-                        line = receiver.recv() => Woke::Line(line),
-                    }
+            let woke = if self.prompter.is_asking() && self.lines.receiver.is_some() {
+                tokio::select! {
+                    item = stream.next() => Woke::Item(item),
+                    line = self.lines.recv() => Woke::Line(line),
                 }
-                _ => Woke::Item(stream.next().await),
+            } else {
+                Woke::Item(stream.next().await)
             };
             match woke {
                 Woke::Item(item) => return item,

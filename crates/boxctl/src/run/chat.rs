@@ -1,9 +1,12 @@
 //! `boxctl chat`: a conversation in one session, a line of stdin at a time, each answer
 //! streamed as `boxctl task` streams it and each approval asked inline.
 //!
-//! The lines are read as they come (plain lines: no line editing or history beyond the
-//! terminal's own), through the prompt's one reader of stdin, so that the line after a
-//! question answers it and the next one is the next message.
+//! The lines are read through the prompt's one reader of stdin, so that the line after a
+//! question answers it and the next one is the next message. A person at a terminal (stdin,
+//! stdout and stderr terminals, no `--json`) types each message with line editing and the
+//! chat's history (up-arrow recalls an earlier message; in memory only, see
+//! [`crate::line_editor`]), read only while no turn runs; answers to inline questions stay
+//! plain lines. A script's lines (stdin not a terminal) are plain lines, taken in order.
 
 use super::failure::{Failure, report};
 use super::task::{MAX_STDIN_TASK_BYTES, fresh_task_id, turn};
@@ -67,25 +70,24 @@ pub(super) async fn chat(
     // Is loopd there? Better said before the owner types than after.
     client.status().await?;
     let person = io::stdin().is_terminal() && !json;
+    // The editor draws on stdout (the answers' stream): only when it is the terminal too.
+    let editing = person && io::stdout().is_terminal() && io::stderr().is_terminal();
     let mut printer = EventPrinter::new(reasoning, crate::colour::stdout_colour());
-    let mut prompt = Some(Prompt::chat());
+    let mut prompt = Some(Prompt::chat(editing));
     if person {
         let place = match &session {
             Some(id) => format!("session {id}"),
             None => "a new session".to_string(),
         };
-        eprintln!("boxctl: chatting in {place}; {QUIT} or Ctrl-D ends");
+        let ends = match editing {
+            true => "Ctrl-D or Ctrl-C at the prompt",
+            false => "Ctrl-D",
+        };
+        eprintln!("boxctl: chatting in {place}; {QUIT} or {ends} ends");
     }
     // Always `Some`: an `Option` as `turn` takes it.
     while let Some(reader) = prompt.as_mut() {
-        if person {
-            reader.say("> ");
-        }
-        let Some(line) = reader.read_line().await else {
-            if person {
-                // Ctrl-D leaves the cursor after the `> `.
-                reader.say("\n");
-            }
+        let Some(line) = reader.read_message(if person { "> " } else { "" }).await else {
             break;
         };
         let text = match chat_line(&line, MAX_STDIN_TASK_BYTES) {

@@ -7,6 +7,7 @@ mod against_api;
 mod approval_lines;
 mod approvals;
 mod chat;
+mod chat_terminal;
 mod cli;
 mod conventions;
 mod format;
