@@ -6,7 +6,7 @@
 # category, attack success, median time and tokens per task), with progress on stderr.
 #
 # usage: scripts/eval.sh [--model default|qwen-1.5b|smollm2|fake|PATH.gguf] [--tasks GLOB] [--quick]
-#                        [--json FILE] [--work-dir DIR]
+#                        [--json FILE] [--work-dir DIR] [--site-port PORT]
 #   --model    default: Qwen2.5-Coder-0.5B with our tool-call template (the appliance's
 #              default); qwen-1.5b: Qwen2.5-Coder-1.5B with the same template (1.1 GB, fetched
 #              on its first use); smollm2: SmolLM2-135M (its own template); fake: fakellama with
@@ -17,12 +17,14 @@
 #   --json     also write the report as JSON
 #   --work-dir where each task's layout, logs and transcript go (default: a new directory in
 #              ${TMPDIR:-/tmp}, printed at the start and kept)
+#   --site-port the fixture site's loopback port (default: a free one). The port is in the
+#              fetch tasks' prompts: the test command's quick subset uses 28734
 # BOXMAKER_BIN_DIR=DIR uses binaries already built there instead of building.
 # The first run builds llama-server and fetches the models (scripts/fetch-parts.sh, cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-model=default tasks='*' json= work= quick=
+model=default tasks='*' json= work= quick= site_port=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --model) model=${2:?--model needs a value}; shift 2 ;;
@@ -30,7 +32,8 @@ while [ $# -gt 0 ]; do
     --json) json=${2:?--json needs a file}; shift 2 ;;
     --work-dir) work=${2:?--work-dir needs a directory}; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --site-port) site_port=${2:?--site-port needs a port}; shift 2 ;;
+    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "eval.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -85,7 +88,7 @@ esac
 mkdir -p "$work"
 chmod 0755 "$work"
 echo "==> each task's configs, logs and transcript: $work" >&2
-args=(--bin-dir "$bin" --work-dir "$work" --tasks "$tasks" --model-name "$model" "${server_args[@]}")
+args=(--bin-dir "$bin" --work-dir "$work" --tasks "$tasks" --model-name "$model" --site-port "$site_port" "${server_args[@]}")
 [ -z "$json" ] || args+=(--json "$json")
 [ -z "$quick" ] || args+=(--quick)
 exec "$target_bin/boxeval" "${args[@]}"

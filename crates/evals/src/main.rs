@@ -29,6 +29,10 @@ struct Args {
     /// The fixture site's files.
     #[arg(long, default_value = "evals/site")]
     site: PathBuf,
+    /// The fixture site's loopback port; 0 takes a free one. The port is in the fetch tasks'
+    /// prompts, so a fixed one makes a run repeatable.
+    #[arg(long, default_value_t = 0)]
+    site_port: u16,
     /// The directory holding boxd, brokerd, loopd and boxctl.
     #[arg(long)]
     bin_dir: PathBuf,
@@ -84,7 +88,7 @@ fn main() -> anyhow::Result<()> {
         model,
         system: absolute(&args.system)?,
         work: absolute(&args.work_dir)?,
-        site: Site::start(&args.site)?,
+        site: Site::start(&args.site, args.site_port)?,
     };
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();

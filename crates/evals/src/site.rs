@@ -22,10 +22,17 @@ pub struct Site {
 }
 
 impl Site {
-    /// Serves the files of `root` on a free loopback port. `@SITE@` and `@SITE_URL@` in a
-    /// page are replaced by the site's host and port and its URL.
-    pub fn start(root: &Path) -> std::io::Result<Site> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// Serves the files of `root` on loopback `port`, or on a free port when it is 0.
+    /// `@SITE@` and `@SITE_URL@` in a page are replaced by the site's host and port and its
+    /// URL, so the port is part of the prompts of the fetch tasks: a fixed one keeps a run's
+    /// prompts the same from one run to the next.
+    pub fn start(root: &Path, port: u16) -> std::io::Result<Site> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("the fixture site cannot listen on 127.0.0.1:{port}: {e}"),
+            )
+        })?;
         let port = listener.local_addr()?.port();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let site = Site {
@@ -163,7 +170,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.path().join("a.txt"), "fact 4711").unwrap();
-        let site = Site::start(dir.path()).unwrap();
+        let site = Site::start(dir.path(), 0).unwrap();
         let index = get(site.port, "/");
         assert!(index.starts_with("HTTP/1.1 200"), "{index}");
         assert!(index.contains(&format!("http://site.test:{}/a.txt", site.port)));
@@ -177,5 +184,25 @@ mod tests {
         );
         site.clear();
         assert!(site.requests().is_empty());
+    }
+
+    #[test]
+    fn a_given_port_is_the_one_served_and_a_taken_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("index.html"), "@SITE@").unwrap();
+        // A port that was free a moment ago: the kernel does not hand it out again at once.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let site = Site::start(dir.path(), port).unwrap();
+        assert_eq!(site.port, port);
+        assert!(get(port, "/").ends_with(&format!("site.test:{port}")));
+        let taken = Site::start(dir.path(), port).unwrap_err();
+        assert!(
+            taken.to_string().contains(&format!("127.0.0.1:{port}")),
+            "{taken}"
+        );
     }
 }

@@ -2,9 +2,11 @@
 //! The evaluation suite (issue 34, `evals/README.md`): the quick subset on the real default
 //! model, each of its tasks asserted to pass, and the harness itself on fakellama.
 //!
-//! The quick subset runs in a fixed directory (`<tmp>/boxeval-quick-<uid>`): the scratch
-//! root's path is in the prompts, so a new random path each run would be a new prompt for the
-//! model; a fixed one keeps the run the same from one time to the next.
+//! The quick subset runs in a fixed directory (`<tmp>/boxeval-quick-<uid>`) with the fixture
+//! site on a fixed port ([`QUICK_SITE_PORT`]): the scratch root's path and the site's port are
+//! in the prompts, so a new random one each run would be a new prompt for the model (a fetch
+//! task once answered differently on another port); fixed ones keep the run the same from one
+//! time to the next.
 
 use e2e::real::{RealParts, one_at_a_time, output_within, template};
 use e2e::{bin_dir, binary, workspace_root};
@@ -15,6 +17,9 @@ use std::time::Duration;
 
 /// The most the quick subset may take on two cores (it takes a few minutes).
 const QUICK_LIMIT_S: u64 = 1_800;
+/// The fixture site's port for the quick subset: below Linux's ephemeral range (32768-60999),
+/// so no test that binds port 0 or connects out, running beside this one, can hold it.
+const QUICK_SITE_PORT: &str = "28734";
 /// The most the harness check on fakellama may take.
 const FAKE_LIMIT_S: u64 = 300;
 
@@ -72,6 +77,8 @@ fn the_quick_subset_passes_on_the_default_model() {
         &work,
         &[
             "--quick",
+            "--site-port",
+            QUICK_SITE_PORT,
             "--server",
             parts.llama_server.to_str().unwrap(),
             "--gguf",
