@@ -81,6 +81,7 @@ pub fn missing(rt: &Runtime<'_>, session: &mut Session) -> Result<(), String> {
             messages,
             tools: Vec::new(),
             thinking: true,
+            banned: Vec::new(),
         };
         // A summary counts in no turn's budget: it may generate no more than the day leaves.
         let capped;

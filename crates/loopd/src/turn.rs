@@ -17,6 +17,7 @@ use std::time::Instant;
 
 mod approval;
 mod call;
+mod last_request;
 mod last_word;
 mod provenance;
 mod repeats;
@@ -31,6 +32,9 @@ pub use approval::{
     BUDGET_REACHED, CANCELLED, NO_REASON, NOTIFICATION_ARGUMENT_CHARS, SHUTTING_DOWN,
 };
 pub use call::{DO_NOT_RETRY, RETRY_WITH_VALID_ARGUMENTS, run_call};
+pub use last_request::{
+    LAST_WORD_BANNED, LAST_WORD_REQUEST_MAX_CHARS, instruction as last_word_instruction,
+};
 pub use last_word::LAST_WORD_INSTRUCTION;
 use last_word::RanOut;
 pub use provenance::{
@@ -264,6 +268,7 @@ fn main_request(rt: &Runtime<'_>, session: &Session) -> Result<ChatRequest, Turn
         messages: compact::epoch_messages(session, baseline),
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
+        banned: Vec::new(),
     })
 }
 

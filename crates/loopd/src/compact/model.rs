@@ -95,6 +95,7 @@ pub fn ask(
         messages,
         tools: Vec::new(),
         thinking: rt.cfg.r#loop.thinking,
+        banned: Vec::new(),
     };
     let measure = &mut |messages: &[ChatMessage]| {
         rt.blocking.wait(

@@ -38,6 +38,7 @@ pub fn before_call(rt: &Runtime<'_>, session: &mut Session) -> Result<(), Baseli
         messages,
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
+        banned: Vec::new(),
     };
     let tokens = match rt
         .blocking
@@ -96,6 +97,7 @@ pub fn for_carry(session: &Session, rt: &Runtime<'_>) -> Option<u32> {
         messages,
         tools: baseline.tools.clone(),
         thinking: rt.cfg.r#loop.thinking,
+        banned: Vec::new(),
     };
     match rt
         .blocking

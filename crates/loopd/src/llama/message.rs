@@ -43,6 +43,9 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSchema>,
     /// `chat_template_kwargs.enable_thinking`.
     pub thinking: bool,
+    /// Texts the model may not write, each sent as `logit_bias` `[text, false]` (llama-server
+    /// bans the text's tokens); empty: no `logit_bias` key.
+    pub banned: Vec<String>,
 }
 
 /// What the client reports while a request runs.

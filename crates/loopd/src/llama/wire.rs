@@ -22,6 +22,9 @@ struct Body<'a> {
     tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    /// `[text, false]` pairs: llama-server's form for "never these tokens".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    logit_bias: Vec<(&'a str, bool)>,
 }
 
 #[derive(Serialize)]
@@ -130,6 +133,7 @@ pub fn chat_body(request: &ChatRequest, max_tokens: Option<u32>) -> Result<Vec<u
         tool_choice: (!tools.is_empty()).then_some(TOOL_CHOICE),
         tools,
         max_tokens,
+        logit_bias: request.banned.iter().map(|t| (t.as_str(), false)).collect(),
     };
     serde_json::to_vec(&body).map_err(|e| format!("cannot encode the chat request: {e}"))
 }
@@ -160,6 +164,7 @@ mod tests {
             ],
             tools: vec![],
             thinking: false,
+            banned: Vec::new(),
         };
         assert_eq!(
             body(&request, None),
@@ -196,6 +201,7 @@ mod tests {
                 parameters: json!({"type":"object","properties":{}}),
             }],
             thinking: true,
+            banned: Vec::new(),
         };
         let v = body(&request, Some(64));
         assert_eq!(

@@ -15,6 +15,7 @@
 //! budgets leave no tokens, or when the call fails: the turn ends as it did before, without an
 //! answer, and a `note` says why.
 
+use super::last_request::{LAST_WORD_BANNED, instruction, without_repeats};
 use super::{Runtime, Stop, TurnError, main_request, model_call, model_done};
 use crate::compact;
 use crate::llama::{ChatMessage, FINISH_LENGTH};
@@ -23,10 +24,10 @@ use crate::session::Session;
 use bxcore::{LogRecord, Timestamp, TurnEnd, TurnEvent};
 
 /// What the model is told, after the epoch's messages, in the last call of a turn that ran
-/// out of steps.
-/// It asks for the answer to the owner's request first: asked what it did, the default
+/// out of steps, when the turn's request is not in the log ([`instruction`] quotes it when it
+/// is). It asks for the answer to the owner's request first: asked what it did, the default
 /// model answered "I did not run any steps in this task." beside a page that held the answer
-/// (issue 34, `docs/evals.md`).
+/// (`docs/evals.md`).
 pub const LAST_WORD_INSTRUCTION: &str = "Stop calling tools. Answer my request now from the \
     tool results above, in a few sentences; if part of it could not be done, say which part.";
 
@@ -74,8 +75,10 @@ pub(super) fn ran_out(
     note(
         session,
         format!(
-            "{step_limit}; the model is asked for a last answer with no tools offered and, for \
-             this call only, the instruction: {LAST_WORD_INSTRUCTION}"
+            "{step_limit}; the model is asked for a last answer with no tools offered, its \
+             repeated calls left out, no code fence allowed and, for this call only, the \
+             instruction: {}",
+            instruction(turn_request(session))
         ),
     )?;
     match last_word(rt, session, stop, on_event) {
@@ -101,8 +104,10 @@ pub(super) fn after_repeat(
     note(
         session,
         format!(
-            "a repeat was refused; the model is asked for its answer with no tools offered and, \
-             for this call only, the instruction: {LAST_WORD_INSTRUCTION}"
+            "a repeat was refused; the model is asked for its answer with no tools offered, its \
+             repeated calls left out, no code fence allowed and, for this call only, the \
+             instruction: {}",
+            instruction(turn_request(session))
         ),
     )?;
     match last_word(rt, session, stop, on_event)? {
@@ -140,11 +145,14 @@ fn last_word(
         return Ok(Some(describe(&stop.end())));
     }
     let mut request = main_request(rt, session)?;
-    // No tools: the model cannot call any; llama-server gets no `tools` key.
+    // No tools: the model cannot call any; llama-server gets no `tools` key. Nor the turn's
+    // repeats, nor a code fence to write a call in (`last_request`'s measurements).
     request.tools.clear();
+    request.messages = without_repeats(std::mem::take(&mut request.messages));
     request.messages.push(ChatMessage::User {
-        content: LAST_WORD_INSTRUCTION.to_string(),
+        content: instruction(turn_request(session)),
     });
+    request.banned = vec![LAST_WORD_BANNED.to_string()];
     let (completion, model_us) = match model_call(rt, session, &request, stop, on_event) {
         Ok(Ok(done)) => done,
         Ok(Err(end)) => return Ok(Some(describe(&end))),
@@ -218,6 +226,14 @@ fn describe(end: &TurnEnd) -> String {
         TurnEnd::Failed { reason } => format!("the model call failed ({reason})"),
         TurnEnd::Done | TurnEnd::MaxSteps => "the call ended without an answer".to_string(),
     }
+}
+
+/// The owner's request of the turn: the log's last user record.
+fn turn_request(session: &Session) -> Option<&str> {
+    session.records().iter().rev().find_map(|r| match r {
+        LogRecord::User { content, .. } => Some(content.as_str()),
+        _ => None,
+    })
 }
 
 /// Appends a note for people reading the log.

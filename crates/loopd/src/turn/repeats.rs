@@ -23,6 +23,9 @@ pub const REFUSED_REPEATS_BEFORE_END: u32 = 2;
 /// on a character boundary and ends with "…".
 pub const REPEAT_RESULT_EXCERPT_CHARS: usize = 400;
 
+/// How loopd's refusal of a repeated call starts (the last word leaves such refused repeats
+/// out of its request).
+pub const REPEAT_REFUSAL_START: &str = "Not run: you already called ";
 /// What ends a refused repeat's text: something the model can do next.
 const REPEAT_ADVICE: &str = "Answer the owner now from this result, or call a different tool.";
 
@@ -96,8 +99,8 @@ impl Repeats {
         }
         self.refused += 1;
         let told = format!(
-            "Not run: you already called {} with these arguments {} time(s) in this task, and \
-             it would give the same result.",
+            "{REPEAT_REFUSAL_START}{} with these arguments {} time(s) in this task, and it \
+             would give the same result.",
             seen.name,
             seen.count - 1
         );

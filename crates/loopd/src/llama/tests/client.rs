@@ -90,6 +90,7 @@ fn request_body_has_llama_server_fields_and_openai_messages() {
         ],
         tools: tools(),
         thinking: true,
+        banned: Vec::new(),
     };
     chat_once(&fake.blocking(), &client, &request).1.unwrap();
     chat_once(&fake.blocking(), &client, &user("no tools"))

@@ -85,6 +85,7 @@ pub fn user(text: &str) -> ChatRequest {
         }],
         tools: vec![],
         thinking: false,
+        banned: Vec::new(),
     }
 }
 
