@@ -447,6 +447,7 @@ fn loopds_client_parses_the_real_usage_and_timings() {
         messages: vec![loopd::llama::ChatMessage::User {
             content: "Say hello.".to_string(),
         }],
+        banned: vec![],
     };
     let mut pieces = 0;
     let mut count = |_: &loopd::llama::ChatEvent| pieces += 1;
@@ -468,4 +469,25 @@ fn loopds_client_parses_the_real_usage_and_timings() {
     assert_eq!(timings.prompt_n, 1);
     assert_eq!(timings.cache_n, again.usage.prompt_tokens - 1);
     assert_eq!(again.usage.cached_tokens, timings.cache_n);
+    // A banned text (the last word's code fence, sent as `logit_bias` false) is never
+    // written, where the same request without the ban writes it.
+    let fence = loopd::turn::LAST_WORD_BANNED;
+    let mut asked = loopd::llama::ChatRequest {
+        messages: vec![loopd::llama::ChatMessage::User {
+            content: "Write the JSON object {\"a\": 1} in a ```json code block.".to_string(),
+        }],
+        ..request
+    };
+    let free = blocking
+        .wait(client.chat_with_retry(&asked, &mut ignore, never.token()))
+        .unwrap();
+    let free = free.content.unwrap_or_default();
+    assert!(free.contains(fence), "{free}");
+    asked.banned = vec![fence.to_string()];
+    let banned = blocking
+        .wait(client.chat_with_retry(&asked, &mut ignore, never.token()))
+        .unwrap();
+    let banned = banned.content.unwrap_or_default();
+    assert!(!banned.contains(fence), "{banned}");
+    assert!(!banned.trim().is_empty());
 }
