@@ -124,15 +124,11 @@ impl Tool for ReadFile {
 
 /// `list_dir {path}`: a directory's entries.
 ///
-/// Shaped for a small model, which miscounts bare lines and passes a bare name to `read_file`:
-/// a header line counts the entries (`3 entries in /r/docs:`, `1 entry in /r/docs:`,
-/// `/r/docs is empty.`), then each entry's full path follows (the path as given, without a
-/// trailing `/`, joined with the name), sorted by name, every line ended by `\n`. A
-/// subdirectory has a trailing `/` (a symlink is listed as itself, without following it). A path
-/// with control characters is quoted and escaped whole (`"/r/odd\nname"`), so it cannot forge
-/// other lines. At most [`MAX_LIST_ENTRIES`] entries are read, and only whole lines that
-/// fit the result cap with their header are kept; either limit marks the result `truncated`, and
-/// the header then says `The first N entries in PATH (more were left out):`.
+/// One entry per line, sorted by name, each line ended by `\n`; a subdirectory has a trailing
+/// `/` (a symlink is listed as itself, without following it). A name with control characters is
+/// quoted and escaped, so it cannot forge other lines. An empty directory gives empty content.
+/// At most [`MAX_LIST_ENTRIES`] entries are read, and only whole lines up to the result cap are
+/// kept; either limit marks the result `truncated`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ListDir;
 
@@ -140,10 +136,10 @@ impl Tool for ListDir {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: "list_dir".to_string(),
-            description: "List a directory: a first line counting its entries, then each \
-                          entry's full path on its own line, sorted; subdirectories end in \
-                          '/'. Pass a path to read_file as it is. A very long listing is cut. \
-                          Only directories granted to this session can be listed."
+            description: "List a directory: one entry per line, sorted by name, \
+                          subdirectories with a trailing '/'. A very long listing is cut and \
+                          marked truncated. Only directories under those granted to this \
+                          session can be listed."
                 .to_string(),
             parameters: args::schema(&LIST_DIR_PARAMS),
         }

@@ -10,7 +10,6 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
 
-mod list_dir;
 mod race;
 mod write_file;
 
@@ -309,6 +308,70 @@ async fn read_file_shows_invalid_utf8_as_replacement_characters() {
     .await
     .unwrap();
     assert_eq!(out.content, "a\u{fffd}\u{fffd}b");
+}
+
+#[tokio::test]
+async fn list_dir_lists_sorted_with_directories_marked() {
+    let t = Tree::new();
+    fs::create_dir(t.root.join("b_dir")).unwrap();
+    fs::write(t.root.join("a.txt"), "").unwrap();
+    fs::write(t.root.join("c.txt"), "").unwrap();
+    fs::write(t.root.join("odd\nname"), "").unwrap();
+    symlink(&t.outside, t.root.join("z_link")).unwrap();
+    let g = t.grant("list_dir");
+    let out = call(&ListDir, &g, json!({"path": t.root.to_str().unwrap()}))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        ToolOutput {
+            content: "a.txt\nb_dir/\nc.txt\nhello.txt\n\"odd\\nname\"\nz_link\n".to_string(),
+            truncated: false
+        }
+    );
+    let empty = call(&ListDir, &g, json!({"path": t.root_str("b_dir")}))
+        .await
+        .unwrap();
+    assert_eq!(
+        empty,
+        ToolOutput {
+            content: String::new(),
+            truncated: false
+        }
+    );
+    let file = call(&ListDir, &g, json!({"path": t.root_str("a.txt")})).await;
+    assert!(failed_message(file).contains("not a directory"));
+}
+
+#[tokio::test]
+async fn list_dir_keeps_whole_lines_within_the_cap() {
+    let t = Tree::new();
+    for name in ["aaa", "bbb", "ccc"] {
+        fs::write(t.root.join(name), "").unwrap();
+    }
+    let g = t.grant("list_dir");
+    let args = json!({"path": t.root.to_str().unwrap()});
+    // "aaa\nbbb\n" is 8 bytes; "ccc\n" would pass a cap of 10.
+    let out = call_capped(&ListDir, &g, args, 10).await.unwrap();
+    assert_eq!(
+        out,
+        ToolOutput {
+            content: "aaa\nbbb\n".to_string(),
+            truncated: true
+        }
+    );
+}
+
+#[tokio::test]
+async fn list_dir_refuses_dot_dot_and_symlink_escapes() {
+    let t = Tree::new();
+    symlink(&t.outside, t.root.join("linkdir")).unwrap();
+    let g = t.grant("list_dir");
+    for rel in ["..", "../outside", "linkdir"] {
+        let path = t.root_str(rel);
+        let r = call(&ListDir, &g, json!({ "path": path })).await;
+        assert!(is_not_allowed(&r, &path), "{rel}: {r:?}");
+    }
 }
 
 #[tokio::test]

@@ -137,114 +137,22 @@ pub(crate) fn list_dir(arg: &Path, roots: &[PathBuf], cap: usize) -> Result<Tool
         entries.push((name, is_dir));
     }
     entries.sort();
-    Ok(listing(arg, &entries, truncated, cap))
-}
-
-/// `text` as it goes in a listing: quoted and escaped as Rust's `Debug` writes a string (`\n`,
-/// `\t`, `\u{1b}`) when it holds a control character, so that it cannot forge other lines.
-fn quoted(text: &str) -> String {
-    if text.chars().any(char::is_control) {
-        format!("{text:?}")
-    } else {
-        text.to_string()
-    }
-}
-
-/// The listing of `dir` (as the caller wrote it) with its sorted `entries` (name, is a
-/// directory), at most `cap` bytes; `cut` says entries were already left out.
-///
-/// A header line counts the entries, then each entry's full path follows on its own line, so
-/// a model can count them and pass a path back as it is. A cut listing keeps the most whole
-/// lines that fit with their header, and its header says more were left out.
-fn listing(dir: &Path, entries: &[(String, bool)], cut: bool, cap: usize) -> ToolOutput {
-    // The caller's path without a trailing `/`, doubled `/` or `.` parts (`..` is kept).
-    let dir = dir.components().collect::<PathBuf>();
-    let dir = dir.to_string_lossy();
-    let prefix = if dir.ends_with('/') {
-        dir.to_string()
-    } else {
-        format!("{dir}/")
-    };
-    let shown = quoted(&dir);
-    let lines: Vec<String> = entries
-        .iter()
-        .map(|(name, is_dir)| {
-            let mut path = format!("{prefix}{name}");
-            if *is_dir {
-                path.push('/');
-            }
-            let mut line = quoted(&path);
-            line.push('\n');
-            line
-        })
-        .collect();
-    if !cut {
-        let header = match lines.len() {
-            0 => format!("{shown} is empty.\n"),
-            1 => format!("1 entry in {shown}:\n"),
-            n => format!("{n} entries in {shown}:\n"),
+    let mut content = String::new();
+    for (name, is_dir) in entries {
+        let mut line = if name.chars().any(char::is_control) {
+            format!("{name:?}")
+        } else {
+            name
         };
-        if header.len() + lines.iter().map(String::len).sum::<usize>() <= cap {
-            return ToolOutput {
-                content: header + &lines.concat(),
-                truncated: false,
-            };
+        if is_dir {
+            line.push('/');
         }
-    }
-    let cut_header = |kept: usize| match kept {
-        0 => format!("{shown} is not empty, but no entry fit in the result.\n"),
-        1 => format!("The first entry in {shown} (more were left out):\n"),
-        n => format!("The first {n} entries in {shown} (more were left out):\n"),
-    };
-    // The header grows with the count, so the total only grows: stop at the first that does
-    // not fit.
-    let (mut kept, mut body) = (0, 0);
-    for line in &lines {
-        if cut_header(kept + 1).len() + body + line.len() > cap {
+        line.push('\n');
+        if content.len() + line.len() > cap {
+            truncated = true;
             break;
         }
-        kept += 1;
-        body += line.len();
+        content.push_str(&line);
     }
-    let header = cut_header(kept);
-    let content = if header.len() + body <= cap {
-        header + &lines[..kept].concat()
-    } else {
-        String::new()
-    };
-    ToolOutput {
-        content,
-        truncated: true,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entries(names: &[&str]) -> Vec<(String, bool)> {
-        names.iter().map(|n| ((*n).to_string(), false)).collect()
-    }
-
-    #[test]
-    fn a_listing_cut_at_the_entry_limit_says_so_even_when_all_read_fit() {
-        let out = listing(Path::new("/r/photos"), &entries(&["a", "b"]), true, 1 << 20);
-        let expected = "The first 2 entries in /r/photos (more were left out):\n\
-                        /r/photos/a\n/r/photos/b\n";
-        assert_eq!(
-            out,
-            ToolOutput {
-                content: expected.to_string(),
-                truncated: true
-            }
-        );
-    }
-
-    #[test]
-    fn the_root_directory_is_not_written_with_a_doubled_slash() {
-        let listed = vec![("etc".to_string(), true), ("x".to_string(), false)];
-        let out = listing(Path::new("/"), &listed, false, 1 << 20);
-        assert_eq!(out.content, "2 entries in /:\n/etc/\n/x\n");
-        assert!(!out.truncated);
-    }
+    Ok(ToolOutput { content, truncated })
 }
