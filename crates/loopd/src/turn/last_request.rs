@@ -8,9 +8,8 @@
 //! quoted in the instruction, and no code fence allowed, it answered from the result (the
 //! stock count, the wifi name, the meeting room, the high water time).
 
-use super::repeats::REPEAT_REFUSAL_START;
+use super::repeats::{Arguments, REPEAT_REFUSAL_START, target};
 use crate::llama::ChatMessage;
-use bxcore::ToolCall;
 use std::collections::HashMap;
 
 /// What the model may not write in the last word: a model offered no tools writes its call
@@ -62,8 +61,9 @@ pub fn without_repeats(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
             _ => None,
         })
         .collect();
-    // (tool, arguments) → the first result of the turn.
-    let mut first: HashMap<(String, String), &str> = HashMap::new();
+    // Each distinct call of the turn (compared as `loop.max_repeated_calls` compares them,
+    // `call_tool` unwrapped) with its first result.
+    let mut first: Vec<((String, Arguments), &str)> = Vec::new();
     let mut dropped_ids: Vec<String> = Vec::new();
     for message in &messages[turn_start..] {
         let ChatMessage::Assistant {
@@ -77,9 +77,9 @@ pub fn without_repeats(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
         let repeats = !tool_calls.is_empty()
             && content.trim().is_empty()
             && tool_calls.iter().all(|c| {
-                first.get(&call_key(c)).is_some_and(|earlier| {
+                first_result(&first, &target(c)).is_some_and(|earlier| {
                     let now = result_of(&c.id);
-                    now == *earlier || now.contains(REPEAT_REFUSAL_START)
+                    now == earlier || now.contains(REPEAT_REFUSAL_START)
                 })
             });
         if repeats {
@@ -87,9 +87,10 @@ pub fn without_repeats(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
             continue;
         }
         for call in tool_calls {
-            first
-                .entry(call_key(call))
-                .or_insert_with(|| result_of(&call.id));
+            let key = target(call);
+            if first_result(&first, &key).is_none() {
+                first.push((key, result_of(&call.id)));
+            }
         }
     }
     if dropped_ids.is_empty() {
@@ -113,18 +114,19 @@ pub fn without_repeats(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
         .collect()
 }
 
-/// A call's tool and arguments, the arguments compared as JSON values where they parse (as
-/// `loop.max_repeated_calls` counts them), else as written.
-fn call_key(call: &ToolCall) -> (String, String) {
-    let arguments = serde_json::from_str::<serde_json::Value>(&call.arguments)
-        .map_or_else(|_| call.arguments.clone(), |v| v.to_string());
-    (call.name.clone(), arguments)
+/// The first result recorded for the call `key` in `first`.
+fn first_result<'a>(
+    first: &[((String, Arguments), &'a str)],
+    key: &(String, Arguments),
+) -> Option<&'a str> {
+    first.iter().find(|(k, _)| k == key).map(|(_, r)| *r)
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use bxcore::ToolCall;
 
     fn user(text: &str) -> ChatMessage {
         ChatMessage::User {
@@ -168,6 +170,22 @@ mod tests {
         ];
         let kept = without_repeats(messages.clone());
         assert_eq!(kept, messages[..6].to_vec());
+    }
+
+    #[test]
+    fn a_repeat_through_call_tool_is_the_same_call() {
+        let messages = vec![
+            user("read it"),
+            call("1", "read_file", r#"{"path":"/a"}"#),
+            result("1", "A"),
+            call(
+                "2",
+                "call_tool",
+                r#"{"name":"read_file","arguments":{"path":"/a"}}"#,
+            ),
+            result("2", "A"),
+        ];
+        assert_eq!(without_repeats(messages.clone()), messages[..3].to_vec());
     }
 
     #[test]

@@ -31,7 +31,7 @@ const REPEAT_ADVICE: &str = "Answer the owner now from this result, or call a di
 
 /// What a call is compared by.
 #[derive(Debug, PartialEq)]
-enum Arguments {
+pub(super) enum Arguments {
     /// Arguments that are JSON.
     Json(Value),
     /// Arguments that are not, as written.
@@ -150,7 +150,7 @@ fn excerpt(text: &str) -> String {
 
 /// The tool `call` runs and its arguments: `call_tool`'s target and inner arguments (none
 /// means `{}`, as `call_tool` reads it), else the call itself.
-fn target(call: &ToolCall) -> (String, Arguments) {
+pub(super) fn target(call: &ToolCall) -> (String, Arguments) {
     let parsed = serde_json::from_str::<Value>(&call.arguments);
     if call.name == CALL_TOOL
         && let Ok(Value::Object(outer)) = &parsed
