@@ -16,6 +16,8 @@ use bxcore::{DataClass, LogRecord, SessionId, Timestamp, ToolOutcome, TurnEnd};
 use proto::ToolSchema;
 use serde_json::json;
 
+mod suggested;
+
 /// The refusal of `path` under the default `owner_paths_tools`, word for word.
 fn refused(path: &str) -> String {
     format!(
@@ -88,7 +90,7 @@ impl Bed {
         let blocking = self.fake.blocking();
         let client = self.fake.client();
         let mut registry = Registry::m2b();
-        for name in ["read_file", "write_file", "exec"] {
+        for name in ["read_file", "list_dir", "write_file", "exec"] {
             registry = registry.with(Entry {
                 schema: schema(name),
                 core: true,

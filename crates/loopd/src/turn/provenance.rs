@@ -15,19 +15,27 @@
 //! record is its parent model's words); a root that cannot be read refuses every such call
 //! ([`OWNER_WORDS_UNREADABLE`]).
 //!
+//! A folder the owner gave covers new names in it, so a name beneath it that the owner never
+//! wrote and that a tool's result holds (a file's name in a listing, a line of a file) is
+//! refused too ([`suggested`], [`NAME_SUGGESTED`]): the model may use a name of its own, the
+//! owner's, or an entry `list_dir` showed.
+//!
 //! It checks paths, not content: what `write_file` writes, what a program does with a file
 //! name without a `/` in its working directory, and what a shell does with a line are not
 //! judged here (`docs/config.md`, `[loop] owner_paths_tools`).
 
 mod paths;
+mod suggested;
 
 use crate::compact::owner_words;
 use crate::outcome::CallOutcome;
 use crate::session::Session;
 use bxcore::LogRecord;
 use bxcore::sanitize::neutralise;
-use paths::OwnerPaths;
+use paths::{Named, OwnerPaths};
 use serde_json::Value;
+use std::borrow::Cow;
+use suggested::{NAME_SUGGESTED, Suggestions};
 
 /// What a call naming a path the owner did not give gets, `{path}` the path as the model wrote
 /// it (neutralised, at most [`QUOTED_PATH_MAX_CHARS`]) and `{tools}` the checked tools.
@@ -67,8 +75,8 @@ pub fn check(
     if named.is_empty() {
         return None;
     }
-    let owner = match owner_paths(session) {
-        Ok(owner) => owner,
+    let root = match root_records(session) {
+        Ok(root) => root,
         Err(why) => {
             tracing::warn!(session = %session.id(), %why, "loopd: the owner's words");
             return Some(CallOutcome::not_run(
@@ -78,32 +86,59 @@ pub fn check(
             ));
         }
     };
-    let refused = paths::refused(&named, &owner)?;
-    let quoted = crate::text::cap_chars(&neutralise(&refused.written), QUOTED_PATH_MAX_CHARS);
+    let texts = owner_texts(&root);
+    let owner = OwnerPaths::from_words(texts.iter().map(String::as_str));
+    if let Some(refused) = paths::refused(&named, &owner) {
+        return Some(CallOutcome::not_run(
+            &NOT_OWNER_GIVEN
+                .replace("{tools}", &tools)
+                .replace("{path}", &quote(&refused.written)),
+        ));
+    }
+    let mut suggestions = Suggestions::default();
+    suggestions.add(&root);
+    if session.root_turn().is_some() {
+        suggestions.add(session.records());
+    }
+    let (name, refused) = first_suggested(&named, &owner, &suggestions, &texts)?;
     Some(CallOutcome::not_run(
-        &NOT_OWNER_GIVEN
+        &NAME_SUGGESTED
             .replace("{tools}", &tools)
-            .replace("{path}", &quoted),
+            .replace("{name}", &quote(name))
+            .replace("{path}", &quote(&refused.written)),
     ))
 }
 
-/// The paths the owner of `session` gave: its own owner's, or for a session another session
-/// started, the root session's (read from the store); why they cannot be known.
-fn owner_paths(session: &Session) -> Result<OwnerPaths, String> {
+/// The first name of `named` beneath a folder `owner` covers that `suggestions` hold and the
+/// owner's `texts` do not, with its path.
+fn first_suggested<'a>(
+    named: &'a [Named],
+    owner: &OwnerPaths,
+    suggestions: &Suggestions,
+    texts: &[String],
+) -> Option<(&'a str, &'a Named)> {
+    named.iter().find_map(|n| {
+        let names = owner.names_beneath(n.path.as_ref()?)?;
+        Some((suggestions.first_suggested(names, texts)?, n))
+    })
+}
+
+/// `text` as a refusal quotes it: neutralised, at most [`QUOTED_PATH_MAX_CHARS`].
+fn quote(text: &str) -> String {
+    crate::text::cap_chars(&neutralise(text), QUOTED_PATH_MAX_CHARS)
+}
+
+/// The log of the session whose owner judges `session`'s calls: its own, or for a session
+/// another session started, the root session's (read from the store); why it cannot be read.
+fn root_records(session: &Session) -> Result<Cow<'_, [LogRecord]>, String> {
     match session.root_turn() {
-        None => Ok(from_records(session.records())),
+        None => Ok(Cow::Borrowed(session.records())),
         Some((root, _)) => session
             .store()
             .read(root)
-            .map(|records| from_records(&records))
+            .map(Cow::Owned)
             .map_err(|e| e.to_string()),
     }
-}
-
-/// The paths in the owner's words of a session whose records are `records`.
-fn from_records(records: &[LogRecord]) -> OwnerPaths {
-    let texts = owner_texts(records);
-    OwnerPaths::from_words(texts.iter().map(String::as_str))
 }
 
 /// The owner's words of a session whose records are `records`: every `user` record's text,

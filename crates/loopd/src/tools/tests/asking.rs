@@ -5,7 +5,8 @@
 //! calls of the same tool in the same turn of the same session run without asking, as
 //! brokerd's policy does. A call with [`HELD_ARGUMENTS`] runs without asking until the test
 //! lets it end ([`AskingPort::release_held`]), so a turn can hold its main slot for as long as
-//! a test needs. Any other tool just runs.
+//! a test needs. Any other tool just runs, answering [`ran`], or what the test gave it to
+//! answer ([`AskingPort::answering`]).
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
@@ -54,6 +55,8 @@ pub struct AskingPort {
     /// Whether calls with [`HELD_ARGUMENTS`] may end.
     released: Mutex<bool>,
     let_go: Condvar,
+    /// What calls of a tool answer, by tool, in place of [`ran`].
+    answers: HashMap<String, String>,
 }
 
 impl AskingPort {
@@ -65,6 +68,21 @@ impl AskingPort {
             forgets: false,
             released: Mutex::new(false),
             let_go: Condvar::new(),
+            answers: HashMap::new(),
+        }
+    }
+
+    /// The port, with every call of `tool` that runs answering `content`.
+    pub fn answering(mut self, tool: &str, content: &str) -> AskingPort {
+        self.answers.insert(tool.to_string(), content.to_string());
+        self
+    }
+
+    /// What a call of `request` that ran answers.
+    fn ran(&self, request: &ToolRequest) -> ToolResponse {
+        match self.answers.get(&request.tool) {
+            Some(content) => result(content.clone()),
+            None => result(ran(&request.tool, &request.arguments)),
         }
     }
 
@@ -151,10 +169,10 @@ impl ToolPort for AskingPort {
             if approval.for_turn {
                 state.for_turn.insert(key);
             }
-            return result(ran(&request.tool, &request.arguments));
+            return self.ran(request);
         }
         if request.tool != ASKED_TOOL || state.for_turn.contains(&key) {
-            return result(ran(&request.tool, &request.arguments));
+            return self.ran(request);
         }
         state.minted_count += 1;
         let id =

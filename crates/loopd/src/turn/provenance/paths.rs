@@ -87,6 +87,13 @@ struct Given {
     file: bool,
 }
 
+impl Given {
+    /// Whether it covers `path`: `path` is it, or lies beneath it as a folder.
+    fn covers(&self, path: &Path) -> bool {
+        path.is_within(&self.path) && (!self.file || path.parts.len() == self.path.parts.len())
+    }
+}
+
 /// The paths the owner's words hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OwnerPaths {
@@ -130,9 +137,20 @@ impl OwnerPaths {
 
     /// Whether `path` is a path the owner gave, or lies beneath a folder the owner gave.
     pub fn covers(&self, path: &Path) -> bool {
-        self.given
+        self.given.iter().any(|g| g.covers(path))
+    }
+
+    /// The components of `path` beneath the deepest path the owner gave that covers it: the
+    /// names the owner did not write (empty when the owner gave `path` itself); `None` when
+    /// nothing the owner gave covers it.
+    pub fn names_beneath<'a>(&self, path: &'a Path) -> Option<&'a [String]> {
+        let depth = self
+            .given
             .iter()
-            .any(|g| path.is_within(&g.path) && (!g.file || path.parts.len() == g.path.parts.len()))
+            .filter(|g| g.covers(path))
+            .map(|g| g.path.parts.len())
+            .max()?;
+        path.parts.get(depth..)
     }
 }
 
