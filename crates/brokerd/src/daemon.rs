@@ -7,7 +7,7 @@
 
 use crate::audit::{AUDIT_SYNC_INTERVAL_MS, AuditLog};
 use crate::broker::Broker;
-use crate::builtin::exec::Sandbox;
+use crate::builtin::exec::{NOT_PROBED, Sandbox};
 use crate::config::Config;
 use crate::mcp::McpServers;
 use crate::policy::ApprovalTable;
@@ -156,13 +156,14 @@ async fn serve_with(
     Ok(())
 }
 
-/// The tools this brokerd offers: the built-ins (as `cfg` sets them up), `exec` when the
-/// sandbox probe (once, here) finds its walls, and each `[[mcp]]`
+/// The tools this brokerd offers: the built-ins (as `cfg` sets them up), `exec` when a grant
+/// names it and the sandbox probe (once, here) finds its walls, and each `[[mcp]]`
 /// server's tools (as `<prefix>_<tool>`), which follow the servers as they restart.
 async fn build_tools(cfg: &Config, mcp: &Arc<McpServers>) -> anyhow::Result<ToolSet> {
-    let sandbox = Sandbox::probe(&ProbeOptions::from_env()).await;
+    let sandbox = Sandbox::for_grants(&cfg.grants, &ProbeOptions::from_env()).await;
     match sandbox.unavailable() {
         None => tracing::info!(walls = %sandbox.describe(), "exec's sandbox is ready"),
+        Some(NOT_PROBED) => tracing::debug!("exec's sandbox is {NOT_PROBED}"),
         Some(why) => tracing::warn!(
             "exec is unavailable, left out of every catalogue and its calls denied: {why}"
         ),

@@ -129,7 +129,21 @@ impl Default for Sandbox {
     }
 }
 
+/// Why a brokerd that no grant lets run `exec` has no sandbox: it does not probe for one.
+pub const NOT_PROBED: &str = "not probed, since no grant names exec";
+
 impl Sandbox {
+    /// The sandbox for a brokerd with `grants`: probed once ([`Sandbox::probe`]) when one of
+    /// them names `exec`, else [`NOT_PROBED`] (the probe's two trial sandboxes cost a cold
+    /// start ~11 ms that nothing could use).
+    pub async fn for_grants(grants: &[Grant], options: &ProbeOptions) -> Sandbox {
+        if grants.iter().any(|g| g.tool == EXEC_TOOL) {
+            Sandbox::probe(options).await
+        } else {
+            Sandbox::Unavailable(NOT_PROBED.to_owned())
+        }
+    }
+
     /// Probes once (`bxsandbox::probe`) with `options`.
     pub async fn probe(options: &ProbeOptions) -> Sandbox {
         match bxsandbox::probe_with(options, registered_spawner()).await {

@@ -27,6 +27,7 @@ use std::sync::Arc;
 mod binds;
 mod empty_optionals;
 mod fail_closed;
+mod lazy_probe;
 mod limits;
 mod network;
 mod output;

@@ -1,0 +1,91 @@
+//! Issue 36, cold start: the sandbox probe (two trial sandboxes, ~11 ms) runs only when a
+//! grant names `exec`. A brokerd no grant lets run `exec` never starts bubblewrap, and its
+//! health says why it did not probe. The `bwrap` on the daemon's `PATH` here is a script that
+//! leaves a marker when anything starts it.
+
+use brokerd::daemon::SERVING;
+use http::Method;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long the test waits for brokerd to say it serves, in milliseconds.
+const SERVING_WAIT_MS: u64 = 20_000;
+
+/// Runs brokerd on `grants` (TOML) with a `PATH` holding only a `bwrap` that marks
+/// `dir/marks/bwrap-ran` and fails; returns whether that ran and brokerd's health.
+async fn start_with_a_marking_bwrap(dir: &Path, grants: &str) -> (bool, Value) {
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    // As root, the probe starts bubblewrap as a fallback user: it must reach the marker.
+    let marks = dir.join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&marks, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let marker = marks.join("bwrap-ran");
+    let bwrap = bin.join("bwrap");
+    std::fs::write(
+        &bwrap,
+        format!("#!/bin/sh\n: > '{}'\nexit 1\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&bwrap, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = dir.join("brokerd.toml");
+    std::fs::write(&cfg, grants).unwrap();
+    let socket = dir.join("brokerd.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_brokerd"))
+        .env_clear()
+        .env("PATH", &bin)
+        .args(["--config", &cfg.display().to_string()])
+        .args(["--socket", &socket.display().to_string()])
+        .args(["--state-dir", &dir.join("state").display().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let (send, serving) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if line.contains(SERVING) {
+                let _ = send.send(());
+            }
+        }
+    });
+    let waited = Instant::now();
+    let served = serving.recv_timeout(Duration::from_millis(SERVING_WAIT_MS));
+    assert!(served.is_ok(), "no {SERVING:?} in {:?}", waited.elapsed());
+    let (status, health) = crate::common::http_json(&socket, Method::GET, "/v1/health", None).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, http::StatusCode::OK);
+    (marker.exists(), health)
+}
+
+#[tokio::test]
+async fn without_a_grant_of_exec_bubblewrap_is_never_started_and_health_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ran, health) =
+        start_with_a_marking_bwrap(dir.path(), "[[grants]]\ntool = \"echo\"\n").await;
+    assert!(!ran, "the probe started bubblewrap");
+    assert_eq!(
+        health,
+        json!({"status": "ok", "exec": "unavailable: not probed, since no grant names exec"})
+    );
+}
+
+#[tokio::test]
+async fn with_a_grant_of_exec_the_probe_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ran, health) = start_with_a_marking_bwrap(
+        dir.path(),
+        "[[grants]]\ntool = \"exec\"\nprograms = [\"true\"]\n",
+    )
+    .await;
+    assert!(ran, "the probe never started bubblewrap");
+    let exec = health["exec"].as_str().unwrap();
+    assert!(exec.starts_with("unavailable: "), "{exec}");
+}
