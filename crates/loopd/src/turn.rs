@@ -195,13 +195,19 @@ fn steps(
         // A reply cut at the token limit may end inside a call: its arguments are a fragment,
         // so none of that reply's calls is run.
         let cut = completion.finish_reason == FINISH_LENGTH;
-        session.append(LogRecord::Assistant {
+        let record = LogRecord::Assistant {
             time: Timestamp::now(),
             content: completion.content.unwrap_or_default(),
             reasoning: completion.reasoning,
             tool_calls: completion.tool_calls,
             usage: Some(completion.usage),
-        })?;
+        };
+        if calls.is_empty() {
+            // The answer: the turn's end follows at once and syncs both.
+            session.append_synced_with_next(record)?;
+        } else {
+            session.append(record)?;
+        }
         model_done(completion.usage, completion.timings, model_us, on_event);
         if calls.is_empty() {
             // An answer cut short because a budget left it no more tokens is no answer.

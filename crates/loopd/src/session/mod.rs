@@ -3,7 +3,8 @@
 //! (`baseline-<epoch>.json`).
 //!
 //! Invariants:
-//! - a record is on disk (`fdatasync`) before `append` returns;
+//! - a record is on disk (`fdatasync`) before `append` returns; one appended with
+//!   `append_synced_with_next` (a turn's answer) is on disk with the next append (its end);
 //! - every line carries its sequence number and a sha256 digest chained to the line before;
 //!   on open every line is checked, and a damaged or misplaced line is an error naming the file
 //!   and line: the log is refused, never rewritten;

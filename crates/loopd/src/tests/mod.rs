@@ -35,6 +35,7 @@ mod summary_call;
 mod summary_outcomes;
 mod turn;
 mod turn_recovery;
+mod turn_syncs;
 mod untrusted_marks;
 mod untrusted_tools_array;
 mod usage_accounts;

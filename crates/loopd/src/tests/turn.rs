@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 const SYSTEM: &str = "You are a test.";
 
-struct Bed {
+pub(super) struct Bed {
     fake: Fake,
     _state: tempfile::TempDir,
     store: Store,
@@ -22,7 +22,7 @@ struct Bed {
 }
 
 impl Bed {
-    fn new(script: &str) -> Bed {
+    pub(super) fn new(script: &str) -> Bed {
         let state = tempfile::tempdir().unwrap();
         Bed {
             fake: Fake::script(script),
@@ -33,7 +33,7 @@ impl Bed {
     }
 
     /// Runs one task on session `id` with `port`; returns the end and the events.
-    fn task(
+    pub(super) fn task(
         &self,
         id: &str,
         text: &str,

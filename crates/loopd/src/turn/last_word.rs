@@ -177,8 +177,9 @@ fn last_word(
             "the model answered with tool calls only, and none was offered".to_string(),
         ));
     }
-    // Tool calls the model made anyway are dropped: none was offered, and none runs.
-    session.append(LogRecord::Assistant {
+    // Tool calls the model made anyway are dropped: none was offered, and none runs. The
+    // turn's end follows at once and syncs both.
+    session.append_synced_with_next(LogRecord::Assistant {
         time: Timestamp::now(),
         content,
         reasoning: completion.reasoning,
