@@ -15,8 +15,12 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
-/// How often readiness is checked while a child starts, in milliseconds.
+/// The longest wait between two readiness checks while a child starts, in milliseconds.
 pub const POLL_MS: u64 = 50;
+/// The first wait between checks, in milliseconds, doubled after each check up to
+/// [`POLL_MS`] ([`poll_delay`]): brokerd and loopd bind their sockets within a few ms of their
+/// start, and a fixed 50 ms poll added half that to every start on average (issue 36).
+pub const FIRST_POLL_MS: u64 = 1;
 /// The longest one check may take, in milliseconds.
 pub const CHECK_TIMEOUT_MS: u64 = 1_000;
 /// The most bytes of an HTTP answer read to find its status line.
@@ -31,9 +35,17 @@ pub enum Check {
     NotYet(String),
 }
 
+/// The wait after check number `n` (from 0): [`FIRST_POLL_MS`] doubled `n` times, at most
+/// [`POLL_MS`].
+pub fn poll_delay(n: u32) -> Duration {
+    let ms = FIRST_POLL_MS.saturating_mul(2u64.saturating_pow(n));
+    Duration::from_millis(ms.min(POLL_MS))
+}
+
 /// Waits, without end, until `ready` says the child `pid` is ready (the caller bounds the
 /// wait). `last` holds what the latest check found, for the caller's error.
 pub async fn wait(ready: &Ready, pid: u32, last: &mut String) {
+    let mut checks = 0u32;
     loop {
         let check =
             tokio::time::timeout(Duration::from_millis(CHECK_TIMEOUT_MS), check(ready, pid));
@@ -42,7 +54,8 @@ pub async fn wait(ready: &Ready, pid: u32, last: &mut String) {
             Ok(Check::NotYet(why)) => *last = why,
             Err(_) => *last = format!("a check took longer than {CHECK_TIMEOUT_MS} ms"),
         }
-        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+        tokio::time::sleep(poll_delay(checks)).await;
+        checks = checks.saturating_add(1);
     }
 }
 
@@ -147,6 +160,13 @@ mod tests {
     use super::*;
     use crate::procs::testing::Stranger;
     use tokio::net::TcpListener;
+
+    #[test]
+    fn checks_start_a_millisecond_apart_and_slow_down_to_poll_ms() {
+        let delays: Vec<u64> = (0..9).map(|n| poll_delay(n).as_millis() as u64).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, POLL_MS, POLL_MS, POLL_MS]);
+        assert_eq!(poll_delay(u32::MAX), Duration::from_millis(POLL_MS));
+    }
 
     #[test]
     fn urls_split_into_address_host_and_path() {
