@@ -115,6 +115,15 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
 
     let (mut lease, common_prefix) = state.slots.acquire(request.id_slot, &tokens).await;
     record.slot_used = Some(lease.id());
+    if let Some(n) = state.hold_until_busy {
+        let limit = Duration::from_millis(crate::options::HOLD_UNTIL_BUSY_MAX_MS);
+        if !state.slots.wait_until_busy(n, limit).await {
+            tracing::warn!(
+                n,
+                "fakellama: {n} slots were never busy at once; answering anyway"
+            );
+        }
+    }
     let mut usage = Usage::for_prompt(tokens.len(), common_prefix, request.cache_prompt);
     record.cache_n = usage.cache_n;
     record.prompt_n = usage.prompt_n();

@@ -160,6 +160,10 @@ where
             let records = serde_json::to_value(state.records.all()).unwrap_or(Value::Null);
             json_response(StatusCode::OK, &records)
         }
+        (&Method::GET, "/fakellama/stats") => json_response(
+            StatusCode::OK,
+            &json!({"max_busy_slots": state.slots.max_busy()}),
+        ),
         (&Method::DELETE, "/fakellama/requests") => {
             state.records.clear();
             json_response(StatusCode::OK, &json!({"cleared": true}))

@@ -29,6 +29,10 @@ struct Args {
     /// Delay per streamed chunk, or before a non-streamed answer, in milliseconds.
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
+    /// Hold each chat request, once it has its slot, until this many slots have been busy at
+    /// once (at most 30 s), then answer: shows a client's calls in flight.
+    #[arg(long)]
+    hold_until_busy: Option<usize>,
     /// Answer 503 "Loading model" everywhere for this long after start, in milliseconds.
     #[arg(long, default_value_t = 0)]
     loading_ms: u64,
@@ -66,6 +70,7 @@ async fn main() -> anyhow::Result<()> {
         slots: args.slots,
         api_key: args.api_key,
         delay_ms: args.delay_ms,
+        hold_until_busy: args.hold_until_busy,
         loading_ms: args.loading_ms,
         tool_template: !args.no_tool_template,
         model_path: args.model,

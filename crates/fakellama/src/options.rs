@@ -52,6 +52,10 @@ impl std::fmt::Display for Listen {
     }
 }
 
+/// The longest a chat request waits for [`Options::hold_until_busy`] slots to be busy at
+/// once before it answers anyway, in milliseconds.
+pub const HOLD_UNTIL_BUSY_MAX_MS: u64 = 30_000;
+
 /// Everything [`crate::start`] needs.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -65,6 +69,10 @@ pub struct Options {
     pub api_key: Option<String>,
     /// Delay per streamed chunk, or before a non-streamed answer, in milliseconds.
     pub delay_ms: u64,
+    /// When set, a chat request that holds its slot waits until this many slots have been
+    /// busy at once (at most [`HOLD_UNTIL_BUSY_MAX_MS`]) before it answers: a test can see
+    /// whether a client keeps that many calls in flight without timing anything.
+    pub hold_until_busy: Option<usize>,
     /// For this long after start every endpoint answers 503 "Loading model", in milliseconds.
     pub loading_ms: u64,
     /// Whether the "model's" chat template supports tools (as Qwen2.5's does, SmolLM2's does
@@ -95,6 +103,7 @@ impl Default for Options {
             slots: DEFAULT_SLOTS,
             api_key: None,
             delay_ms: 0,
+            hold_until_busy: None,
             loading_ms: 0,
             tool_template: true,
             model_path: MODEL_PATH.to_owned(),

@@ -26,6 +26,8 @@ struct Inner {
     slots: Vec<SlotState>,
     /// Counts releases.
     clock: u64,
+    /// The most slots busy at once so far.
+    max_busy: usize,
 }
 
 /// What `/slots` shows of one slot.
@@ -44,6 +46,8 @@ pub struct SlotInfo {
 pub struct Slots {
     inner: Mutex<Inner>,
     freed: Notify,
+    /// Told each time a slot is taken.
+    taken: Notify,
 }
 
 /// A slot held for one request; released (and its cache stored) when dropped.
@@ -62,8 +66,13 @@ impl Slots {
     pub fn new(count: usize) -> Arc<Self> {
         let slots = (0..count.max(1)).map(|_| SlotState::default()).collect();
         Arc::new(Self {
-            inner: Mutex::new(Inner { slots, clock: 0 }),
+            inner: Mutex::new(Inner {
+                slots,
+                clock: 0,
+                max_busy: 0,
+            }),
             freed: Notify::new(),
+            taken: Notify::new(),
         })
     }
 
@@ -83,6 +92,27 @@ impl Slots {
                 n_cached_tokens: s.cache.len(),
             })
             .collect()
+    }
+
+    /// The most slots that were busy at once since the server started.
+    pub fn max_busy(&self) -> usize {
+        self.lock().max_busy
+    }
+
+    /// Waits until `n` slots have been busy at once, at most `limit`; whether they were.
+    pub async fn wait_until_busy(&self, n: usize, limit: std::time::Duration) -> bool {
+        let reached = async {
+            loop {
+                let taken = self.taken.notified();
+                tokio::pin!(taken);
+                taken.as_mut().enable();
+                if self.max_busy() >= n {
+                    return;
+                }
+                taken.await;
+            }
+        };
+        tokio::time::timeout(limit, reached).await.is_ok()
     }
 
     /// Takes a slot for a request with this prompt, waiting until one is free.
@@ -134,6 +164,9 @@ impl Slots {
                 let mut inner = self.lock();
                 if let Some((id, cache, value)) = take(&inner.slots) {
                     inner.slots[id].busy = true;
+                    let busy = inner.slots.iter().filter(|s| s.busy).count();
+                    inner.max_busy = inner.max_busy.max(busy);
+                    self.taken.notify_waiters();
                     let lease = SlotLease {
                         slots: Arc::clone(self),
                         id,

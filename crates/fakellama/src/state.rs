@@ -24,6 +24,8 @@ pub struct State {
     pub api_key: Option<String>,
     /// Delay per streamed chunk / before a non-streamed answer.
     pub delay: Duration,
+    /// [`Options::hold_until_busy`].
+    pub hold_until_busy: Option<usize>,
     /// Until when every endpoint answers "Loading model".
     pub ready_at: Instant,
     /// Whether the template supports tools ([`Options::tool_template`]).
@@ -47,6 +49,7 @@ impl State {
             n_ctx: options.n_ctx,
             api_key: options.api_key,
             delay: Duration::from_millis(options.delay_ms),
+            hold_until_busy: options.hold_until_busy,
             ready_at: Instant::now() + Duration::from_millis(options.loading_ms),
             tool_template: options.tool_template,
             model_path: options.model_path,

@@ -272,7 +272,8 @@ impl Engine {
             // A lane waits here at most once and tasks are capped (`max_waiting_tasks`), so
             // only a flood of compactions asked for meets this bound: refused like a task,
             // the lane given back idle.
-            let max = self.inner.parts.cfg.api.max_waiting_tasks + pool::TURN_WORKERS;
+            let max = self.inner.parts.cfg.api.max_waiting_tasks
+                + pool::turn_workers(&self.inner.parts.cfg);
             self.inner.ready.push(job, max).map_err(|job| {
                 let _ = lane.next();
                 let why =

@@ -1,6 +1,8 @@
-//! The fixed pool of turn workers: [`TURN_WORKERS`] threads, started with the engine, that take
+//! The fixed pool of turn workers: [`turn_workers`] threads, started with the engine, that take
 //! lanes with work from one bounded ready queue. However many sessions submit at once, loopd
-//! runs this many turn threads; a lane waits in the queue (not on a thread of its own) until a
+//! runs this many turn threads: one per main slot of every endpoint, so that as many turns
+//! are in flight as the model servers serve at once (issue 36: a GPU server's 32 or 64
+//! slots), and [`SPARE_TURN_WORKERS`] more; a lane waits in the queue (not on a thread of its own) until a
 //! worker is free. A worker runs its lane's work to the end of the lane's queue (one writer per
 //! log), then takes the next lane.
 //!
@@ -9,15 +11,26 @@
 
 use super::Inner;
 use super::lane::Work;
+use crate::config::Config;
 use crate::runtime::Stop;
 use bxcore::SessionId;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 
-/// Turn worker threads: enough for the main slot's turn, sessions waiting for it, and the
-/// background slot's work after turns (summaries, compaction), which holds a worker while it
-/// waits for that slot.
-pub const TURN_WORKERS: usize = 8;
+/// Turn worker threads beside one per main slot: for sessions waiting for a main slot or the
+/// owner, and the background slot's work after turns (summaries, compaction), which holds a
+/// worker while it waits for that slot. With the default single main slot the pool has 8.
+pub const SPARE_TURN_WORKERS: usize = 7;
+
+/// The turn workers for `cfg`: one per main slot of all its endpoints, and
+/// [`SPARE_TURN_WORKERS`].
+pub fn turn_workers(cfg: &Config) -> usize {
+    let main: usize = crate::config::plans(&cfg.llama, &cfg.slots)
+        .iter()
+        .map(|plan| plan.slots.main.len())
+        .sum();
+    main.max(1) + SPARE_TURN_WORKERS
+}
 
 /// A lane's first work, waiting for a worker.
 pub(super) struct Job {
@@ -79,7 +92,7 @@ impl Ready {
 
 /// Starts the workers over `ready`, running lanes of `inner` while it lives.
 pub(super) fn start(inner: &Arc<Inner>, ready: &Arc<Ready>) -> std::io::Result<()> {
-    for n in 0..TURN_WORKERS {
+    for n in 0..turn_workers(&inner.parts.cfg) {
         let (inner, ready) = (Arc::downgrade(inner), Arc::clone(ready));
         std::thread::Builder::new()
             .name(format!("turn-worker-{n}"))
