@@ -52,6 +52,10 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
 }
 
 async fn serve_until_signal(cfg: Config) -> anyhow::Result<()> {
+    // First: a SIGTERM from the moment the socket accepts (boxd's readiness) must never be
+    // lost in the instant its handler is put in place (issue 36's cold-start bench lost one in
+    // a few hundred starts when this came after the socket).
+    let stop = shutdown_signal()?;
     let credentials = std::env::var_os(CREDENTIALS_DIRECTORY).map(PathBuf::from);
     let secrets = load_secrets(&cfg.secrets, credentials.as_deref())?;
     // From now on, not at the socket: a SIGHUP while the MCP servers start would kill brokerd.
@@ -73,7 +77,7 @@ async fn serve_until_signal(cfg: Config) -> anyhow::Result<()> {
             .await
             .context("cannot start the MCP servers")?,
     );
-    let served = serve_with(&cfg, &audit, &mcp, secrets).await;
+    let served = serve_with(&cfg, &audit, &mcp, secrets, stop).await;
     stop_mcp(mcp).await;
     audit.sync()?;
     if served.is_ok() {
@@ -83,12 +87,13 @@ async fn serve_until_signal(cfg: Config) -> anyhow::Result<()> {
 }
 
 /// Builds the broker over the built-ins and `mcp`, binds the metrics listener when
-/// `[metrics] listen` is set, then the socket, and serves until a signal.
+/// `[metrics] listen` is set, then the socket, and serves until `stop` resolves.
 async fn serve_with(
     cfg: &Config,
     audit: &Arc<AuditLog>,
     mcp: &Arc<McpServers>,
     secrets: SecretStore,
+    stop: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let tools = build_tools(cfg, mcp).await?;
     // The pending approvals kept in the state dir: a restart while the owner decides keeps them.
@@ -116,7 +121,6 @@ async fn serve_with(
     let metrics_addr = metrics_listener
         .as_ref()
         .and_then(|listener| listener.local_addr().ok());
-    let stop = shutdown_signal()?;
     let stopping = CancellationToken::new();
     let metrics_server = metrics_listener.map(|listener| {
         let source = Arc::clone(broker.metrics()) as Arc<dyn bxmetrics::Source>;

@@ -131,6 +131,9 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
             None => None,
         };
         api_options.web = console.as_ref().map(|c| Arc::clone(&c.sign_ins));
+        // Listened for before the socket exists: a SIGTERM sent once it accepts (boxd counts
+        // that as ready) is never lost in the moment the handler is being put in place.
+        let signalled = signal();
         let listener = bind_socket(&socket, api_options.allowed_gid)
             .with_context(|| format!("cannot serve on {}", socket.display()))?;
         tracing::info!(socket = %socket.display(), "loopd is serving");
@@ -163,7 +166,7 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         // submitters get the `ended` event and the tasks still waiting get a 503, not a closed
         // connection.
         let stopping = async {
-            signal().await;
+            signalled.await;
             // Before the engine: no run starts while the turns are told to stop.
             if let Some(scheduler) = engine.take_scheduler() {
                 scheduler.stop().await;
@@ -276,18 +279,22 @@ fn tool_port(cfg: &Config, blocking: &Blocking) -> (Arc<dyn ToolPort>, ToolSourc
     }
 }
 
-/// Resolves at the first SIGTERM or SIGINT.
-async fn signal() {
+/// A future that resolves at the first SIGTERM or SIGINT sent from this call on: the
+/// listeners are in place when it returns, not when the future is first polled.
+fn signal() -> impl Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+    let listening = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot listen for signals; stop loopd with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = int.recv() => tracing::info!("SIGINT"),
+    );
+    async move {
+        let (Ok(mut term), Ok(mut int)) = listening else {
+            tracing::error!("cannot listen for signals; stop loopd with SIGKILL");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM"),
+            _ = int.recv() => tracing::info!("SIGINT"),
+        }
     }
 }

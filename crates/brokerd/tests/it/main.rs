@@ -26,3 +26,4 @@ mod secrets;
 mod secrets_daemon;
 mod server;
 mod server_limits;
+mod sigterm_at_start;
