@@ -21,5 +21,6 @@ mod broker_status;
 mod cli;
 mod daemon_faults;
 mod daemon_usage;
+mod sigterm_at_start;
 mod web_connections;
 mod web_console;
