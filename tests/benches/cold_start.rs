@@ -1,0 +1,267 @@
+//! Cold start (issue 36): how long each daemon takes from its start until its socket accepts,
+//! and a cold one-shot: with fakellama already up, brokerd and then loopd started (as boxd
+//! does, each once the one before answers), one text task through `boxctl task`, and both
+//! stopped with SIGTERM and waited for. brokerd is measured twice: with no grant of `exec`
+//! (the shipped config; no sandbox probe) and with one (the probe's two trial sandboxes).
+//!
+//! Sockets are polled every [`POLL_US`] µs, so a figure is at most that late. The resident
+//! memory of both daemons after the task (`VmRSS`) is printed too.
+//!
+//! `cargo build --release -p brokerd -p loopd -p boxctl -p fakellama -p bxsandbox --bins &&
+//! cargo bench -p e2e --bench cold_start`
+
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout
+)]
+
+mod support;
+
+use e2e::{bin_dir, workspace_root};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::report;
+
+/// Runs of each measure, after one of warm-up (page cache, the shim's copy).
+const RUNS: usize = 30;
+/// How often a socket is tried while a daemon starts, in microseconds.
+const POLL_US: u64 = 100;
+/// The longest a daemon may take to serve, or a task to end.
+const LIMIT: Duration = Duration::from_secs(20);
+/// brokerd's grants in the shipped config's manner: no `exec`.
+const GRANTS: &str = "[[grants]]\ntool = \"clock\"\n[[grants]]\ntool = \"echo\"\n";
+/// The same with `exec` granted, so brokerd probes the sandbox.
+const GRANTS_WITH_EXEC: &str =
+    "[[grants]]\ntool = \"clock\"\n[[grants]]\ntool = \"exec\"\nprograms = [\"true\"]\n";
+
+/// A binary of the release build, or of `$BOXMAKER_BIN_DIR` when set (to compare two
+/// builds on one machine); panics with the build command when it is missing.
+fn release(name: &str) -> PathBuf {
+    let dir = std::env::var_os("BOXMAKER_BIN_DIR").map_or_else(bin_dir, PathBuf::from);
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --release -p brokerd -p loopd -p boxctl -p fakellama \
+         -p bxsandbox --bins` first",
+        path.display()
+    );
+    path
+}
+
+/// Starts `command` and waits until `socket` accepts; the child and how long that took.
+fn start_until(mut command: Command, socket: &Path) -> (Child, Duration) {
+    let _ = std::fs::remove_file(socket);
+    let started = Instant::now();
+    let mut child = command
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "{command:?} exited");
+        assert!(started.elapsed() < LIMIT, "{command:?} did not serve");
+        std::thread::sleep(Duration::from_micros(POLL_US));
+    }
+    (child, started.elapsed())
+}
+
+/// SIGTERM to `child`, and waits for it.
+fn stop(mut child: Child) {
+    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+    let _ = child.wait();
+}
+
+/// The configs of one cold start in `dir`: brokerd's (with `grants`) and loopd's (against
+/// fakellama at `llama_url` and that brokerd).
+struct Layout {
+    brokerd_config: PathBuf,
+    brokerd_socket: PathBuf,
+    loopd_config: PathBuf,
+    loopd_socket: PathBuf,
+}
+
+impl Layout {
+    fn new(dir: &Path, grants: &str, llama_url: &str) -> Layout {
+        let layout = Layout {
+            brokerd_config: dir.join("brokerd.toml"),
+            brokerd_socket: dir.join("brokerd.sock"),
+            loopd_config: dir.join("loopd.toml"),
+            loopd_socket: dir.join("loopd.sock"),
+        };
+        std::fs::write(
+            &layout.brokerd_config,
+            format!(
+                "socket = {:?}\nstate_dir = {:?}\n{grants}",
+                layout.brokerd_socket,
+                dir.join("brokerd-state")
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            &layout.loopd_config,
+            format!(
+                "socket = {:?}\nstate_dir = {:?}\n[llama]\nurl = {llama_url:?}\n\
+                 [broker]\nsocket = {:?}\n[baseline]\nsystem = {:?}\n",
+                layout.loopd_socket,
+                dir.join("loopd-state"),
+                layout.brokerd_socket,
+                workspace_root().join("config/system.md"),
+            ),
+        )
+        .unwrap();
+        layout
+    }
+
+    fn brokerd(&self) -> Command {
+        let mut command = Command::new(release("brokerd"));
+        command.arg("--config").arg(&self.brokerd_config);
+        command
+    }
+
+    fn loopd(&self) -> Command {
+        let mut command = Command::new(release("loopd"));
+        command.arg("--config").arg(&self.loopd_config);
+        command
+    }
+}
+
+/// fakellama on a free loopback port, answering every call with a short text; its URL.
+fn fakellama(dir: &Path) -> (Child, String) {
+    let script = dir.join("script.toml");
+    std::fs::write(&script, "default_reply = \"ok\"\n").unwrap();
+    let mut child = Command::new(release("fakellama"))
+        .args(["--listen", "127.0.0.1:0", "--script"])
+        .arg(&script)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("fakellama listening on ")
+        .unwrap_or_else(|| panic!("fakellama said {line:?}"))
+        .to_string();
+    (child, format!("http://{addr}"))
+}
+
+/// The time until brokerd with `grants` serves, `RUNS` times.
+fn brokerd_starts(grants: &str, llama_url: &str) -> Vec<Duration> {
+    (0..=RUNS)
+        .map(|_| {
+            let dir = tempfile::tempdir().unwrap();
+            let layout = Layout::new(dir.path(), grants, llama_url);
+            let (child, took) = start_until(layout.brokerd(), &layout.brokerd_socket);
+            stop(child);
+            took
+        })
+        .skip(1)
+        .collect()
+}
+
+/// The resident memory of process `pid` (`VmRSS`), in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// What one cold one-shot measured.
+struct OneShot {
+    /// From loopd's start until its socket accepted.
+    loopd_start: Duration,
+    /// The whole: both started, the task, both stopped.
+    whole: Duration,
+    /// brokerd's and loopd's resident memory after the task, in KiB.
+    rss_kib: (u64, u64),
+}
+
+/// One cold one-shot: brokerd, then loopd, one task, both stopped.
+fn one_shot(llama_url: &str) -> OneShot {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout::new(dir.path(), GRANTS, llama_url);
+    let started = Instant::now();
+    let (brokerd, _) = start_until(layout.brokerd(), &layout.brokerd_socket);
+    let (loopd, loopd_took) = start_until(layout.loopd(), &layout.loopd_socket);
+    let out = Command::new(release("boxctl"))
+        .arg("--socket")
+        .arg(&layout.loopd_socket)
+        .args(["task", "hello"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stopping = Instant::now();
+    let rss_kib = (rss_kib(brokerd.id()), rss_kib(loopd.id()));
+    let reading = stopping.elapsed();
+    stop(loopd);
+    stop(brokerd);
+    OneShot {
+        loopd_start: loopd_took,
+        // Reading /proc is the bench's, not the product's.
+        whole: started.elapsed() - reading,
+        rss_kib,
+    }
+}
+
+/// Prints `name: n=N p50=… KiB max=… KiB` for `samples`.
+fn report_kib(name: &str, mut samples: Vec<u64>) {
+    samples.sort();
+    println!(
+        "{name}: n={} p50={} KiB max={} KiB",
+        samples.len(),
+        samples[samples.len() / 2],
+        samples[samples.len() - 1]
+    );
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut model, llama_url) = fakellama(dir.path());
+    report(
+        "brokerd start to socket, no exec grant",
+        brokerd_starts(GRANTS, &llama_url),
+    );
+    report(
+        "brokerd start to socket, exec granted (sandbox probe)",
+        brokerd_starts(GRANTS_WITH_EXEC, &llama_url),
+    );
+    let runs: Vec<OneShot> = (0..=RUNS).map(|_| one_shot(&llama_url)).skip(1).collect();
+    report(
+        "loopd start to socket (brokerd up)",
+        runs.iter().map(|r| r.loopd_start).collect(),
+    );
+    report(
+        "cold one-shot: brokerd, loopd, one task, both stopped",
+        runs.iter().map(|r| r.whole).collect(),
+    );
+    report_kib(
+        "brokerd RSS after one task",
+        runs.iter().map(|r| r.rss_kib.0).collect(),
+    );
+    report_kib(
+        "loopd RSS after one task",
+        runs.iter().map(|r| r.rss_kib.1).collect(),
+    );
+    let _ = model.kill();
+    let _ = model.wait();
+}
