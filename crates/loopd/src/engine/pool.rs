@@ -1,8 +1,8 @@
-//! The fixed pool of turn workers: [`turn_workers`] threads, started with the engine, that take
-//! lanes with work from one bounded ready queue. However many sessions submit at once, loopd
-//! runs this many turn threads: one per main slot of every endpoint, so that as many turns
-//! are in flight as the model servers serve at once (issue 36: a GPU server's 32 or 64
-//! slots), and [`SPARE_TURN_WORKERS`] more; a lane waits in the queue (not on a thread of its own) until a
+//! The pool of turn workers: [`turn_workers`] threads, started with the engine, that take lanes
+//! with work from one bounded ready queue. However many sessions submit at once, loopd runs
+//! this many turn threads: one per main slot of every endpoint, so that as many turns are in
+//! flight as the model servers serve at once (issue 36: a GPU server's 32 or 64 slots), and
+//! [`SPARE_TURN_WORKERS`] more. A lane waits in the queue (not on a thread of its own) until a
 //! worker is free. A worker runs its lane's work to the end of the lane's queue (one writer per
 //! log), then takes the next lane.
 //!
