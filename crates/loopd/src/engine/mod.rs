@@ -122,8 +122,8 @@ struct Inner {
     new_ids: AtomicU64,
     /// Lanes with work, waiting for a turn worker.
     ready: Arc<pool::Ready>,
-    /// Whether the turn workers started (at the first task), or why they could not.
-    workers: std::sync::OnceLock<Result<(), String>>,
+    /// How many turn workers started (at the first task), or why they could not.
+    workers: std::sync::OnceLock<Result<usize, String>>,
     /// Sessions kept open between their tasks.
     idle: idle::IdleSessions,
     /// The tasks waiting now, across all sessions.
@@ -255,7 +255,8 @@ impl Engine {
         if lane.is_busy() {
             lane.enqueue(work, self.inner.parts.cfg.api.session_queue_len, id)
         } else {
-            self.inner
+            let workers = self
+                .inner
                 .workers
                 .get_or_init(|| {
                     pool::start(&self.inner, &self.inner.ready)
@@ -272,8 +273,7 @@ impl Engine {
             // A lane waits here at most once and tasks are capped (`max_waiting_tasks`), so
             // only a flood of compactions asked for meets this bound: refused like a task,
             // the lane given back idle.
-            let max = self.inner.parts.cfg.api.max_waiting_tasks
-                + pool::turn_workers(&self.inner.parts.cfg);
+            let max = self.inner.parts.cfg.api.max_waiting_tasks + workers;
             self.inner.ready.push(job, max).map_err(|job| {
                 let _ = lane.next();
                 let why =

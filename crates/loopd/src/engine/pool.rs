@@ -90,15 +90,16 @@ impl Ready {
     }
 }
 
-/// Starts the workers over `ready`, running lanes of `inner` while it lives.
-pub(super) fn start(inner: &Arc<Inner>, ready: &Arc<Ready>) -> std::io::Result<()> {
-    for n in 0..turn_workers(&inner.parts.cfg) {
+/// Starts the workers over `ready`, running lanes of `inner` while it lives; how many.
+pub(super) fn start(inner: &Arc<Inner>, ready: &Arc<Ready>) -> std::io::Result<usize> {
+    let workers = turn_workers(&inner.parts.cfg);
+    for n in 0..workers {
         let (inner, ready) = (Arc::downgrade(inner), Arc::clone(ready));
         std::thread::Builder::new()
             .name(format!("turn-worker-{n}"))
             .spawn(move || run(&inner, &ready))?;
     }
-    Ok(())
+    Ok(workers)
 }
 
 fn run(inner: &Weak<Inner>, ready: &Ready) {
