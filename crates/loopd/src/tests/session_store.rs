@@ -164,6 +164,44 @@ fn an_unfinished_turn_is_ended_as_interrupted_once() {
     assert_eq!(ends(store.open(&id("s")).unwrap().records()), 1);
 }
 
+#[test]
+fn a_crash_after_an_answer_synced_with_its_end_ends_the_turn_interrupted() {
+    // The answer is written without its own fdatasync (its turn_end syncs both); a process
+    // killed between the two leaves the answer, no end: open ends the turn, once, and the
+    // session takes the next task.
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::new(state.path()).unwrap();
+    {
+        let mut session = store.create(&id("s")).unwrap();
+        session.append(turn(1).remove(0)).unwrap();
+        let answer = LogRecord::Assistant {
+            time: Timestamp::now(),
+            content: "the answer".into(),
+            reasoning: None,
+            tool_calls: Vec::new(),
+            usage: None,
+        };
+        session.append_synced_with_next(answer).unwrap();
+    }
+    let mut session = store.open(&id("s")).unwrap();
+    let records = session.records();
+    let n = records.len();
+    assert!(
+        matches!(&records[n - 2], LogRecord::Assistant { content, .. } if content == "the answer"),
+        "{records:?}"
+    );
+    assert!(matches!(
+        records[n - 1],
+        LogRecord::TurnEnd {
+            end: TurnEnd::Interrupted,
+            ..
+        }
+    ));
+    assert_eq!(session.open_turn(), None);
+    session.append(turn(2).remove(0)).unwrap();
+    assert_eq!(session.open_turn(), Some(2));
+}
+
 /// Rewrites line `n` (from 1) of a log with `change`, returns the file's new bytes.
 fn edit_lines(path: &Path, change: impl FnOnce(&mut Vec<String>)) -> Vec<u8> {
     let text = std::fs::read_to_string(path).unwrap();
