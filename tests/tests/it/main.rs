@@ -34,6 +34,7 @@ mod real_secrets;
 mod schedules;
 mod scripts;
 mod shutdown;
+mod sigterm_at_start;
 mod slots_in_flight;
 mod slow_clients;
 mod subagent_labels;

@@ -26,4 +26,3 @@ mod secrets;
 mod secrets_daemon;
 mod server;
 mod server_limits;
-mod sigterm_at_start;

@@ -21,6 +21,5 @@ mod broker_status;
 mod cli;
 mod daemon_faults;
 mod daemon_usage;
-mod sigterm_at_start;
 mod web_connections;
 mod web_console;
