@@ -9,8 +9,11 @@
 //! when it is picked. Such a request is sent again on another connection only when it provably
 //! did not reach the server: hyper gave it back unsent (`TrySendError::take_message`), or
 //! writing it on a kept connection failed with EPIPE (the server had closed it before hyper saw
-//! the close). One that may have reached the server is never resent, since a tool such as `write_file` would run twice: that request fails as
-//! [`SendError::Lost`] instead.
+//! the close). One that may have reached the server is never resent, since a tool such as
+//! `write_file` would run twice: that request fails as [`SendError::Lost`] instead. The one
+//! exception is a `GET` or `HEAD` (the catalogue, health): it asks for nothing to be done
+//! (RFC 9110, 9.2.2), so one lost on a kept connection (the server closed it to make room at
+//! its cap, or for being idle, as the request went out) is sent once more on another.
 //!
 //! Each new connection notes the process that answered it ([`Servers`]): loopd tells brokerd
 //! by these, its own connections, rather than by whatever brokerd's socket path leads to.
@@ -158,9 +161,9 @@ impl Pool {
     }
 
     /// Sends `request` and reads the whole answer (at most `max_bytes` of body): on a kept
-    /// connection when one is open, else on a new one. A request hyper gives back unsent is
-    /// sent on the next connection; every kept connection is tried at most once, and a new one
-    /// ends the tries either way.
+    /// connection when one is open, else on a new one. A request hyper gives back unsent, and
+    /// a `GET` or `HEAD` lost on a kept connection, is sent on the next connection; every kept
+    /// connection is tried at most once, and a new one ends the tries either way.
     pub async fn send(
         &self,
         mut request: Request,
@@ -188,9 +191,11 @@ impl Pool {
                 }
                 continue;
             }
-            // Kept for the one case where hyper consumes a request that provably did not
-            // reach the server: a kept connection whose write failed with EPIPE.
+            // Kept for the cases where a request consumed on a kept connection may go out
+            // again: one that provably did not reach the server (its write failed with EPIPE),
+            // and a request that asks for nothing to be done, whatever became of it.
             let copy = (!fresh).then(|| copy_of(&request));
+            let safe = is_safe(request.method());
             let response = match connection.connection.sender.try_send_request(request).await {
                 Ok(response) => response,
                 Err(mut e) => {
@@ -208,8 +213,8 @@ impl Pool {
                                 self.server
                             )));
                         }
-                        (None, Some(copy)) if never_delivered(&error) => {
-                            tracing::debug!(server = self.server, %error, "a kept connection's peer had closed before the request was written; sending on another");
+                        (None, Some(copy)) if safe || never_delivered(&error) => {
+                            tracing::debug!(server = self.server, %error, "a kept connection closed under a request that may go out again; sending on another");
                             request = copy;
                             continue;
                         }
@@ -218,9 +223,15 @@ impl Pool {
                 }
             };
             let status = response.status().as_u16();
-            let body = read_body(response.into_body(), max_bytes)
-                .await
-                .map_err(|e| SendError::Lost(e.to_string()))?;
+            let body = match (read_body(response.into_body(), max_bytes).await, copy) {
+                (Ok(body), _) => body,
+                (Err(error), Some(copy)) if safe => {
+                    tracing::debug!(server = self.server, %error, "an answer broke off on a kept connection; asking again on another");
+                    request = copy;
+                    continue;
+                }
+                (Err(error), _) => return Err(SendError::Lost(error.to_string())),
+            };
             self.keep(connection);
             return Ok((status, body));
         }
@@ -240,6 +251,12 @@ fn copy_of(request: &Request) -> Request {
     *copy.version_mut() = request.version();
     *copy.headers_mut() = request.headers().clone();
     copy
+}
+
+/// Whether a request of `method` asks for nothing to be done, so that sending it twice is
+/// the same as sending it once (RFC 9110, 9.2.1).
+fn is_safe(method: &hyper::Method) -> bool {
+    method == hyper::Method::GET || method == hyper::Method::HEAD
 }
 
 /// Whether `error` proves the request never reached the server whole: writing it failed with

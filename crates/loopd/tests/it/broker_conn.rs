@@ -2,7 +2,9 @@
 //! loopd's connections to brokerd, against a stand-in brokerd that counts what reaches it:
 //! calls reuse one kept-open connection, a connection the server closed between calls is
 //! replaced without failing the call, and a request that reached the server is never sent
-//! again (the call fails once with "tool broker unavailable").
+//! again (the call fails once with "tool broker unavailable"), unless it is a `GET` (the
+//! catalogue, health), which asks for nothing to be done and is sent once more on a new
+//! connection.
 
 use bxcore::{CallId, DataClass, Labels, SessionId};
 use loopd::blocking::Blocking;
@@ -142,6 +144,8 @@ async fn serve(
         }
         let body = if line.starts_with("get /v1/health ") {
             br#"{"status":"ok"}"#.to_vec()
+        } else if line.starts_with("get /v1/catalogue") {
+            br#"{"session":"s","tools":[]}"#.to_vec()
         } else {
             answer_body()
         };
@@ -369,4 +373,44 @@ fn a_call_brokerd_has_not_answered_is_given_up_when_its_turn_stops_and_never_res
     assert_answered(ToolPort::call(&stand_in.broker, &request(2)));
     assert_eq!(stand_in.requests(), 2);
     assert_eq!(stand_in.connections(), 2);
+}
+
+#[test]
+fn a_catalogue_request_cut_on_a_reused_connection_is_sent_again_on_a_new_one() {
+    // brokerd closed the kept connection to make room at its cap just as loopd sent the
+    // catalogue request on it (a flood of slow clients): the GET asks for nothing to be done,
+    // so it goes out once more instead of leaving the turn with loopd's own tools only.
+    let stand_in = StandIn::start(0, |connection, nth| {
+        if connection == 0 && nth == 1 {
+            Action::Swallow
+        } else {
+            Action::Answer
+        }
+    });
+    let session = SessionId::new("s").unwrap();
+    stand_in.rt.block_on(stand_in.broker.health()).unwrap();
+    let catalogue = ToolPort::catalogue(&stand_in.broker, &session);
+    assert_eq!(catalogue.map(|c| c.session), Some(session));
+    assert_eq!(
+        stand_in.requests(),
+        3,
+        "the catalogue request was not sent again"
+    );
+    assert_eq!(stand_in.connections(), 2);
+}
+
+#[test]
+fn a_catalogue_request_cut_on_a_new_connection_is_not_sent_again() {
+    // A new connection that reads the request and closes: that is the server's answer to
+    // this request, not a race with a kept connection's close, so it fails once.
+    let stand_in = StandIn::start(0, |connection, _| {
+        if connection == 0 {
+            Action::Swallow
+        } else {
+            Action::Answer
+        }
+    });
+    let session = SessionId::new("s").unwrap();
+    assert_eq!(ToolPort::catalogue(&stand_in.broker, &session), None);
+    assert_eq!(stand_in.requests(), 1);
 }
