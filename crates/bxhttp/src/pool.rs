@@ -39,6 +39,17 @@ pub const MAX_IDLE_MS: u64 = 5_000;
 /// A request sent through a [`Pool`].
 pub type Request = hyper::Request<Full<Bytes>>;
 
+/// A whole answer read through a [`Pool`].
+#[derive(Debug)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The header fields.
+    pub headers: hyper::HeaderMap,
+    /// The body, whole.
+    pub body: Bytes,
+}
+
 /// Why a request got no answer.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
@@ -164,11 +175,7 @@ impl Pool {
     /// connection when one is open, else on a new one. A request hyper gives back unsent, and
     /// a `GET` or `HEAD` lost on a kept connection, is sent on the next connection; every kept
     /// connection is tried at most once, and a new one ends the tries either way.
-    pub async fn send(
-        &self,
-        mut request: Request,
-        max_bytes: usize,
-    ) -> Result<(u16, Bytes), SendError> {
+    pub async fn send(&self, mut request: Request, max_bytes: usize) -> Result<Answer, SendError> {
         for tries in 0..=MAX_IDLE_CONNECTIONS {
             let kept = if tries < MAX_IDLE_CONNECTIONS {
                 self.take()
@@ -222,8 +229,8 @@ impl Pool {
                     }
                 }
             };
-            let status = response.status().as_u16();
-            let body = match (read_body(response.into_body(), max_bytes).await, copy) {
+            let (head, body) = response.into_parts();
+            let body = match (read_body(body, max_bytes).await, copy) {
                 (Ok(body), _) => body,
                 (Err(error), Some(copy)) if safe => {
                     tracing::debug!(server = self.server, %error, "an answer broke off on a kept connection; asking again on another");
@@ -233,7 +240,11 @@ impl Pool {
                 (Err(error), _) => return Err(SendError::Lost(error.to_string())),
             };
             self.keep(connection);
-            return Ok((status, body));
+            return Ok(Answer {
+                status: head.status.as_u16(),
+                headers: head.headers,
+                body,
+            });
         }
         Err(SendError::NotConnected(format!(
             "no connection to {}",

@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+mod catalogue;
 pub mod descent;
 mod peer;
 mod routes;

@@ -1,4 +1,5 @@
-//! The routes: `POST /v1/call`, `GET /v1/catalogue?session=ID`, `GET /v1/health`; JSON in
+//! The routes: `POST /v1/call`, `GET /v1/catalogue?session=ID` (with its version, see
+//! [`super::catalogue`]), `GET /v1/health`; JSON in
 //! (size-capped) and out, errors as `proto::api::ApiError`; and `GET /metrics`, Prometheus
 //! text ([`bxmetrics::scrape`]).
 
@@ -66,7 +67,8 @@ where
         }
         "/v1/catalogue" => {
             let session = session_query(request.uri().query())?;
-            Ok(json(StatusCode::OK, &broker.catalogue(&session)))
+            let catalogue = broker.catalogue(&session);
+            Ok(super::catalogue::answer(&catalogue, request.headers()))
         }
         _ => {
             let tool_request: ToolRequest =

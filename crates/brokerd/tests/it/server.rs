@@ -83,6 +83,22 @@ async fn server_health_catalogue_and_calls() {
         .map(|t| t.schema.name.as_str())
         .collect();
     assert_eq!(names, ["clock", "echo"]);
+    // Asked again with the version it holds, the client gets 304 and no body.
+    let (_, headers, _) =
+        exchange(&s.socket, Method::GET, "/v1/catalogue?session=main", None).await;
+    let etag = headers.get(http::header::ETAG).unwrap().clone();
+    let asking = http::Request::get("/v1/catalogue?session=main")
+        .header("host", "brokerd")
+        .header(http::header::IF_NONE_MATCH, etag.clone())
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let response = bxhttp::client::send(&s.socket, asking).await.unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(response.headers().get(http::header::ETAG), Some(&etag));
+    let unmodified = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap();
+    assert!(unmodified.to_bytes().is_empty());
     let (_, bytes) = http(&s.socket, Method::GET, "/v1/catalogue?session=sub-1", None).await;
     let catalogue: Catalogue = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(catalogue.tools.len(), 1);

@@ -191,8 +191,8 @@ async fn health(pool: &Pool) {
         .header("host", "brokerd")
         .body(http_body_util::Full::new(bytes::Bytes::new()))
         .unwrap();
-    let (status, body) = bounded(pool.send(request, 1 << 16)).await.unwrap();
-    assert_eq!(status, 200, "{body:?}");
+    let answer = bounded(pool.send(request, 1 << 16)).await.unwrap();
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
 }
 
 /// Another process answering as brokerd at a path (`child_serves`), killed on drop.

@@ -18,6 +18,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
+/// The version the stand-in gives its catalogue (its `ETag`).
+const CATALOGUE_VERSION: &str = "\"v1\"";
+
 /// The longest a test waits for the stand-in to see something, in milliseconds.
 const WAIT_MS: u64 = 10_000;
 
@@ -45,6 +48,8 @@ struct Counts {
     closed_by_client: AtomicUsize,
     /// Connections the stand-in closed after an answer.
     closed_by_server: AtomicUsize,
+    /// Catalogue requests answered `304 Not Modified`.
+    unmodified: AtomicUsize,
     /// Told of every close, so a test can wait for one.
     closed: tokio::sync::Notify,
 }
@@ -83,8 +88,8 @@ fn answer_body() -> Vec<u8> {
     .unwrap()
 }
 
-/// Reads one request (head and `content-length` body); its request line, `None` at a clean
-/// EOF before a head.
+/// Reads one request (head and `content-length` body); its head, lowercased, `None` at a
+/// clean EOF before a head.
 async fn read_request(stream: &mut UnixStream, buffer: &mut Vec<u8>) -> Option<String> {
     let head_end = loop {
         if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -111,9 +116,8 @@ async fn read_request(stream: &mut UnixStream, buffer: &mut Vec<u8>) -> Option<S
         }
         buffer.extend_from_slice(&chunk[..n]);
     }
-    let line = head.lines().next().unwrap_or_default().to_string();
     buffer.drain(..head_end + length);
-    Some(line)
+    Some(head)
 }
 
 async fn serve(
@@ -125,7 +129,7 @@ async fn serve(
 ) {
     let mut buffer = Vec::new();
     for nth in 0.. {
-        let Some(line) = read_request(&mut stream, &mut buffer).await else {
+        let Some(head) = read_request(&mut stream, &mut buffer).await else {
             counts.closed_by_client.fetch_add(1, Ordering::SeqCst);
             counts.closed.notify_waiters();
             return;
@@ -142,18 +146,28 @@ async fn serve(
             let all = tokio::time::timeout(Duration::from_millis(WAIT_MS), held.wait()).await;
             assert!(all.is_ok(), "the calls did not all arrive at once");
         }
-        let body = if line.starts_with("get /v1/health ") {
+        let mut status = "200 OK";
+        let mut fields = String::new();
+        let body = if head.starts_with("get /v1/health ") {
             br#"{"status":"ok"}"#.to_vec()
-        } else if line.starts_with("get /v1/catalogue") {
-            br#"{"session":"s","tools":[]}"#.to_vec()
+        } else if head.starts_with("get /v1/catalogue") {
+            // Version "v1" of the catalogue, current throughout.
+            fields.push_str(&format!("etag: {CATALOGUE_VERSION}\r\n"));
+            if head.contains(&format!("\r\nif-none-match: {CATALOGUE_VERSION}\r\n")) {
+                counts.unmodified.fetch_add(1, Ordering::SeqCst);
+                status = "304 Not Modified";
+                Vec::new()
+            } else {
+                br#"{"session":"s","tools":[]}"#.to_vec()
+            }
         } else {
             answer_body()
         };
-        let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        let answer_head = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{fields}content-length: {}\r\n\r\n",
             body.len()
         );
-        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(answer_head.as_bytes()).await.unwrap();
         stream.write_all(&body).await.unwrap();
         if action == Action::AnswerThenClose {
             drop(stream);
@@ -413,4 +427,19 @@ fn a_catalogue_request_cut_on_a_new_connection_is_not_sent_again() {
     let session = SessionId::new("s").unwrap();
     assert_eq!(ToolPort::catalogue(&stand_in.broker, &session), None);
     assert_eq!(stand_in.requests(), 1);
+}
+
+#[test]
+fn a_catalogue_brokerd_says_is_unchanged_is_not_sent_again() {
+    let stand_in = StandIn::start(0, |_, _| Action::Answer);
+    let session = SessionId::new("s").unwrap();
+    let first = ToolPort::catalogue(&stand_in.broker, &session).unwrap();
+    assert_eq!(stand_in.broker.catalogues().len(), 1);
+    for _ in 0..3 {
+        let again = ToolPort::catalogue(&stand_in.broker, &session);
+        assert_eq!(again.as_ref(), Some(&first));
+    }
+    // Every fetch asked brokerd; the last three were answered 304, with no body.
+    assert_eq!(stand_in.requests(), 4);
+    assert_eq!(stand_in.counts.unmodified.load(Ordering::SeqCst), 3);
 }

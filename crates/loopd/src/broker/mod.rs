@@ -7,16 +7,24 @@
 //! timeout, a restart) is replaced before the request is sent, so a restarted brokerd is found
 //! again on the next call, while a call that may have reached brokerd and got no answer fails
 //! as unavailable and is never resent (a `write_file` must not run twice).
+//!
+//! Each turn asks for its session's catalogue with the version it holds ([`Catalogues`]):
+//! brokerd answers `304` while that version is current, so the catalogue is neither sent nor
+//! parsed again.
+
+mod catalogues;
 
 use crate::blocking::{Blocking, OnRuntimeThread};
 use crate::tools::ToolPort;
 use bxcore::SessionId;
-use bxhttp::pool::Pool;
+use bxhttp::pool::{Answer, Pool};
 pub use bxhttp::pool::{MAX_IDLE_CONNECTIONS, MAX_IDLE_MS};
 use bytes::Bytes;
+pub use catalogues::{Catalogues, MAX_HELD_CATALOGUES};
 use http_body_util::Full;
 use proto::{BrokerHealth, Catalogue, ToolRequest, ToolResponse};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -59,6 +67,7 @@ pub struct Broker {
     call_timeout_ms: u64,
     blocking: Blocking,
     connections: Pool,
+    catalogues: Arc<Catalogues>,
 }
 
 impl Broker {
@@ -67,6 +76,7 @@ impl Broker {
     pub fn new(socket: PathBuf, call_timeout_ms: u64, blocking: Blocking) -> Broker {
         Broker {
             connections: Pool::new(socket.clone(), "brokerd"),
+            catalogues: Arc::default(),
             socket,
             call_timeout_ms,
             blocking,
@@ -84,14 +94,48 @@ impl Broker {
         &self.connections
     }
 
-    /// The tools brokerd offers `session`.
+    /// The catalogues it holds, with their versions (shared with its clones).
+    pub fn catalogues(&self) -> &Catalogues {
+        &self.catalogues
+    }
+
+    /// The tools brokerd offers `session`: the catalogue held for it when brokerd says that
+    /// version is current (`304`), else the one brokerd sends, held with its version.
     pub async fn catalogue(&self, session: &SessionId) -> Result<Catalogue, BrokerError> {
         let path = format!("/v1/catalogue?session={session}");
-        let body = self.exchange("GET", &path, None, PROBE_TIMEOUT_MS).await?;
-        serde_json::from_slice(&body).map_err(|e| BrokerError::BadAnswer {
-            status: 200,
-            message: format!("not a catalogue: {e}"),
-        })
+        let held = self.catalogues.held(session);
+        let version = held.as_ref().map(|(version, _)| version.as_str());
+        let answer = self
+            .answer("GET", &path, None, version, PROBE_TIMEOUT_MS)
+            .await?;
+        if answer.status == http::StatusCode::NOT_MODIFIED.as_u16() {
+            return match held {
+                Some((_, catalogue)) => Ok(Catalogue::clone(&catalogue)),
+                None => Err(BrokerError::BadAnswer {
+                    status: answer.status,
+                    message: "not modified, but loopd held no catalogue".into(),
+                }),
+            };
+        }
+        let version = answer
+            .headers
+            .get(http::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let catalogue: Catalogue =
+            serde_json::from_slice(&ok_body(answer)?).map_err(|e| BrokerError::BadAnswer {
+                status: 200,
+                message: format!("not a catalogue: {e}"),
+            })?;
+        match version {
+            Some(version) => {
+                let held = Arc::new(catalogue.clone());
+                self.catalogues.hold(session, version, held);
+            }
+            // A brokerd that sends no version: asked afresh every time.
+            None => self.catalogues.forget(session),
+        }
+        Ok(catalogue)
     }
 
     /// brokerd's health answer: that it answers, and the walls of its `exec` tool (absent
@@ -130,32 +174,50 @@ impl Broker {
         body: Option<Vec<u8>>,
         timeout_ms: u64,
     ) -> Result<Bytes, BrokerError> {
-        let request = hyper::Request::builder()
+        ok_body(self.answer(method, path, body, None, timeout_ms).await?)
+    }
+
+    /// Sends one request, with `If-None-Match: if_none_match` when given, and reads the whole
+    /// answer, whatever its status; cut at `timeout_ms`.
+    async fn answer(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        if_none_match: Option<&str>,
+        timeout_ms: u64,
+    ) -> Result<Answer, BrokerError> {
+        let mut request = hyper::Request::builder()
             .method(method)
             .uri(path)
             .header("host", "brokerd")
-            .header("content-type", "application/json")
+            .header("content-type", "application/json");
+        if let Some(version) = if_none_match {
+            request = request.header(http::header::IF_NONE_MATCH, version);
+        }
+        let request = request
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| BrokerError::Unavailable(e.to_string()))?;
         let sent = self.connections.send(request, MAX_ANSWER_BYTES);
-        let (status, bytes) =
-            match tokio::time::timeout(Duration::from_millis(timeout_ms), sent).await {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(e)) => return Err(BrokerError::Unavailable(e.to_string())),
-                Err(_) => {
-                    return Err(BrokerError::Unavailable(format!(
-                        "no answer within {timeout_ms} ms"
-                    )));
-                }
-            };
-        if status != 200 {
-            return Err(BrokerError::BadAnswer {
-                status,
-                message: String::from_utf8_lossy(&bytes).into_owned(),
-            });
+        match tokio::time::timeout(Duration::from_millis(timeout_ms), sent).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) => Err(BrokerError::Unavailable(e.to_string())),
+            Err(_) => Err(BrokerError::Unavailable(format!(
+                "no answer within {timeout_ms} ms"
+            ))),
         }
-        Ok(bytes)
     }
+}
+
+/// The body of a 200 answer; any other status is an error carrying the body's words.
+fn ok_body(answer: Answer) -> Result<Bytes, BrokerError> {
+    if answer.status != 200 {
+        return Err(BrokerError::BadAnswer {
+            status: answer.status,
+            message: String::from_utf8_lossy(&answer.body).into_owned(),
+        });
+    }
+    Ok(answer.body)
 }
 
 /// The port's methods share the names of the async ones they wait for, so those are named by
