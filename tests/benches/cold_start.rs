@@ -4,7 +4,7 @@
 //! stopped with SIGTERM and waited for. brokerd is measured twice: with no grant of `exec`
 //! (the shipped config; no sandbox probe) and with one (the probe's two trial sandboxes).
 //!
-//! Sockets are polled every [`POLL_US`] µs, so a figure is at most that late. The resident
+//! Sockets are polled every `support::POLL_US` µs, so a figure is at most that late. The resident
 //! memory of both daemons after the task (`VmRSS`) is printed too.
 //!
 //! `cargo build --release -p brokerd -p loopd -p boxctl -p fakellama -p bxsandbox --bins &&
@@ -19,63 +19,19 @@
 
 mod support;
 
-use e2e::{bin_dir, workspace_root};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use e2e::workspace_root;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::report;
+use support::{fakellama, release, report, report_kib, rss_kib, start_until, stop};
 
 /// Runs of each measure, after one of warm-up (page cache, the shim's copy).
 const RUNS: usize = 30;
-/// How often a socket is tried while a daemon starts, in microseconds.
-const POLL_US: u64 = 100;
-/// The longest a daemon may take to serve, or a task to end.
-const LIMIT: Duration = Duration::from_secs(20);
 /// brokerd's grants in the shipped config's manner: no `exec`.
 const GRANTS: &str = "[[grants]]\ntool = \"clock\"\n[[grants]]\ntool = \"echo\"\n";
 /// The same with `exec` granted, so brokerd probes the sandbox.
 const GRANTS_WITH_EXEC: &str =
     "[[grants]]\ntool = \"clock\"\n[[grants]]\ntool = \"exec\"\nprograms = [\"true\"]\n";
-
-/// A binary of the release build, or of `$BOXMAKER_BIN_DIR` when set (to compare two
-/// builds on one machine); panics with the build command when it is missing.
-fn release(name: &str) -> PathBuf {
-    let dir = std::env::var_os("BOXMAKER_BIN_DIR").map_or_else(bin_dir, PathBuf::from);
-    let path = dir.join(name);
-    assert!(
-        path.is_file(),
-        "{} is missing: run `cargo build --release -p brokerd -p loopd -p boxctl -p fakellama \
-         -p bxsandbox --bins` first",
-        path.display()
-    );
-    path
-}
-
-/// Starts `command` and waits until `socket` accepts; the child and how long that took.
-fn start_until(mut command: Command, socket: &Path) -> (Child, Duration) {
-    let _ = std::fs::remove_file(socket);
-    let started = Instant::now();
-    let mut child = command
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    while std::os::unix::net::UnixStream::connect(socket).is_err() {
-        assert!(child.try_wait().unwrap().is_none(), "{command:?} exited");
-        assert!(started.elapsed() < LIMIT, "{command:?} did not serve");
-        std::thread::sleep(Duration::from_micros(POLL_US));
-    }
-    (child, started.elapsed())
-}
-
-/// SIGTERM to `child`, and waits for it.
-fn stop(mut child: Child) {
-    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-    let _ = child.wait();
-}
 
 /// The configs of one cold start in `dir`: brokerd's (with `grants`) and loopd's (against
 /// fakellama at `llama_url` and that brokerd).
@@ -131,32 +87,6 @@ impl Layout {
     }
 }
 
-/// fakellama on a free loopback port, answering every call with a short text; its URL.
-fn fakellama(dir: &Path) -> (Child, String) {
-    let script = dir.join("script.toml");
-    std::fs::write(&script, "default_reply = \"ok\"\n").unwrap();
-    let mut child = Command::new(release("fakellama"))
-        .args(["--listen", "127.0.0.1:0", "--script"])
-        .arg(&script)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("fakellama listening on ")
-        .unwrap_or_else(|| panic!("fakellama said {line:?}"))
-        .to_string();
-    (child, format!("http://{addr}"))
-}
-
 /// The time until brokerd with `grants` serves, `RUNS` times.
 fn brokerd_starts(grants: &str, llama_url: &str) -> Vec<Duration> {
     (0..=RUNS)
@@ -169,16 +99,6 @@ fn brokerd_starts(grants: &str, llama_url: &str) -> Vec<Duration> {
         })
         .skip(1)
         .collect()
-}
-
-/// The resident memory of process `pid` (`VmRSS`), in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 /// What one cold one-shot measured.
@@ -221,17 +141,6 @@ fn one_shot(llama_url: &str) -> OneShot {
         whole: started.elapsed() - reading,
         rss_kib,
     }
-}
-
-/// Prints `name: n=N p50=… KiB max=… KiB` for `samples`.
-fn report_kib(name: &str, mut samples: Vec<u64>) {
-    samples.sort();
-    println!(
-        "{name}: n={} p50={} KiB max={} KiB",
-        samples.len(),
-        samples[samples.len() / 2],
-        samples[samples.len() - 1]
-    );
 }
 
 fn main() {

@@ -6,8 +6,10 @@
 #![allow(dead_code)]
 
 use e2e::bin_dir;
-use std::path::PathBuf;
-use std::process::Command;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long brokerd may take to serve its socket.
@@ -88,4 +90,99 @@ pub fn report(name: &str, mut samples: Vec<Duration>) {
         at(0.5),
         at(0.99)
     );
+}
+
+/// A binary of the release build, or of `$BOXMAKER_BIN_DIR` when set (to compare two
+/// builds on one machine); panics with the build command when it is missing.
+pub fn release(name: &str) -> PathBuf {
+    let dir = std::env::var_os("BOXMAKER_BIN_DIR").map_or_else(bin_dir, PathBuf::from);
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --release -p brokerd -p loopd -p boxctl -p fakellama \
+         -p bxsandbox --bins` first",
+        path.display()
+    );
+    path
+}
+
+/// fakellama on a free loopback port, answering every call with a short text; its URL.
+pub fn fakellama(dir: &Path) -> (Child, String) {
+    let script = dir.join("script.toml");
+    std::fs::write(&script, "default_reply = \"ok\"\n").unwrap();
+    let mut child = Command::new(release("fakellama"))
+        .args(["--listen", "127.0.0.1:0", "--script"])
+        .arg(&script)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("fakellama listening on ")
+        .unwrap_or_else(|| panic!("fakellama said {line:?}"))
+        .to_string();
+    (child, format!("http://{addr}"))
+}
+
+/// The resident memory of process `pid` (`VmRSS`), in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A field of `/proc/PID/status` given in KiB (`VmRSS:`, `VmHWM:`).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Prints `name: n=N p50=… KiB max=… KiB` for `samples`.
+pub fn report_kib(name: &str, mut samples: Vec<u64>) {
+    samples.sort();
+    println!(
+        "{name}: n={} p50={} KiB max={} KiB",
+        samples.len(),
+        samples[samples.len() / 2],
+        samples[samples.len() - 1]
+    );
+}
+
+/// How often a socket is tried while a daemon starts, in microseconds.
+pub const POLL_US: u64 = 100;
+/// The longest a daemon may take to serve, or a task to end.
+pub const LIMIT: Duration = Duration::from_secs(20);
+
+/// Starts `command` and waits until `socket` accepts; the child and how long that took.
+pub fn start_until(mut command: Command, socket: &Path) -> (Child, Duration) {
+    let _ = std::fs::remove_file(socket);
+    let started = Instant::now();
+    let mut child = command
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "{command:?} exited");
+        assert!(started.elapsed() < LIMIT, "{command:?} did not serve");
+        std::thread::sleep(Duration::from_micros(POLL_US));
+    }
+    (child, started.elapsed())
+}
+
+/// SIGTERM to `child`, and waits for it.
+pub fn stop(mut child: Child) {
+    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+    let _ = child.wait();
 }

@@ -344,6 +344,20 @@ impl Session {
         )
     }
 
+    /// About how many bytes of memory it holds: its log's bytes (its records, read) and its
+    /// baseline's text. For bounding the sessions kept open between tasks (`engine::idle`).
+    pub fn held_bytes(&self) -> u64 {
+        let baseline = self.baseline.as_ref().map_or(0, |b| {
+            let tools: usize = b
+                .tools
+                .iter()
+                .map(|t| t.name.len() + t.description.len() + value_bytes(&t.parameters))
+                .sum();
+            b.system.len() + b.memory.len() + tools
+        });
+        self.len_bytes + baseline as u64
+    }
+
     /// Every record, header first.
     pub fn records(&self) -> &[LogRecord] {
         &self.records
@@ -434,5 +448,15 @@ impl Session {
     /// The baseline of epoch `epoch`, if written (read from its file).
     pub fn baseline(&self, epoch: u32) -> Result<Option<Baseline>, StoreError> {
         baseline::read(&self.dir, epoch)
+    }
+}
+
+/// About how many bytes `value`'s text takes (its strings and keys, 8 for anything else).
+fn value_bytes(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::String(s) => s.len(),
+        serde_json::Value::Array(items) => items.iter().map(value_bytes).sum(),
+        serde_json::Value::Object(map) => map.iter().map(|(k, v)| k.len() + value_bytes(v)).sum(),
+        _ => 8,
     }
 }
