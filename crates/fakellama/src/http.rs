@@ -162,7 +162,10 @@ where
         }
         (&Method::GET, "/fakellama/stats") => json_response(
             StatusCode::OK,
-            &json!({"max_busy_slots": state.slots.max_busy()}),
+            &json!({
+                "max_busy_slots": state.slots.max_busy(),
+                "connections": state.connections.load(std::sync::atomic::Ordering::Relaxed),
+            }),
         ),
         (&Method::DELETE, "/fakellama/requests") => {
             state.records.clear();

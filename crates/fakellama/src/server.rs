@@ -3,6 +3,7 @@
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -110,6 +111,9 @@ async fn serve(listener: Listener, state: Arc<State>, mut stopped: oneshot::Rece
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             accepted = accept(&listener) => accepted,
         };
+        if accepted.is_ok() {
+            state.connections.fetch_add(1, Ordering::Relaxed);
+        }
         match accepted {
             Ok(Stream::Tcp(stream)) => {
                 connections.spawn(serve_connection(stream, Arc::clone(&state)));
@@ -173,6 +177,11 @@ impl Handle {
     /// a slot.
     pub fn slots(&self) -> Vec<SlotInfo> {
         self.state.slots.snapshot()
+    }
+
+    /// The connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.state.connections.load(Ordering::Relaxed)
     }
 
     /// Forgets the recorded requests.

@@ -38,6 +38,8 @@ pub struct State {
     pub slots: Arc<Slots>,
     /// The recorded chat requests.
     pub records: Recorder,
+    /// Connections accepted so far (a client that keeps its connections open makes few).
+    pub connections: AtomicU64,
     script: Mutex<ScriptState>,
     ids: AtomicU64,
 }
@@ -56,6 +58,7 @@ impl State {
             slot_save_path: options.slot_save_path,
             slots: Slots::new(usize::try_from(options.slots).unwrap_or(1)),
             records: Recorder::default(),
+            connections: AtomicU64::new(0),
             script: Mutex::new(ScriptState::new(options.script)),
             ids: AtomicU64::new(0),
         }

@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use http::Method;
 use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::error::InferError;
 use super::faults::Faults;
+use super::kept::Kept;
 use super::message::{ChatEvent, ChatRequest, Completion};
 pub use super::options::ClientOptions;
 use super::props::{Health, ServerInfo};
@@ -20,7 +22,7 @@ use super::retry::{backoff_ms, wait_unless_cancelled};
 use super::slot_files::{Restored, Saved};
 use super::sse::{SseEvent, SseParser};
 use super::stream::{Assembler, Progress};
-use super::transport::{self, Exchange, Outgoing};
+use super::transport::{self, Exchange, Outgoing, Reusable};
 use super::wire;
 use tokio_util::sync::CancellationToken;
 
@@ -39,8 +41,9 @@ const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// The largest `/health` or `/props` answer read, in bytes (`/props` holds the chat template).
 const MAX_PROBE_BODY_BYTES: usize = 4 * 1024 * 1024;
 
-/// A llama-server client. Cheap to share: `Send + Sync`, one connection per request. Its
-/// clones (and [`Client::with_max_tokens`]) share one [`Faults`].
+/// A llama-server client. Cheap to share: `Send + Sync`. Its clones (and
+/// [`Client::with_max_tokens`]) share one [`Faults`] and the connections it keeps open between
+/// requests (`kept`).
 ///
 /// Nothing it logs holds a prompt or an answer's text, at any level.
 #[derive(Debug, Clone)]
@@ -48,7 +51,13 @@ pub struct Client {
     options: ClientOptions,
     /// What it saw go wrong with the endpoint.
     faults: Arc<Faults>,
+    /// Its connections waiting for the next chat or probe.
+    kept: Kept,
 }
+
+/// The longest the rest of a streamed answer is read after its `[DONE]`, in milliseconds,
+/// so that its connection can be kept; past it the connection is closed.
+const DRAIN_AFTER_DONE_MS: u64 = 1_000;
 
 fn stream_error(message: String) -> InferError {
     InferError::Stream {
@@ -63,6 +72,7 @@ impl Client {
         Client {
             options,
             faults: Arc::new(Faults::default()),
+            kept: Kept::default(),
         }
     }
 
@@ -118,14 +128,14 @@ impl Client {
     /// The tokens of the prompt `request` would be rendered into, as llama-server counts them
     /// (`/apply-template`, then `/tokenize`), without running it.
     pub async fn prompt_tokens(&self, request: &ChatRequest) -> Result<u32, InferError> {
-        let outcome = super::measure::prompt_tokens(&self.options, request).await;
+        let outcome = super::measure::prompt_tokens(&self.options, &self.kept, request).await;
         self.faults.note(&outcome);
         outcome
     }
 
     /// The tokens of `text` alone, as llama-server's tokeniser counts them (`/tokenize`).
     pub async fn text_tokens(&self, text: &str) -> Result<u32, InferError> {
-        let outcome = super::measure::text_tokens(&self.options, text).await;
+        let outcome = super::measure::text_tokens(&self.options, &self.kept, text).await;
         self.faults.note(&outcome);
         outcome
     }
@@ -138,18 +148,19 @@ impl Client {
         Client {
             options,
             faults: Arc::clone(&self.faults),
+            kept: self.kept.clone(),
         }
     }
 
     /// Saves slot `slot`'s KV cache to `filename` in the server's `--slot-save-path`.
     pub async fn save_slot(&self, slot: u32, filename: &str) -> Result<Saved, InferError> {
-        super::slot_files::save(&self.options, slot, filename).await
+        super::slot_files::save(&self.options, &self.kept, slot, filename).await
     }
 
     /// Fills slot `slot`'s KV cache from `filename` in the server's `--slot-save-path`; a
     /// failure leaves the slot empty (the turn then prefills its whole prompt).
     pub async fn restore_slot(&self, slot: u32, filename: &str) -> Result<Restored, InferError> {
-        super::slot_files::restore(&self.options, slot, filename).await
+        super::slot_files::restore(&self.options, &self.kept, slot, filename).await
     }
 
     /// Asks `/health`. Probes leave [`Client::faults`] alone: those are what calls met (the
@@ -166,11 +177,10 @@ impl Client {
 
     async fn ask_health(&self) -> Result<Health, InferError> {
         let exchange = self.probe(HEALTH_PATH).await?;
-        if exchange.status == 200 {
+        let (status, body) = transport::read_answer(exchange, MAX_ERROR_BODY_BYTES).await?;
+        if status == 200 {
             return Ok(Health::Ok);
         }
-        let status = exchange.status;
-        let body = transport::read_body(exchange.body, MAX_ERROR_BODY_BYTES).await?;
         match InferError::from_answer(status, &body) {
             InferError::Unavailable { message } => Ok(Health::Loading { message }),
             other => Err(other),
@@ -179,12 +189,10 @@ impl Client {
 
     async fn ask_props(&self) -> Result<ServerInfo, InferError> {
         let exchange = self.probe(PROPS_PATH).await?;
-        let status = exchange.status;
+        let (status, body) = transport::read_answer(exchange, MAX_PROBE_BODY_BYTES).await?;
         if status != 200 {
-            let body = transport::read_body(exchange.body, MAX_ERROR_BODY_BYTES).await?;
             return Err(InferError::from_answer(status, &body));
         }
-        let body = transport::read_body(exchange.body, MAX_PROBE_BODY_BYTES).await?;
         ServerInfo::from_props(&body)
     }
 
@@ -243,7 +251,7 @@ impl Client {
             event_stream: false,
             api_key: self.options.api_key.as_deref(),
         };
-        let send = transport::send(&self.options, PROBE_TIMEOUT_MS, outgoing);
+        let send = transport::send(&self.options, Some(&self.kept), PROBE_TIMEOUT_MS, outgoing);
         tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), send)
             .await
             .unwrap_or(Err(InferError::Timeout {
@@ -362,13 +370,17 @@ impl Client {
             api_key: self.options.api_key.as_deref(),
         };
         let stall_ms = self.options.stall_timeout_ms;
-        let exchange = transport::send(&self.options, stall_ms, outgoing).await?;
+        let exchange = transport::send(&self.options, Some(&self.kept), stall_ms, outgoing).await?;
         let status = exchange.status;
         if !(200..300).contains(&status) {
-            let body = transport::read_body(exchange.body, MAX_ERROR_BODY_BYTES).await?;
+            let (_, body) = transport::read_answer(exchange, MAX_ERROR_BODY_BYTES).await?;
             return Err(InferError::from_answer(status, &body));
         }
-        let mut body = exchange.body;
+        let Exchange {
+            mut body,
+            connection,
+            ..
+        } = exchange;
         let mut parser = SseParser::new();
         let mut assembler = Assembler::new();
         let mut events = Vec::new();
@@ -407,9 +419,27 @@ impl Client {
                 };
                 *streamed = assembler.has_streamed();
                 if progress? == Progress::Done {
+                    keep_after_done(body, connection).await;
                     return Ok(assembler.finish());
                 }
             }
         }
+    }
+}
+
+/// Reads what is left of a streamed answer after its `[DONE]` (the end of the chunked body,
+/// at most [`DRAIN_AFTER_DONE_MS`]) and, when it ended cleanly, keeps the connection.
+async fn keep_after_done(mut body: Incoming, connection: Reusable) {
+    let rest = async {
+        while let Some(frame) = body.frame().await {
+            if frame.is_err() {
+                return false;
+            }
+        }
+        true
+    };
+    let drained = tokio::time::timeout(Duration::from_millis(DRAIN_AFTER_DONE_MS), rest).await;
+    if drained == Ok(true) {
+        connection.keep();
     }
 }

@@ -12,6 +12,7 @@ use serde::de::IgnoredAny;
 
 use super::client::PROBE_TIMEOUT_MS;
 use super::error::InferError;
+use super::kept::Kept;
 use super::message::ChatRequest;
 use super::options::ClientOptions;
 use super::transport::{self, Outgoing};
@@ -37,39 +38,46 @@ struct Tokens {
 /// The tokens of the prompt `request` renders into, as the server counts them.
 pub(super) async fn prompt_tokens(
     options: &ClientOptions,
+    kept: &Kept,
     request: &ChatRequest,
 ) -> Result<u32, InferError> {
     let chat =
         wire::chat_body(request, None).map_err(|message| InferError::BadConfig { message })?;
-    let rendered: Rendered = post(options, APPLY_TEMPLATE_PATH, chat).await?;
+    let rendered: Rendered = post(options, kept, APPLY_TEMPLATE_PATH, chat).await?;
     // `add_special` as the chat request tokenises its prompt (a BOS token where the model
     // wants one).
     let body = serde_json::json!({ "content": rendered.prompt, "add_special": true });
-    let tokens: Tokens = post(options, TOKENIZE_PATH, body.to_string().into_bytes()).await?;
+    let tokens: Tokens = post(options, kept, TOKENIZE_PATH, body.to_string().into_bytes()).await?;
     Ok(u32::try_from(tokens.tokens.len()).unwrap_or(u32::MAX))
 }
 
 /// The tokens of `text` alone, as the server's tokeniser counts them (no special tokens
 /// added).
-pub(super) async fn text_tokens(options: &ClientOptions, text: &str) -> Result<u32, InferError> {
+pub(super) async fn text_tokens(
+    options: &ClientOptions,
+    kept: &Kept,
+    text: &str,
+) -> Result<u32, InferError> {
     let body = serde_json::json!({ "content": text });
-    let tokens: Tokens = post(options, TOKENIZE_PATH, body.to_string().into_bytes()).await?;
+    let tokens: Tokens = post(options, kept, TOKENIZE_PATH, body.to_string().into_bytes()).await?;
     Ok(u32::try_from(tokens.tokens.len()).unwrap_or(u32::MAX))
 }
 
 /// One JSON POST within [`PROBE_TIMEOUT_MS`], its answer read as `T`.
 async fn post<T: for<'de> Deserialize<'de>>(
     options: &ClientOptions,
+    kept: &Kept,
     path: &str,
     body: Vec<u8>,
 ) -> Result<T, InferError> {
-    post_within(options, path, body, PROBE_TIMEOUT_MS).await
+    post_within(options, kept, path, body, PROBE_TIMEOUT_MS).await
 }
 
 /// One JSON POST within `timeout_ms`, its answer (2xx) read as `T`; any other status is the
 /// server's error ([`InferError::from_answer`]).
 pub(super) async fn post_within<T: for<'de> Deserialize<'de>>(
     options: &ClientOptions,
+    kept: &Kept,
     path: &str,
     body: Vec<u8>,
     timeout_ms: u64,
@@ -82,10 +90,8 @@ pub(super) async fn post_within<T: for<'de> Deserialize<'de>>(
         api_key: options.api_key.as_deref(),
     };
     let exchange = async {
-        let exchange = transport::send(options, timeout_ms, outgoing).await?;
-        let status = exchange.status;
-        let body = transport::read_body(exchange.body, MAX_MEASURE_BODY_BYTES).await?;
-        Ok::<_, InferError>((status, body))
+        let exchange = transport::send(options, Some(kept), timeout_ms, outgoing).await?;
+        transport::read_answer(exchange, MAX_MEASURE_BODY_BYTES).await
     };
     let (status, body) = tokio::time::timeout(Duration::from_millis(timeout_ms), exchange)
         .await

@@ -12,6 +12,7 @@ mod client;
 mod endpoint;
 mod error;
 mod faults;
+mod kept;
 mod measure;
 mod message;
 mod options;

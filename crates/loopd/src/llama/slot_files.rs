@@ -5,6 +5,7 @@
 use serde::Deserialize;
 
 use super::error::InferError;
+use super::kept::Kept;
 use super::measure::post_within;
 use super::options::ClientOptions;
 
@@ -39,19 +40,21 @@ fn body(filename: &str) -> Vec<u8> {
 /// Saves slot `slot`'s cache to `filename`.
 pub(super) async fn save(
     options: &ClientOptions,
+    kept: &Kept,
     slot: u32,
     filename: &str,
 ) -> Result<Saved, InferError> {
     let path = format!("/slots/{slot}?action=save");
-    post_within(options, &path, body(filename), SLOT_FILE_TIMEOUT_MS).await
+    post_within(options, kept, &path, body(filename), SLOT_FILE_TIMEOUT_MS).await
 }
 
 /// Fills slot `slot`'s cache from `filename`. On any failure the server has emptied the slot.
 pub(super) async fn restore(
     options: &ClientOptions,
+    kept: &Kept,
     slot: u32,
     filename: &str,
 ) -> Result<Restored, InferError> {
     let path = format!("/slots/{slot}?action=restore");
-    post_within(options, &path, body(filename), SLOT_FILE_TIMEOUT_MS).await
+    post_within(options, kept, &path, body(filename), SLOT_FILE_TIMEOUT_MS).await
 }

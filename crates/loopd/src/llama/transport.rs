@@ -1,6 +1,8 @@
 //! One HTTP/1.1 exchange with llama-server over TCP (plain, or TLS for `https://`) or a Unix
-//! socket: connect (bounded), send, and the answer's status and body. One connection per
-//! request, closed when the [`Exchange`] is dropped.
+//! socket: connect (bounded), send, and the answer's status and body. On a connection kept
+//! from an earlier exchange when one waits ([`Kept`]), else a new one; an exchange's
+//! connection goes back once its answer was read to the end ([`Reusable::keep`]), and is
+//! closed when the [`Exchange`] is dropped otherwise.
 //!
 //! Nothing here logs a request's or an answer's body: they hold the prompt and the answer.
 
@@ -10,13 +12,14 @@ use bytes::Bytes;
 use http::{Method, Request, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::client::conn::http1::{self, SendRequest};
+use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 
 use super::endpoint::Endpoint;
 use super::error::InferError;
+use super::kept::{Connection, Kept};
 use super::options::ClientOptions;
 use super::tls::{self, TlsOptions};
 use rustls::pki_types::ServerName;
@@ -40,15 +43,32 @@ pub struct Outgoing<'a> {
     pub api_key: Option<&'a str>,
 }
 
-/// The answer's head and body; the connection lives as long as this.
+/// The answer's head and body, and the connection they came on.
 #[derive(Debug)]
 pub struct Exchange {
     /// The HTTP status.
     pub status: u16,
     /// The body, read frame by frame.
     pub body: Incoming,
-    /// Stops the task driving the connection when the exchange is dropped (e.g. on cancel).
-    _connection: AbortOnDropHandle<()>,
+    /// The connection: closed when dropped (e.g. on cancel), kept when its answer was read.
+    pub connection: Reusable,
+}
+
+/// An exchange's connection.
+#[derive(Debug)]
+pub struct Reusable {
+    connection: Connection,
+    kept: Option<Kept>,
+}
+
+impl Reusable {
+    /// Gives the connection back for the next request. Only once the answer's body was read
+    /// to its end: hyper cannot send on a connection whose answer is still coming.
+    pub fn keep(self) {
+        if let Some(kept) = self.kept {
+            kept.put(self.connection);
+        }
+    }
 }
 
 fn connect_error(endpoint: &Endpoint, message: String) -> InferError {
@@ -57,9 +77,6 @@ fn connect_error(endpoint: &Endpoint, message: String) -> InferError {
         message,
     }
 }
-
-/// A connection ready for one request, and the task driving it.
-type Connection = (SendRequest<Full<Bytes>>, AbortOnDropHandle<()>);
 
 async fn handshake<IO>(endpoint: &Endpoint, io: IO) -> Result<Connection, InferError>
 where
@@ -73,7 +90,10 @@ where
             tracing::debug!("llama-server connection ended with an error: {e}");
         }
     });
-    Ok((sender, AbortOnDropHandle::new(task)))
+    Ok(Connection {
+        sender,
+        _driver: AbortOnDropHandle::new(task),
+    })
 }
 
 /// Connects to `endpoint` (TCP, then TLS for https, or a Unix socket) and does the HTTP
@@ -117,25 +137,37 @@ async fn connect(endpoint: &Endpoint, tls: Option<&TlsOptions>) -> Result<Connec
     }
 }
 
-/// Connects (TCP or Unix socket, the TLS handshake and the HTTP handshake all within
-/// `options.connect_timeout_ms`), sends `outgoing` and waits (at most `head_timeout_ms`, else
-/// [`InferError::Stalled`]) for the answer's head. Failing to connect (a certificate not
-/// accepted included), or a connection closed before any byte of an answer, is
+/// Sends `outgoing` and waits (at most `head_timeout_ms`, else [`InferError::Stalled`]) for
+/// the answer's head: on a connection `kept` holds when one waits, else on a new one (TCP or
+/// Unix socket, the TLS handshake and the HTTP handshake all within
+/// `options.connect_timeout_ms`). A request a kept connection's close lost before any answer
+/// is sent once more on a new connection. Failing to connect (a certificate not accepted
+/// included), or a new connection closed before any byte of an answer, is
 /// [`InferError::Connect`].
 pub async fn send(
     options: &ClientOptions,
+    kept: Option<&Kept>,
     head_timeout_ms: u64,
     outgoing: Outgoing<'_>,
 ) -> Result<Exchange, InferError> {
     let endpoint = &options.endpoint;
-    let connect_timeout_ms = options.connect_timeout_ms;
     let request = build(endpoint, outgoing)?;
+    if let Some(connection) = kept.and_then(Kept::take) {
+        match ask(connection, copy_of(&request), head_timeout_ms).await {
+            Ok((status, body, connection)) => return Ok(exchange(status, body, connection, kept)),
+            Err(Asked::Lost(why)) => {
+                tracing::debug!(url = %endpoint, "a kept connection closed under the request ({why}); sending it on a new one");
+            }
+            Err(Asked::Failed(e)) => return Err(e),
+        }
+    }
+    let connect_timeout_ms = options.connect_timeout_ms;
     let connected = tokio::time::timeout(
         Duration::from_millis(connect_timeout_ms),
         connect(endpoint, options.tls.as_ref()),
     )
     .await;
-    let (mut sender, connection) = match connected {
+    let connection = match connected {
         Err(_) => {
             return Err(connect_error(
                 endpoint,
@@ -144,29 +176,72 @@ pub async fn send(
         }
         Ok(connected) => connected?,
     };
-    let head = tokio::time::timeout(
-        Duration::from_millis(head_timeout_ms),
-        sender.send_request(request),
-    );
+    match ask(connection, request, head_timeout_ms).await {
+        Ok((status, body, connection)) => Ok(exchange(status, body, connection, kept)),
+        Err(Asked::Lost(why)) => Err(connect_error(
+            endpoint,
+            format!("the connection closed before an answer ({why})"),
+        )),
+        Err(Asked::Failed(e)) => Err(e),
+    }
+}
+
+fn exchange(status: u16, body: Incoming, connection: Connection, kept: Option<&Kept>) -> Exchange {
+    Exchange {
+        status,
+        body,
+        connection: Reusable {
+            connection,
+            kept: kept.cloned(),
+        },
+    }
+}
+
+/// Why a request on a connection got no answer.
+enum Asked {
+    /// The connection closed before any byte of an answer came.
+    Lost(String),
+    /// Anything else: no answer in time, or not an HTTP answer.
+    Failed(InferError),
+}
+
+/// Sends `request` on `connection` and waits at most `head_timeout_ms` for the answer's head.
+async fn ask(
+    mut connection: Connection,
+    request: Request<Full<Bytes>>,
+    head_timeout_ms: u64,
+) -> Result<(u16, Incoming, Connection), Asked> {
+    let head = tokio::time::timeout(Duration::from_millis(head_timeout_ms), async {
+        connection.sender.ready().await?;
+        connection.sender.send_request(request).await
+    });
     let Ok(answered) = head.await else {
-        return Err(InferError::Stalled {
+        return Err(Asked::Failed(InferError::Stalled {
             after_ms: head_timeout_ms,
-        });
+        }));
     };
     match answered {
-        Ok(response) => Ok(Exchange {
-            status: response.status().as_u16(),
-            body: response.into_body(),
-            _connection: connection,
-        }),
-        Err(e) if e.is_parse() || e.is_parse_status() => Err(InferError::BadResponse {
-            message: format!("not an HTTP answer ({e})"),
-        }),
-        Err(e) => Err(connect_error(
-            endpoint,
-            format!("the connection closed before an answer ({e})"),
-        )),
+        Ok(response) => {
+            let status = response.status().as_u16();
+            Ok((status, response.into_body(), connection))
+        }
+        Err(e) if e.is_parse() || e.is_parse_status() => {
+            Err(Asked::Failed(InferError::BadResponse {
+                message: format!("not an HTTP answer ({e})"),
+            }))
+        }
+        Err(e) => Err(Asked::Lost(e.to_string())),
     }
+}
+
+/// A copy of `request` to send again (the body's bytes are shared, not copied).
+fn copy_of(request: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    let mut copy = Request::new(request.body().clone());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    copy
 }
 
 fn build(endpoint: &Endpoint, outgoing: Outgoing<'_>) -> Result<Request<Full<Bytes>>, InferError> {
@@ -201,4 +276,17 @@ pub async fn read_body(body: Incoming, max_bytes: usize) -> Result<Bytes, InferE
             message: format!("cannot read the answer's body ({e}; at most {max_bytes} bytes)"),
         }),
     }
+}
+
+/// Reads `exchange`'s whole body (at most `max_bytes`), then gives its connection back; its
+/// status and body.
+pub async fn read_answer(exchange: Exchange, max_bytes: usize) -> Result<(u16, Bytes), InferError> {
+    let Exchange {
+        status,
+        body,
+        connection,
+    } = exchange;
+    let body = read_body(body, max_bytes).await?;
+    connection.keep();
+    Ok((status, body))
 }

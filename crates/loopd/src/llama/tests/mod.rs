@@ -5,6 +5,7 @@
 mod client;
 mod errors;
 mod faults;
+mod kept;
 mod quiet;
 mod ready;
 pub(crate) mod support;
