@@ -1,0 +1,104 @@
+//! A warm turn through the daemons: fakellama (one short answer), brokerd and loopd already
+//! up (release builds); each task is `POST /v1/tasks` on loopd's socket, its events read
+//! until the stream ends (the turn's `ended`), as a client that is already running sees it
+//! (no process start, unlike `boxctl task`). Measured in one session kept warm, and in a
+//! new session each time (its directory, header and baseline made first).
+//!
+//! `cargo build --release -p brokerd -p loopd -p fakellama --bins &&
+//! cargo bench -p e2e --bench warm_turn`
+
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout
+)]
+
+mod support;
+
+use bytes::Bytes;
+use e2e::workspace_root;
+use http_body_util::{BodyExt, Full};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::{fakellama, release, report, start_until, stop};
+
+/// Tasks of each measure, after [`WARM_UP`] not counted.
+const RUNS: usize = 200;
+/// Tasks run first and not counted.
+const WARM_UP: usize = 10;
+/// brokerd's grants: the shipped config's manner, no `exec`.
+const GRANTS: &str = "[[grants]]\ntool = \"clock\"\n[[grants]]\ntool = \"echo\"\n";
+
+/// One task in `session`, its whole event stream read; how long it took.
+async fn task(socket: &Path, session: &str) -> Duration {
+    let body = serde_json::json!({"session": session, "text": "hello"}).to_string();
+    let request = http::Request::post("/v1/tasks")
+        .header("host", "loopd")
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let started = Instant::now();
+    let response = bxhttp::client::send(socket, request).await.unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    let events = response.into_body().collect().await.unwrap().to_bytes();
+    let took = started.elapsed();
+    let events = String::from_utf8_lossy(&events);
+    assert!(events.contains("ended"), "{events}");
+    took
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut model, llama_url) = fakellama(dir.path());
+    let brokerd_socket = dir.path().join("brokerd.sock");
+    let brokerd_config = dir.path().join("brokerd.toml");
+    std::fs::write(
+        &brokerd_config,
+        format!(
+            "socket = {brokerd_socket:?}\nstate_dir = {:?}\n{GRANTS}",
+            dir.path().join("brokerd-state")
+        ),
+    )
+    .unwrap();
+    let loopd_socket = dir.path().join("loopd.sock");
+    let loopd_config = dir.path().join("loopd.toml");
+    std::fs::write(
+        &loopd_config,
+        format!(
+            "socket = {loopd_socket:?}\nstate_dir = {:?}\n[llama]\nurl = {llama_url:?}\n\
+             [broker]\nsocket = {brokerd_socket:?}\n[baseline]\nsystem = {:?}\n",
+            dir.path().join("loopd-state"),
+            workspace_root().join("config/system.md"),
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new(release("brokerd"));
+    command.arg("--config").arg(&brokerd_config);
+    let (brokerd, _) = start_until(command, &brokerd_socket);
+    let mut command = Command::new(release("loopd"));
+    command.arg("--config").arg(&loopd_config);
+    let (loopd, _) = start_until(command, &loopd_socket);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let warm: Vec<Duration> = (0..WARM_UP + RUNS)
+        .map(|_| rt.block_on(task(&loopd_socket, "warm")))
+        .skip(WARM_UP)
+        .collect();
+    report("warm turn, one session", warm);
+    let new: Vec<Duration> = (0..WARM_UP + RUNS)
+        .map(|n| rt.block_on(task(&loopd_socket, &format!("new-{n}"))))
+        .skip(WARM_UP)
+        .collect();
+    report("turn in a new session", new);
+
+    stop(loopd);
+    stop(brokerd);
+    let _ = model.kill();
+    let _ = model.wait();
+}
