@@ -1,5 +1,6 @@
-//! A warm turn through the daemons: fakellama (one short answer), brokerd and loopd already
-//! up (release builds); each task is `POST /v1/tasks` on loopd's socket, its events read
+//! A warm turn through the daemons: fakellama (one short answer; on a Unix socket, as the
+//! NixOS module runs llama-server, and on loopback TCP), brokerd and loopd already up
+//! (release builds); each task is `POST /v1/tasks` on loopd's socket, its events read
 //! until the stream ends (the turn's `ended`), as a client that is already running sees it
 //! (no process start, unlike `boxctl task`). Measured in one session kept warm, and in a
 //! new session each time (its directory, header and baseline made first).
@@ -22,7 +23,7 @@ use http_body_util::{BodyExt, Full};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{fakellama, release, report, start_until, stop};
+use support::{fakellama, fakellama_on_socket, release, report, start_until, stop};
 
 /// Tasks of each measure, after [`WARM_UP`] not counted.
 const RUNS: usize = 200;
@@ -50,27 +51,27 @@ async fn task(socket: &Path, session: &str) -> Duration {
     took
 }
 
-fn main() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut model, llama_url) = fakellama(dir.path());
-    let brokerd_socket = dir.path().join("brokerd.sock");
-    let brokerd_config = dir.path().join("brokerd.toml");
+/// brokerd and loopd against the model server at `llama_url`, started in `dir`; each
+/// measure printed under `label`.
+fn measure(dir: &Path, llama_url: &str, label: &str) {
+    let brokerd_socket = dir.join("brokerd.sock");
+    let brokerd_config = dir.join("brokerd.toml");
     std::fs::write(
         &brokerd_config,
         format!(
             "socket = {brokerd_socket:?}\nstate_dir = {:?}\n{GRANTS}",
-            dir.path().join("brokerd-state")
+            dir.join("brokerd-state")
         ),
     )
     .unwrap();
-    let loopd_socket = dir.path().join("loopd.sock");
-    let loopd_config = dir.path().join("loopd.toml");
+    let loopd_socket = dir.join("loopd.sock");
+    let loopd_config = dir.join("loopd.toml");
     std::fs::write(
         &loopd_config,
         format!(
             "socket = {loopd_socket:?}\nstate_dir = {:?}\n[llama]\nurl = {llama_url:?}\n\
              [broker]\nsocket = {brokerd_socket:?}\n[baseline]\nsystem = {:?}\n",
-            dir.path().join("loopd-state"),
+            dir.join("loopd-state"),
             workspace_root().join("config/system.md"),
         ),
     )
@@ -90,15 +91,25 @@ fn main() {
         .map(|_| rt.block_on(task(&loopd_socket, "warm")))
         .skip(WARM_UP)
         .collect();
-    report("warm turn, one session", warm);
+    report(&format!("warm turn, one session, model on {label}"), warm);
     let new: Vec<Duration> = (0..WARM_UP + RUNS)
         .map(|n| rt.block_on(task(&loopd_socket, &format!("new-{n}"))))
         .skip(WARM_UP)
         .collect();
-    report("turn in a new session", new);
-
+    report(&format!("turn in a new session, model on {label}"), new);
     stop(loopd);
     stop(brokerd);
-    let _ = model.kill();
-    let _ = model.wait();
+}
+
+fn main() {
+    for (start, label) in [
+        (fakellama_on_socket as fn(&Path) -> _, "a Unix socket"),
+        (fakellama, "loopback TCP"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut model, llama_url) = start(dir.path());
+        measure(dir.path(), &llama_url, label);
+        let _ = model.kill();
+        let _ = model.wait();
+    }
 }

@@ -108,10 +108,23 @@ pub fn release(name: &str) -> PathBuf {
 
 /// fakellama on a free loopback port, answering every call with a short text; its URL.
 pub fn fakellama(dir: &Path) -> (Child, String) {
+    let (child, addr) = fakellama_on(dir, "127.0.0.1:0");
+    (child, format!("http://{addr}"))
+}
+
+/// fakellama on a Unix socket in `dir`, answering every call with a short text; its URL.
+pub fn fakellama_on_socket(dir: &Path) -> (Child, String) {
+    let socket = dir.join("llama.sock");
+    let (child, _) = fakellama_on(dir, &socket.to_string_lossy());
+    (child, format!("unix:{}", socket.display()))
+}
+
+/// fakellama listening on `listen`, its script in `dir`; the address it says it is on.
+fn fakellama_on(dir: &Path, listen: &str) -> (Child, String) {
     let script = dir.join("script.toml");
     std::fs::write(&script, "default_reply = \"ok\"\n").unwrap();
     let mut child = Command::new(release("fakellama"))
-        .args(["--listen", "127.0.0.1:0", "--script"])
+        .args(["--listen", listen, "--script"])
         .arg(&script)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -129,7 +142,7 @@ pub fn fakellama(dir: &Path) -> (Child, String) {
         .strip_prefix("fakellama listening on ")
         .unwrap_or_else(|| panic!("fakellama said {line:?}"))
         .to_string();
-    (child, format!("http://{addr}"))
+    (child, addr)
 }
 
 /// The resident memory of process `pid` (`VmRSS`), in KiB.

@@ -56,8 +56,9 @@ pub struct Client {
 }
 
 /// The longest the rest of a streamed answer is read after its `[DONE]`, in milliseconds,
-/// so that its connection can be kept; past it the connection is closed.
-const DRAIN_AFTER_DONE_MS: u64 = 1_000;
+/// so that its connection can be kept; past it the connection is closed. A server writes the
+/// body's end with its last event, so this is a bound the turn never waits out.
+const DRAIN_AFTER_DONE_MS: u64 = 20;
 
 fn stream_error(message: String) -> InferError {
     InferError::Stream {
@@ -428,8 +429,12 @@ impl Client {
 }
 
 /// Reads what is left of a streamed answer after its `[DONE]` (the end of the chunked body,
-/// at most [`DRAIN_AFTER_DONE_MS`]) and, when it ended cleanly, keeps the connection.
+/// written with it; at most [`DRAIN_AFTER_DONE_MS`]) and, when it ended cleanly, keeps the
+/// connection (only on a Unix socket: `transport`).
 async fn keep_after_done(mut body: Incoming, connection: Reusable) {
+    if !connection.keeps() {
+        return;
+    }
     let rest = async {
         while let Some(frame) = body.frame().await {
             if frame.is_err() {

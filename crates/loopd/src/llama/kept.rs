@@ -1,6 +1,6 @@
-//! Connections to one model server kept open between requests, shared by a client's clones:
-//! a turn's model calls, and the start's `/health` and `/props`, go out on one connection
-//! instead of a connect (and a TLS handshake, for `https://`) each.
+//! Connections to one model server on a Unix socket kept open between requests, shared by a
+//! client's clones: a turn's model calls, and the start's `/health` and `/props`, go out on
+//! one connection instead of a connect each. (Not over TCP: `transport::keeps_connections`.)
 //!
 //! A connection goes back only once its answer was read to its end (hyper can then send the
 //! next request on it); one whose answer was cut, or left unread, is closed. At most

@@ -1,19 +1,30 @@
-//! The client's kept connections: a turn's calls and the start's probes share one
-//! connection, and a request that a kept connection's close lost before any answer is sent
-//! again on a new connection, at once, instead of failing or waiting out a retry's backoff.
+//! The client's kept connections to a model server on a Unix socket: a turn's calls and the
+//! start's probes share one connection, and a request that a kept connection's close lost
+//! before any answer is sent again on a new connection, at once, instead of failing or
+//! waiting out a retry's backoff. Over TCP each request has its own connection.
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::llama::tests::support::{Fake, chat_retry, client_for, user};
 use crate::llama::{ChatEvent, Health};
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// fakellama on a Unix socket in `dir`.
+fn on_socket(dir: &Path) -> Fake {
+    Fake::start(fakellama::Options {
+        listen: fakellama::Listen::Unix(dir.join("llama.sock")),
+        ..Default::default()
+    })
+}
+
 #[test]
 fn probes_and_calls_share_one_connection() {
-    let fake = Fake::start(fakellama::Options::default());
+    let dir = tempfile::tempdir().unwrap();
+    let fake = on_socket(dir.path());
     let client = fake.client();
     let blocking = fake.blocking();
     assert_eq!(fake.rt.block_on(client.health()).unwrap(), Health::Ok);
@@ -33,10 +44,23 @@ fn probes_and_calls_share_one_connection() {
     assert_eq!(fake.server.connections(), 1);
 }
 
-/// A stand-in model server on loopback: `/health` answers `ok`, except the requests `cut`
+#[test]
+fn over_tcp_each_request_has_its_own_connection() {
+    let fake = Fake::start(fakellama::Options::default());
+    let client = fake.client();
+    assert_eq!(fake.rt.block_on(client.health()).unwrap(), Health::Ok);
+    let (_, done) = chat_retry(&fake.blocking(), &client, &user("one"));
+    done.unwrap();
+    let (_, done) = chat_retry(&fake.blocking(), &client, &user("two"));
+    done.unwrap();
+    assert_eq!(fake.server.connections(), 3);
+}
+
+/// A stand-in model server on a Unix socket: `/health` answers `ok`, except the requests `cut`
 /// names (by connection and request on it, both from 0), which it reads and then closes the
 /// connection without answering, as a server's idle close can meet a request just sent.
 struct StandIn {
+    _dir: tempfile::TempDir,
     url: String,
     connections: Arc<AtomicUsize>,
     requests: Arc<AtomicUsize>,
@@ -44,8 +68,10 @@ struct StandIn {
 
 impl StandIn {
     fn start(cut: fn(usize, usize) -> bool) -> StandIn {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("llama.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let url = format!("unix:{}", socket.display());
         let connections = Arc::new(AtomicUsize::new(0));
         let requests = Arc::new(AtomicUsize::new(0));
         let (counted, asked) = (Arc::clone(&connections), Arc::clone(&requests));
@@ -57,6 +83,7 @@ impl StandIn {
             }
         });
         StandIn {
+            _dir: dir,
             url,
             connections,
             requests,
@@ -64,7 +91,7 @@ impl StandIn {
     }
 }
 
-fn serve(stream: TcpStream, index: usize, cut: fn(usize, usize) -> bool, asked: &AtomicUsize) {
+fn serve(stream: UnixStream, index: usize, cut: fn(usize, usize) -> bool, asked: &AtomicUsize) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;
     for nth in 0.. {
