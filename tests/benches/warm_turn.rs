@@ -20,6 +20,7 @@ mod support;
 use bytes::Bytes;
 use e2e::workspace_root;
 use http_body_util::{BodyExt, Full};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -97,8 +98,47 @@ fn measure(dir: &Path, llama_url: &str, label: &str) {
         .skip(WARM_UP)
         .collect();
     report(&format!("turn in a new session, model on {label}"), new);
+    report_bytes(
+        &format!("bytes of each model call's body, model on {label}"),
+        call_bytes(llama_url),
+    );
     stop(loopd);
     stop(brokerd);
+}
+
+/// The body bytes of every chat request fakellama at `llama_url` recorded (as compact JSON,
+/// as loopd sends it).
+fn call_bytes(llama_url: &str) -> Vec<usize> {
+    let request =
+        b"GET /fakellama/requests HTTP/1.1\r\nhost: fakellama\r\nconnection: close\r\n\r\n";
+    let mut answer = Vec::new();
+    if let Some(path) = llama_url.strip_prefix("unix:") {
+        let mut stream = std::os::unix::net::UnixStream::connect(path).unwrap();
+        stream.write_all(request).unwrap();
+        stream.read_to_end(&mut answer).unwrap();
+    } else {
+        let addr = llama_url.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.write_all(request).unwrap();
+        stream.read_to_end(&mut answer).unwrap();
+    }
+    let at = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let records: Vec<serde_json::Value> = serde_json::from_slice(&answer[at..]).unwrap();
+    records
+        .iter()
+        .map(|record| serde_json::to_vec(&record["body"]).unwrap().len())
+        .collect()
+}
+
+/// Prints `name: n=N p50=… max=… bytes`.
+fn report_bytes(name: &str, mut samples: Vec<usize>) {
+    samples.sort_unstable();
+    println!(
+        "{name}: n={} p50={} max={} bytes",
+        samples.len(),
+        samples[samples.len() / 2],
+        samples[samples.len() - 1]
+    );
 }
 
 fn main() {
