@@ -1,8 +1,8 @@
 //! One HTTP/1.1 exchange with llama-server over TCP (plain, or TLS for `https://`) or a Unix
-//! socket: connect (bounded), send, and the answer's status and body. On a Unix socket, on a
-//! connection kept from an earlier exchange when one waits ([`Kept`]), else a new one; an exchange's
-//! connection goes back once its answer was read to the end ([`Reusable::keep`]), and is
-//! closed when the [`Exchange`] is dropped otherwise.
+//! socket: connect (bounded), send, and the answer's status and body. On a Unix socket, on
+//! a connection kept from an earlier exchange when one waits ([`Kept`]), else a new one; an
+//! exchange's connection goes back once its answer was read to the end
+//! ([`Reusable::keep`]), and is closed when the [`Exchange`] is dropped otherwise.
 //!
 //! Nothing here logs a request's or an answer's body: they hold the prompt and the answer.
 
