@@ -23,7 +23,7 @@ use e2e::workspace_root;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{fakellama, release, report, report_kib, rss_kib, start_until, stop};
+use support::{boxctl_task, fakellama, release, report, report_kib, rss_kib, start_until, stop};
 
 /// Runs of each measure, after one of warm-up (page cache, the shim's copy).
 const RUNS: usize = 30;
@@ -118,18 +118,7 @@ fn one_shot(llama_url: &str) -> OneShot {
     let started = Instant::now();
     let (brokerd, _) = start_until(layout.brokerd(), &layout.brokerd_socket);
     let (loopd, loopd_took) = start_until(layout.loopd(), &layout.loopd_socket);
-    let out = Command::new(release("boxctl"))
-        .arg("--socket")
-        .arg(&layout.loopd_socket)
-        .args(["task", "hello"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    boxctl_task(&layout.loopd_socket, &["hello"]);
     let stopping = Instant::now();
     let rss_kib = (rss_kib(brokerd.id()), rss_kib(loopd.id()));
     let reading = stopping.elapsed();

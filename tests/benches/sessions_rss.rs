@@ -18,10 +18,10 @@
 mod support;
 
 use e2e::workspace_root;
-use std::path::Path;
-use std::process::{Command, Stdio};
+
+use std::process::Command;
 use std::time::Duration;
-use support::{fakellama, release, rss_kib, start_until, status_kib, stop};
+use support::{boxctl_task, fakellama, release, rss_kib, start_until, status_kib, stop};
 
 /// Sessions in the burst.
 const SESSIONS: usize = 200;
@@ -33,22 +33,6 @@ const MESSAGE_BYTES: usize = 2_000;
 const CLIENTS: usize = 8;
 /// How long loopd is left idle after the burst before `VmRSS` is read again.
 const SETTLE: Duration = Duration::from_secs(2);
-
-/// One `boxctl task` in `session`; panics with boxctl's words when it fails.
-fn task(socket: &Path, session: &str, text: &str) {
-    let out = Command::new(release("boxctl"))
-        .arg("--socket")
-        .arg(socket)
-        .args(["task", "--session", session, text])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn main() {
     let dir = tempfile::tempdir().unwrap();
@@ -78,7 +62,10 @@ fn main() {
                 let (socket, message) = (&socket, &message);
                 scope.spawn(move || {
                     for n in (client..SESSIONS).step_by(CLIENTS) {
-                        task(socket, &format!("s{n}"), &format!("{turn}: {message}"));
+                        boxctl_task(
+                            socket,
+                            &["--session", &format!("s{n}"), &format!("{turn}: {message}")],
+                        );
                     }
                 });
             }

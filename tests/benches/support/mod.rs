@@ -199,3 +199,21 @@ pub fn stop(mut child: Child) {
     let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
     let _ = child.wait();
 }
+
+/// `boxctl --socket SOCKET task ARGS...` (the release build); panics with boxctl's words
+/// when it fails.
+pub fn boxctl_task(socket: &Path, args: &[&str]) {
+    let out = Command::new(release("boxctl"))
+        .arg("--socket")
+        .arg(socket)
+        .arg("task")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
