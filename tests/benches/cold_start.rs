@@ -21,7 +21,7 @@ mod support;
 
 use e2e::workspace_root;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::{boxctl_task, fakellama, release, report, report_kib, rss_kib, start_until, stop};
 

@@ -18,7 +18,6 @@
 mod support;
 
 use e2e::workspace_root;
-
 use std::process::Command;
 use std::time::Duration;
 use support::{boxctl_task, fakellama, release, rss_kib, start_until, status_kib, stop};
