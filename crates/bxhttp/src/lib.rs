@@ -33,7 +33,9 @@
 //!   request is on its way or already in its socket, and closing the socket under it would
 //!   reset the client. The connection's own task closes it (an idle keep-alive one through
 //!   hyper's graceful shutdown, so the end of its last answer still goes out); one that read
-//!   a request since the loop looked stays and counts again. A silent newcomer makes no room
+//!   a request since the loop looked, or whose next request waits unread in its socket (the
+//!   client sent it as the loop chose; closing would reset it, and the client could not tell
+//!   whether it ran), stays and counts again. A silent newcomer makes no room
 //!   (a flood of silent connections cannot push the others out): it waits up to
 //!   [`FIRST_BYTE_GRACE_MS`] for its first bytes, then is looked at again, or closed
 //!   unanswered if none came. When none may go, the new connection's request head is read

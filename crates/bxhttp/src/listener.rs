@@ -7,7 +7,7 @@ use crate::peer::PeerUser;
 use nix::sys::socket::{Backlog, MsgFlags, listen, recv};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
@@ -160,6 +160,14 @@ fn peek_fd(fd: &impl AsFd) -> io::Result<usize> {
 /// [`Stream::waiting`] it leaves the readiness as it is: not for a loop that waits on it.
 pub(crate) fn peek(stream: &impl AsFd) -> Waiting {
     waiting(peek_fd(stream))
+}
+
+/// [`peek`] of the socket whose descriptor is `fd`, for a connection whose stream hyper owns
+/// (the caller keeps the stream alive while it looks).
+pub(crate) fn peek_raw(fd: RawFd) -> Waiting {
+    let mut byte = [0u8; 1];
+    let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
+    waiting(recv(fd, &mut byte, flags).map_err(io::Error::from))
 }
 
 /// What a peek found, as [`Waiting`].

@@ -6,7 +6,7 @@ use crate::activity::{Activity, InFlight, Rank};
 use crate::body::{RequestBody, ResponseBody};
 use crate::closing;
 use crate::io::Metered;
-use crate::listener::{Listener, Stream, Waiting, peek, widen_backlog};
+use crate::listener::{Listener, Stream, Waiting, peek, peek_raw, widen_backlog};
 use crate::malformed::{Withheld, Withhold};
 use crate::open::Open;
 use crate::{
@@ -19,6 +19,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
@@ -187,6 +188,8 @@ async fn connection<S: Stream, H: Handler<S>>(
     }
     // Read once, after the check passed: every request on the connection carries it.
     let peer = stream.peer();
+    // To look into the socket while hyper owns it; valid as long as `conn` below is.
+    let raw_fd = stream.as_fd().as_raw_fd();
     let withheld = Arc::new(Withheld::default());
     let io = TokioIo::new(Metered::new(
         Withhold::new(stream, Arc::clone(&withheld)),
@@ -232,6 +235,10 @@ async fn connection<S: Stream, H: Handler<S>>(
                 // A request read since the loop looked, or a peer sending or reading right
                 // now: it stays open (the loop counts it again).
                 Rank::Busy | Rank::New => {}
+                // Between requests with the peer's next request already in the socket, unread:
+                // it stays, hyper reads that request, and the loop counts it again. Closing it
+                // would reset the request, and the peer could not tell whether it ran.
+                Rank::NoRequest if activity.started() && peek_raw(raw_fd) == Waiting::Bytes => {}
                 // Between requests, or its answer's last bytes still going out: hyper closes
                 // it once nothing is left to write.
                 Rank::NoRequest if activity.started() => conn.as_mut().graceful_shutdown(),
@@ -361,3 +368,6 @@ fn not_http_1_1<S, H: Handler<S>>(handler: &H, version: Version) -> Response<H::
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
+
+#[cfg(test)]
+mod tests;
