@@ -430,7 +430,7 @@ impl Client {
 
 /// Reads what is left of a streamed answer after its `[DONE]` (the end of the chunked body,
 /// written with it; at most [`DRAIN_AFTER_DONE_MS`]) and, when it ended cleanly, keeps the
-/// connection (only on a Unix socket: `transport`).
+/// connection.
 async fn keep_after_done(mut body: Incoming, connection: Reusable) {
     if !connection.keeps() {
         return;

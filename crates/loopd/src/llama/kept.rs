@@ -1,6 +1,7 @@
-//! Connections to one model server on a Unix socket kept open between requests, shared by a
-//! client's clones: a turn's model calls, and the start's `/health` and `/props`, go out on
-//! one connection instead of a connect each. (Not over TCP: `transport::keeps_connections`.)
+//! Connections to one model server kept open between requests, shared by a client's clones:
+//! a turn's model calls, and the start's `/health` and `/props`, go out on one connection
+//! instead of a connect (and a TLS handshake, for `https://`) each. Over TCP they acknowledge
+//! at once (`quickack`), so that a reused one does not wait on the server's Nagle.
 //!
 //! A connection goes back only once its answer was read to its end (hyper can then send the
 //! next request on it); one whose answer was cut, or left unread, is closed. At most

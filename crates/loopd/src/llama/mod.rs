@@ -17,6 +17,7 @@ mod measure;
 mod message;
 mod options;
 mod props;
+mod quickack;
 mod retry;
 mod slot_files;
 mod sse;

@@ -1,8 +1,9 @@
 //! One HTTP/1.1 exchange with llama-server over TCP (plain, or TLS for `https://`) or a Unix
-//! socket: connect (bounded), send, and the answer's status and body. On a Unix socket, on
-//! a connection kept from an earlier exchange when one waits ([`Kept`]), else a new one; an
-//! exchange's connection goes back once its answer was read to the end
-//! ([`Reusable::keep`]), and is closed when the [`Exchange`] is dropped otherwise.
+//! socket: connect (bounded), send, and the answer's status and body. On a connection kept
+//! from an earlier exchange when one waits ([`Kept`]), else a new one; an exchange's
+//! connection goes back once its answer was read to the end ([`Reusable::keep`]), and is
+//! closed when the [`Exchange`] is dropped otherwise. TCP connections acknowledge at once
+//! ([`QuickAck`]), so a kept one does not wait on the server's Nagle.
 //!
 //! Nothing here logs a request's or an answer's body: they hold the prompt and the answer.
 
@@ -20,6 +21,7 @@ use tokio::net::{TcpStream, UnixStream};
 use super::endpoint::Endpoint;
 use super::error::InferError;
 use super::kept::{Connection, Kept};
+use super::quickack::QuickAck;
 use super::options::ClientOptions;
 use super::tls::{self, TlsOptions};
 use rustls::pki_types::ServerName;
@@ -116,6 +118,7 @@ async fn connect(endpoint: &Endpoint, tls: Option<&TlsOptions>) -> Result<Connec
                 .await
                 .map_err(io_error)?;
             stream.set_nodelay(true).map_err(io_error)?;
+            let stream = QuickAck::new(stream);
             if !*secure {
                 return handshake(endpoint, stream).await;
             }
@@ -157,7 +160,6 @@ pub async fn send(
 ) -> Result<Exchange, InferError> {
     let endpoint = &options.endpoint;
     let request = build(endpoint, outgoing)?;
-    let kept = kept.filter(|_| keeps_connections(endpoint));
     if let Some(connection) = kept.and_then(Kept::take) {
         match ask(connection, copy_of(&request), head_timeout_ms).await {
             Ok((status, body, connection)) => return Ok(exchange(status, body, connection, kept)),
@@ -190,16 +192,6 @@ pub async fn send(
         )),
         Err(Asked::Failed(e)) => Err(e),
     }
-}
-
-/// Whether connections to `endpoint` are kept between requests: on a Unix socket only (where
-/// the NixOS module and the demo run llama-server). Over TCP a server that leaves Nagle's
-/// algorithm on, as llama-server's HTTP library does by default, holds the small writes of
-/// an answer on a reused connection until loopd's delayed ACK, some 40 ms a call (measured
-/// with `cargo bench -p e2e --bench warm_turn`: 48 ms a turn instead of 4); a new connection
-/// starts in quick-ACK mode and does not wait.
-fn keeps_connections(endpoint: &Endpoint) -> bool {
-    matches!(endpoint, Endpoint::Unix { .. })
 }
 
 fn exchange(status: u16, body: Incoming, connection: Connection, kept: Option<&Kept>) -> Exchange {
