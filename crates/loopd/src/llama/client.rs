@@ -252,7 +252,7 @@ impl Client {
             event_stream: false,
             api_key: self.options.api_key.as_deref(),
         };
-        let send = transport::send(&self.options, Some(&self.kept), PROBE_TIMEOUT_MS, outgoing);
+        let send = transport::send(&self.options, &self.kept, PROBE_TIMEOUT_MS, outgoing);
         tokio::time::timeout(Duration::from_millis(PROBE_TIMEOUT_MS), send)
             .await
             .unwrap_or(Err(InferError::Timeout {
@@ -371,7 +371,7 @@ impl Client {
             api_key: self.options.api_key.as_deref(),
         };
         let stall_ms = self.options.stall_timeout_ms;
-        let exchange = transport::send(&self.options, Some(&self.kept), stall_ms, outgoing).await?;
+        let exchange = transport::send(&self.options, &self.kept, stall_ms, outgoing).await?;
         let status = exchange.status;
         if !(200..300).contains(&status) {
             let (_, body) = transport::read_answer(exchange, MAX_ERROR_BODY_BYTES).await?;
@@ -432,9 +432,6 @@ impl Client {
 /// written with it; at most [`DRAIN_AFTER_DONE_MS`]) and, when it ended cleanly, keeps the
 /// connection.
 async fn keep_after_done(mut body: Incoming, connection: Reusable) {
-    if !connection.keeps() {
-        return;
-    }
     let rest = async {
         while let Some(frame) = body.frame().await {
             if frame.is_err() {

@@ -90,7 +90,7 @@ pub(super) async fn post_within<T: for<'de> Deserialize<'de>>(
         api_key: options.api_key.as_deref(),
     };
     let exchange = async {
-        let exchange = transport::send(options, Some(kept), timeout_ms, outgoing).await?;
+        let exchange = transport::send(options, kept, timeout_ms, outgoing).await?;
         transport::read_answer(exchange, MAX_MEASURE_BODY_BYTES).await
     };
     let (status, body) = tokio::time::timeout(Duration::from_millis(timeout_ms), exchange)

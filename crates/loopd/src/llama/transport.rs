@@ -56,25 +56,18 @@ pub struct Exchange {
     pub connection: Reusable,
 }
 
-/// An exchange's connection.
+/// An exchange's connection, and the kept connections it goes back to.
 #[derive(Debug)]
 pub struct Reusable {
     connection: Connection,
-    kept: Option<Kept>,
+    kept: Kept,
 }
 
 impl Reusable {
-    /// Whether [`Reusable::keep`] would keep it (its endpoint keeps connections).
-    pub fn keeps(&self) -> bool {
-        self.kept.is_some()
-    }
-
     /// Gives the connection back for the next request. Only once the answer's body was read
     /// to its end: hyper cannot send on a connection whose answer is still coming.
     pub fn keep(self) {
-        if let Some(kept) = self.kept {
-            kept.put(self.connection);
-        }
+        self.kept.put(self.connection);
     }
 }
 
@@ -154,13 +147,13 @@ async fn connect(endpoint: &Endpoint, tls: Option<&TlsOptions>) -> Result<Connec
 /// [`InferError::Connect`].
 pub async fn send(
     options: &ClientOptions,
-    kept: Option<&Kept>,
+    kept: &Kept,
     head_timeout_ms: u64,
     outgoing: Outgoing<'_>,
 ) -> Result<Exchange, InferError> {
     let endpoint = &options.endpoint;
     let request = build(endpoint, outgoing)?;
-    if let Some(connection) = kept.and_then(Kept::take) {
+    if let Some(connection) = kept.take() {
         match ask(connection, copy_of(&request), head_timeout_ms).await {
             Ok((status, body, connection)) => return Ok(exchange(status, body, connection, kept)),
             Err(Asked::Lost(why)) => {
@@ -194,13 +187,13 @@ pub async fn send(
     }
 }
 
-fn exchange(status: u16, body: Incoming, connection: Connection, kept: Option<&Kept>) -> Exchange {
+fn exchange(status: u16, body: Incoming, connection: Connection, kept: &Kept) -> Exchange {
     Exchange {
         status,
         body,
         connection: Reusable {
             connection,
-            kept: kept.cloned(),
+            kept: kept.clone(),
         },
     }
 }
