@@ -55,16 +55,9 @@ async fn task(socket: &Path, session: &str) -> Duration {
 /// brokerd and loopd against the model server at `llama_url`, started in `dir`; each
 /// measure printed under `label`.
 fn measure(dir: &Path, llama_url: &str, label: &str) {
+    // Killed when dropped, at the end of the measure.
+    let _brokerd = e2e::start_brokerd_with(Command::new(release("brokerd")), dir, GRANTS);
     let brokerd_socket = dir.join("brokerd.sock");
-    let brokerd_config = dir.join("brokerd.toml");
-    std::fs::write(
-        &brokerd_config,
-        format!(
-            "socket = {brokerd_socket:?}\nstate_dir = {:?}\n{GRANTS}",
-            dir.join("brokerd-state")
-        ),
-    )
-    .unwrap();
     let loopd_socket = dir.join("loopd.sock");
     let loopd_config = dir.join("loopd.toml");
     std::fs::write(
@@ -77,9 +70,6 @@ fn measure(dir: &Path, llama_url: &str, label: &str) {
         ),
     )
     .unwrap();
-    let mut command = Command::new(release("brokerd"));
-    command.arg("--config").arg(&brokerd_config);
-    let (brokerd, _) = start_until(command, &brokerd_socket);
     let mut command = Command::new(release("loopd"));
     command.arg("--config").arg(&loopd_config);
     let (loopd, _) = start_until(command, &loopd_socket);
@@ -103,7 +93,6 @@ fn measure(dir: &Path, llama_url: &str, label: &str) {
         call_bytes(llama_url),
     );
     stop(loopd);
-    stop(brokerd);
 }
 
 /// The body bytes of every chat request fakellama at `llama_url` recorded (as compact JSON,
