@@ -258,7 +258,8 @@ pub struct OwnerReply {
 }
 
 /// Where a turn's calls wait for the owner: the list the API shows and answers from, and the
-/// main slot the turn gives back while it waits (so other sessions' turns run meanwhile).
+/// main slot the turn gives back while it waits, for the owner or for brokerd's answer to a
+/// call (so other sessions' turns run meanwhile).
 pub trait Owner: Sync {
     /// Lists `asked` for the owner; the answer comes on the receiver. `Err(why)`: nobody can
     /// answer it here, and the call is not run.
@@ -268,7 +269,8 @@ pub trait Owner: Sync {
     /// stop). `false`: an answer took it first, and is in its receiver.
     fn withdraw(&self, id: &ApprovalId) -> bool;
 
-    /// Gives back the main slot the turn holds, for as long as it waits.
+    /// Gives back the main slot the turn holds, for as long as it waits (for the owner, or
+    /// for a call's result).
     fn release_slot(&self);
 
     /// Takes the main slot again, if the turn gave it back, before the turn goes on: after

@@ -82,32 +82,26 @@ fn notifications(stack: &Stack) -> NotificationList {
 
 #[test]
 fn an_approved_call_runs_while_another_session_holds_the_slot_and_a_kill_then_loses_nothing() {
-    let (port, fetches) = silent_page_server();
     let dir = tempfile::tempdir().unwrap();
     let out = out_dir(dir.path());
     let a = out.join("a.txt");
-    let grants = format!(
-        "[[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\napprove = \"always\"\n{}",
-        loopback_fetch_grant(port)
-    );
+    let grants =
+        format!("[[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\napprove = \"always\"\n");
     let _brokerd = start_brokerd(dir.path(), &grants);
-    let steps = [
-        ("user", "note A", write(&a, "A")),
-        (
-            "user",
-            "hold",
-            fetch(&format!("http://127.0.0.1:{port}/slow")),
-        ),
-    ];
+    // The busy session's model call is answered only after the test is over: its turn holds
+    // the one main slot until loopd is killed (a turn gives its slot back in a tool call, so
+    // only a model call holds it).
+    let slow = format!("{}\ndelay_ms = {}", reply("Held."), 10 * WAIT_MS);
+    let steps = [("user", "note A", write(&a, "A")), ("user", "hold", slow)];
     let mut stack = stack_with_brokerd(dir.path(), &steps, "");
     let asking = stack.spawn_boxctl(&["task", "--session", "ask", &saving_into("note A", &out)]);
     let asked = wait_for_approval(&stack, "ask");
-    // Another session's turn takes the one main slot "ask" gave back, and keeps it: its fetch
-    // is never answered.
+    // Another session's turn takes the one main slot "ask" gave back: its user record is
+    // written once it holds the slot, which it keeps in its model call.
     let busy = stack.spawn_boxctl(&["task", "--session", "busy", "hold the slot"]);
-    let held = fetches
-        .recv_timeout(Duration::from_millis(WAIT_MS))
-        .expect("the busy session's fetch started");
+    until("the busy session's turn holds the slot", || {
+        has_user_record(&stack, "busy")
+    });
     answer(&stack, &["approve", asked.id.as_str()]);
     // Before issue 33 the approved call waited here for the slot, and a kill lost it.
     until("the approved write ran while the slot was held", || {
@@ -116,6 +110,11 @@ fn an_approved_call_runs_while_another_session_holds_the_slot_and_a_kill_then_lo
     until("its result is in the log", || {
         outcomes(&records(&stack, "ask")) == [ToolOutcome::Ok]
     });
+    assert_eq!(
+        end_of(&records(&stack, "busy"), 1),
+        None,
+        "busy still holds the slot"
+    );
 
     kill_and_restart_loopd(&mut stack, dir.path());
     let (code, _) = finish(asking);
@@ -143,7 +142,16 @@ fn an_approved_call_runs_while_another_session_holds_the_slot_and_a_kill_then_lo
         "nothing to tell of the call that ran"
     );
     assert!(pending(&stack).is_empty());
-    drop(held);
+}
+
+/// Whether session `session` of `stack` exists and holds a user record.
+fn has_user_record(stack: &Stack, session: &str) -> bool {
+    let store = loopd::session::Store::new(&stack.dir.path().join("state")).unwrap();
+    let id = bxcore::SessionId::new(session).unwrap();
+    store.exists(&id)
+        && store
+            .read(&id)
+            .is_ok_and(|log| log.iter().any(|r| matches!(r, LogRecord::User { .. })))
 }
 
 #[test]

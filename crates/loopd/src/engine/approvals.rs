@@ -7,16 +7,18 @@
 //! another session's turn runs meanwhile (and can wait for the owner too), and takes it again
 //! before the turn goes on.
 
+use super::pool::Ready;
 use crate::api::ApiFailure;
 use crate::blocking::{Blocking, OnRuntimeThread};
 use crate::runtime::{Owner, OwnerReply, Stop};
 use bxcore::ApprovalId;
 use proto::api::{ApprovalAnswer, ApprovalAnswered, ApprovalList, PendingApproval};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 /// The most calls that wait for the owner at once, across sessions; a call asked beyond it is
-/// void at once (each one holds a turn worker while it waits, so few ever do).
+/// void at once.
 pub const MAX_WAITING_APPROVALS: usize = 64;
 
 /// One call waiting, and the way to its turn.
@@ -144,6 +146,11 @@ pub(crate) struct TurnOwner<'a> {
     /// Run once the slot is taken again after a wait: another session may have used it
     /// meanwhile, so the turn's cache is brought back (`kv`).
     rewarm: Option<Box<dyn Fn() + Send + Sync + 'a>>,
+    /// The pool whose worker runs the turn: told while the turn has its slot given back (it
+    /// waits for brokerd or the owner), so that it holds no worker meanwhile (`pool`).
+    workers: Option<Arc<Ready>>,
+    /// Whether the turn's worker is parked now.
+    parked: AtomicBool,
 }
 
 impl<'a> TurnOwner<'a> {
@@ -151,6 +158,28 @@ impl<'a> TurnOwner<'a> {
     pub(crate) fn with_rewarm(mut self, rewarm: impl Fn() + Send + Sync + 'a) -> TurnOwner<'a> {
         self.rewarm = Some(Box::new(rewarm));
         self
+    }
+
+    /// This owner, parking its worker in `workers` while the turn gives its slot back.
+    pub(super) fn parking_in(mut self, workers: Arc<Ready>) -> TurnOwner<'a> {
+        self.workers = Some(workers);
+        self
+    }
+
+    fn park(&self) {
+        if let Some(workers) = &self.workers
+            && !self.parked.swap(true, Ordering::SeqCst)
+        {
+            workers.park();
+        }
+    }
+
+    fn unpark(&self) {
+        if let Some(workers) = &self.workers
+            && self.parked.swap(false, Ordering::SeqCst)
+        {
+            workers.unpark();
+        }
     }
 
     /// The owner of a turn that holds `permit` of `slots` and is stopped by `stop`;
@@ -171,6 +200,8 @@ impl<'a> TurnOwner<'a> {
             stop,
             unattended,
             rewarm: None,
+            workers: None,
+            parked: AtomicBool::new(false),
         }
     }
 
@@ -190,6 +221,7 @@ impl Owner for TurnOwner<'_> {
 
     fn release_slot(&self) {
         drop(self.permit().take());
+        self.park();
     }
 
     fn unattended(&self) -> bool {
@@ -197,6 +229,7 @@ impl Owner for TurnOwner<'_> {
     }
 
     fn retake_slot(&self) -> bool {
+        self.unpark();
         if self.permit().is_some() {
             return true;
         }
@@ -222,5 +255,12 @@ impl Owner for TurnOwner<'_> {
                 false
             }
         }
+    }
+}
+
+impl Drop for TurnOwner<'_> {
+    fn drop(&mut self) {
+        // A turn that ended while parked: its worker is at work again.
+        self.unpark();
     }
 }

@@ -204,7 +204,8 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         stop.clone(),
         pending.unattended,
     )
-    .with_rewarm(|| warm_up(parts, &place, &lease, occupant.clone()));
+    .with_rewarm(|| warm_up(parts, &place, &lease, occupant.clone()))
+    .parking_in(Arc::clone(&inner.ready));
     let models = parts.models.targets(&lease.target);
     let rt = runtime(parts, &models, &registry, &owner, &meter);
     warm_up(parts, &place, &lease, occupant.clone());

@@ -66,6 +66,9 @@ pub fn run_call(
                 }),
                 approval: None,
             };
+            // The model waits for brokerd: its main slot is given back meanwhile, so another
+            // session's turn runs on it (issue 36), and taken again once the result is durable.
+            rt.owner.release_slot();
             match rt.port.call_until(&request, stop.token()) {
                 ToolResponse::Ask { approval } => {
                     super::approval::ask_owner(rt, session, request, approval, stop, on_event)

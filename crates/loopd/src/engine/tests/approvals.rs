@@ -18,9 +18,18 @@ use std::time::{Duration, Instant};
 /// The longest a test waits for anything, in milliseconds.
 const WAIT_MS: u64 = 20_000;
 
+/// How long the model takes to answer a task with "slow", in milliseconds.
+const SLOW_MS: u64 = 10_000;
+
 /// A task with "save" calls `echo` through `call_tool`, one with "hold" calls it with
-/// `HELD_ARGUMENTS` (which runs until the test lets it end); anything else is answered "done".
+/// `HELD_ARGUMENTS` (which runs until the test lets it end), one with "slow" is answered "done"
+/// after [`SLOW_MS`]; anything else is answered "done" at once.
 const SCRIPT: &str = r#"default_reply = "done"
+[[rule]]
+when_role = "user"
+when_contains = "slow"
+reply = "done"
+delay_ms = 10000
 [[rule]]
 when_role = "user"
 when_contains = "save"
@@ -350,14 +359,9 @@ fn an_approved_call_runs_and_is_recorded_while_another_session_holds_the_main_sl
     let bed = Bed::new();
     let mut a = bed.submit("a", "save a note");
     let asked = bed.asked(&mut a);
-    // b's turn takes the one main slot a gave back, and holds it in a call that goes on.
-    let b = bed.submit("b", "hold the slot");
-    until("b's call runs", || {
-        bed.port
-            .requests()
-            .iter()
-            .any(|r| r.arguments == HELD_ARGUMENTS)
-    });
+    // b's task is acknowledged once its turn holds the one main slot a gave back; its model
+    // call then takes SLOW_MS, and the slot stays b's until it ends.
+    let mut b = bed.submit("b", "slow down");
     assert_eq!(
         bed.answer(&asked, OwnerAnswer::Approve, None, 1000),
         Ok(ApprovalDecision::Approved)
@@ -385,8 +389,60 @@ fn an_approved_call_runs_and_is_recorded_while_another_session_holds_the_main_sl
             .count()
     };
     assert_eq!(with_approval(&bed.port), 1);
-    bed.port.release_held();
+    let b_ended = std::iter::from_fn(|| b.events.try_recv().ok())
+        .any(|e| matches!(e, TurnEvent::Ended { .. }));
+    assert!(
+        !b_ended,
+        "b's model call of {SLOW_MS} ms is over: the check came too late"
+    );
     assert_eq!(bed.end_of(b), TurnEnd::Done);
     assert_eq!(bed.end_of(a), TurnEnd::Done);
     assert_eq!(with_approval(&bed.port), 1, "sent once with its approval");
+}
+
+#[test]
+fn turns_waiting_for_the_owner_hold_no_turn_worker() {
+    // Issue 36: a turn waiting for the owner held its worker thread, so as many waiting turns
+    // as the pool had workers stopped every other session's tasks.
+    let bed = Bed::new();
+    let workers = crate::engine::pool::turn_workers(&Config::default());
+    let mut waiting = Vec::new();
+    for n in 0..=workers {
+        let mut submitted = bed.submit(&format!("w{n}"), "save a note");
+        let asked = bed.asked(&mut submitted);
+        waiting.push((submitted, asked));
+    }
+    // More turns wait than the pool has workers, and another session's task still runs.
+    let other = bed.submit("other", "hello");
+    assert_eq!(bed.end_of(other), TurnEnd::Done);
+    for (submitted, asked) in waiting {
+        assert_eq!(
+            bed.answer(&asked, OwnerAnswer::Approve, None, 1000),
+            Ok(ApprovalDecision::Approved)
+        );
+        assert_eq!(bed.end_of(submitted), TurnEnd::Done);
+    }
+    // The threads started in the waiting turns' places end once they are not needed.
+    let ready = &bed.engine.inner.ready;
+    until("the pool is back to its workers", || {
+        ready.alive() == workers
+    });
+}
+
+#[test]
+fn a_turn_whose_tool_call_runs_gives_the_main_slot_to_another_session() {
+    // Issue 36: a turn held its main slot while brokerd ran its call, so a long call (a fetch,
+    // an `exec`) stopped every other session on that slot.
+    let bed = Bed::new();
+    let a = bed.submit("a", "hold the slot");
+    until("a's call runs", || {
+        bed.port
+            .requests()
+            .iter()
+            .any(|r| r.arguments == HELD_ARGUMENTS)
+    });
+    let b = bed.submit("b", "hello");
+    assert_eq!(bed.end_of(b), TurnEnd::Done);
+    bed.port.release_held();
+    assert_eq!(bed.end_of(a), TurnEnd::Done);
 }
