@@ -270,6 +270,12 @@ pub fn label_words(class: DataClass, untrusted: bool) -> String {
     }
 }
 
+/// The line of an epoch's baseline: how many tools its array offers.
+fn baseline_line(epoch: u32, baseline: &serde_json::Value) -> String {
+    let tools = baseline["tools"].as_array().map_or(0, Vec::len);
+    format!("── epoch {epoch}'s baseline: the system prompt and {tools} tool(s)")
+}
+
 /// A session record as readable lines: one per record, and one per tool call an answer asked
 /// for. Reasoning is shown only when `show_reasoning`.
 pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
@@ -277,6 +283,7 @@ pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
         LogRecord::Header { session, time, .. } => {
             vec![format!("── session {session}, created {time}")]
         }
+        LogRecord::Baseline { epoch, baseline } => vec![baseline_line(*epoch, baseline)],
         LogRecord::EpochStart {
             time, epoch, carry, ..
         } => vec![format!(

@@ -9,8 +9,9 @@ use crate::{
 use serde::{Deserialize, Serialize};
 
 /// The format version written in every log's header. A reader accepts this version and any
-/// older one it knows how to read.
-pub const LOG_FORMAT_VERSION: u32 = 1;
+/// older one it knows how to read. Version 2 keeps each epoch's baseline in the log
+/// ([`LogRecord::Baseline`]); version 1 kept it in a file beside the log.
+pub const LOG_FORMAT_VERSION: u32 = 2;
 
 /// One tool call as the model asked for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -261,6 +262,16 @@ pub enum LogRecord {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The baseline of the current epoch (format version 2 on): what every prompt of the
+    /// epoch starts with, written once, at the epoch's first turn, in the same write as what
+    /// follows it. Its body is loopd's baseline (system prompt, memory, tools array, their
+    /// labels) as JSON, so this crate needs none of their types.
+    Baseline {
+        /// The epoch it belongs to.
+        epoch: u32,
+        /// The baseline.
+        baseline: serde_json::Value,
+    },
     /// A remark for people reading the log (a failed compaction, a recovery); never sent to
     /// the model.
     Note {
@@ -286,6 +297,7 @@ impl LogRecord {
             LogRecord::TurnEnd { .. } => "turn_end",
             LogRecord::ApprovalRequested { .. } => "approval_requested",
             LogRecord::ApprovalDecided { .. } => "approval_decided",
+            LogRecord::Baseline { .. } => "baseline",
             LogRecord::Note { .. } => "note",
         }
     }

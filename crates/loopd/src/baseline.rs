@@ -169,6 +169,7 @@ pub fn messages_with_carry(
             | LogRecord::TurnEnd { .. }
             | LogRecord::ApprovalRequested { .. }
             | LogRecord::ApprovalDecided { .. }
+            | LogRecord::Baseline { .. }
             | LogRecord::Note { .. } => {}
         }
     }

@@ -148,9 +148,10 @@ pub fn run(
         }
     };
     // The task is made from everything the parent had read: the child starts at the parent's
-    // context label, durably, before it reads anything itself.
+    // context label, durably, before it reads anything itself (with its task's user record,
+    // whose sync also makes the new child session: `session::create`).
     let handed_down = baseline::context_labels(parent);
-    if let Err(e) = child.append(inherited_record(parent, handed_down)) {
+    if let Err(e) = child.append_synced_with_next(inherited_record(parent, handed_down)) {
         return CallOutcome::not_run(&format!("Not run: the child session {id}: {e}"));
     }
     if let Err(e) = start_turn(&mut child, task) {

@@ -193,15 +193,19 @@ fn a_prompt_larger_than_the_slot_fails_the_turn_and_keeps_the_log() {
         !events.iter().any(|e| matches!(e, TurnEvent::Retry { .. })),
         "{out}"
     );
-    // The log reads back whole: the header, the task, a note that there was nothing to
-    // compact (the epoch holds only the request, which is larger than a slot by itself), and
-    // the failed end.
+    // The log reads back whole: the header, the task, the epoch's baseline, a note that there
+    // was nothing to compact (the epoch holds only the request, which is larger than a slot by
+    // itself), and the failed end.
     let records = records(&stack, "full");
     let kinds: Vec<&str> = records.iter().map(LogRecord::kind).collect();
-    assert_eq!(kinds, ["header", "user", "note", "turn_end"], "{records:?}");
+    assert_eq!(
+        kinds,
+        ["header", "user", "baseline", "note", "turn_end"],
+        "{records:?}"
+    );
     assert!(matches!(&records[1], LogRecord::User { content, .. } if *content == big));
     assert!(
-        matches!(&records[3], LogRecord::TurnEnd { end: TurnEnd::Failed { reason: r }, .. } if *r == reason)
+        matches!(&records[4], LogRecord::TurnEnd { end: TurnEnd::Failed { reason: r }, .. } if *r == reason)
     );
     // loopd and the server are fine: another session still gets answers.
     assert!(stack.loopd.as_mut().unwrap().exited().is_none());
@@ -357,7 +361,11 @@ fn output_that_does_not_fit_the_tool_format_fails_the_turn() {
     assert!(reason.contains("server_error"), "{reason}");
     let records = records(&stack, "bad");
     let kinds: Vec<&str> = records.iter().map(LogRecord::kind).collect();
-    assert_eq!(kinds, ["header", "user", "turn_end"], "{records:?}");
+    assert_eq!(
+        kinds,
+        ["header", "user", "baseline", "turn_end"],
+        "{records:?}"
+    );
     assert!(
         stack.loopd.as_mut().unwrap().exited().is_none(),
         "loopd died"

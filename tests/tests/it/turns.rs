@@ -64,7 +64,7 @@ fn a_plain_answer_streams_and_is_logged() {
         matches!(&records[1], LogRecord::User { content, turn: 1, .. } if content == "hi there")
     );
     assert!(
-        matches!(&records[2], LogRecord::Assistant { content, .. } if content == "Hello from the model.")
+        matches!(&records[3], LogRecord::Assistant { content, .. } if content == "Hello from the model.")
     );
     assert_eq!(ends(&records), vec![TurnEnd::Done]);
 }

@@ -202,6 +202,7 @@ fn message_lines(epoch: &[LogRecord], open_turn: Option<u64>) -> Vec<String> {
             | LogRecord::TurnEnd { .. }
             | LogRecord::ApprovalRequested { .. }
             | LogRecord::ApprovalDecided { .. }
+            | LogRecord::Baseline { .. }
             | LogRecord::Note { .. } => {}
         }
     }

@@ -118,7 +118,13 @@ mod tests {
         let store = Store::new(dir.path()).unwrap();
         let id = SessionId::new("s").unwrap();
         let idle = IdleSessions::default();
-        idle.keep(idle.open(&store, &id, true).unwrap());
+        let mut made = idle.open(&store, &id, true).unwrap();
+        made.append(bxcore::LogRecord::Note {
+            time: bxcore::Timestamp::now(),
+            text: "made".into(),
+        })
+        .unwrap();
+        idle.keep(made);
         assert!(
             matches!(store.open(&id), Err(StoreError::Busy(_))),
             "kept open"

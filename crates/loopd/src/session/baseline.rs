@@ -5,8 +5,8 @@
 //! turn.
 
 use super::StoreError;
-use super::fsync::{sync_dir, write_new_file};
-use bxcore::{Labels, Timestamp};
+use super::fsync::{Syncs, sync_dir, write_new_file};
+use bxcore::{Labels, LogRecord, Timestamp};
 use proto::ToolSchema;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -45,8 +45,13 @@ pub fn path(dir: &Path, epoch: u32) -> PathBuf {
     dir.join(format!("baseline-{epoch}.json"))
 }
 
-/// Writes `baseline` once; refuses if its file exists. The file appears whole or not at all.
-pub fn write(dir: &Path, baseline: &Baseline) -> Result<(), StoreError> {
+/// The first log format version that keeps baselines in the log (`LogRecord::Baseline`)
+/// instead of files: a session whose header says an older one goes on writing files.
+pub const IN_LOG_SINCE_VERSION: u32 = 2;
+
+/// Writes `baseline` to its file (logs older than [`IN_LOG_SINCE_VERSION`]) once; refuses if
+/// its file exists. The file appears whole or not at all.
+pub fn write(dir: &Path, baseline: &Baseline, syncs: &Syncs) -> Result<(), StoreError> {
     let target = path(dir, baseline.epoch);
     let text = serde_json::to_vec_pretty(baseline).map_err(|e| {
         StoreError::io(
@@ -54,7 +59,7 @@ pub fn write(dir: &Path, baseline: &Baseline) -> Result<(), StoreError> {
             std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         )
     })?;
-    match write_new_file(&target, &text) {
+    match write_new_file(&target, &text, syncs) {
         Err(StoreError::Io { source, .. })
             if source.kind() == std::io::ErrorKind::AlreadyExists =>
         {
@@ -65,7 +70,39 @@ pub fn write(dir: &Path, baseline: &Baseline) -> Result<(), StoreError> {
         }
         other => other,
     }?;
-    sync_dir(dir)
+    sync_dir(dir, syncs)
+}
+
+/// The baseline of epoch `epoch` in `records` (a log's, from format
+/// [`IN_LOG_SINCE_VERSION`] on), the first of them line `first_line` of `path`: its
+/// `Baseline` record, read back. A body that is not a baseline is an error naming the line.
+pub fn in_log(
+    path: &Path,
+    records: &[LogRecord],
+    first_line: usize,
+    epoch: u32,
+) -> Result<Option<Baseline>, StoreError> {
+    let found = records.iter().enumerate().find_map(|(at, r)| match r {
+        LogRecord::Baseline { epoch: e, baseline } if *e == epoch => Some((at, baseline)),
+        _ => None,
+    });
+    let Some((at, body)) = found else {
+        return Ok(None);
+    };
+    let corrupt = |why: String| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        line: (first_line + at) as u64,
+        why,
+    };
+    let baseline =
+        Baseline::deserialize(body).map_err(|e| corrupt(format!("not a baseline: {e}")))?;
+    if baseline.epoch != epoch {
+        return Err(corrupt(format!(
+            "the baseline of epoch {epoch} holds epoch {}",
+            baseline.epoch
+        )));
+    }
+    Ok(Some(baseline))
 }
 
 /// Reads epoch `epoch`'s baseline, if it was written.

@@ -1,18 +1,22 @@
 //! Making a session's directory atomically, and clearing what crashes left.
 //!
 //! A session exists once its directory holds a log. A new session's directory is made under a
-//! temporary name that is never a session id (`.creating-<id>.<pid>`), its header line is
-//! written and synced there, and only then is it renamed into place: a crash or a full disk at
-//! any step leaves either no session or a whole one, never a directory without a log (which
-//! once made an id unusable for good: "already exists" to a task, 404 to `show`).
+//! temporary name that is never a session id (`.creating-<id>.<pid>`), its log begun there
+//! with the header line ([`Unplaced`]), and the directory is put in place only by the log's
+//! first synced append (the first task's user record, or a child's inherited labels): that
+//! one `fdatasync` covers the header and the record, then the directory is synced (the log's
+//! name) and renamed into place, and the sessions directory synced (the session's name).
+//! So a crash or a full disk at any step leaves either no session or a whole one, never a
+//! directory without a log (which once made an id unusable for good: "already exists" to a
+//! task, 404 to `show`), and a session whose first task was refused is not made at all.
 //!
 //! What a crash can still leave (a half-made directory, a temporary file of a durable write,
 //! or a directory without a log made by an older loopd) is never read as a session, is
 //! cleared when the id is created, and is removed at start ([`super::Store::remove_stale`]).
 
 use super::OUTPUTS_DIR;
-use super::fsync::{is_temp_name, sync_dir};
-use super::{LOG_FILE, Session, StoreError};
+use super::fsync::{Syncs, is_temp_name, sync_dir};
+use super::{LOG_FILE, StoreError};
 use bxcore::SessionId;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -21,53 +25,75 @@ use std::path::{Path, PathBuf};
 /// `.`, so no such name is ever taken for a session.
 pub const CREATING_PREFIX: &str = ".creating-";
 
-/// Makes session `id`'s directory `dir` in `sessions_dir`, holding a durable log with its
-/// header; [`StoreError::Exists`] when the session has a log already.
-pub(super) fn make(sessions_dir: &Path, id: &SessionId, dir: &Path) -> Result<(), StoreError> {
-    if has_log(dir) {
-        return Err(StoreError::Exists(id.clone()));
+/// A new session's directory under its temporary name, until its first synced append puts it
+/// in place; removed if dropped before.
+#[derive(Debug)]
+pub(super) struct Unplaced {
+    tmp: PathBuf,
+    sessions_dir: PathBuf,
+    placed: bool,
+}
+
+impl Unplaced {
+    /// Makes the temporary directory of session `id`, whose place is `dir` in
+    /// `sessions_dir`; [`StoreError::Exists`] when the session has a log already.
+    pub fn begin(sessions_dir: &Path, id: &SessionId, dir: &Path) -> Result<Unplaced, StoreError> {
+        if has_log(dir) {
+            return Err(StoreError::Exists(id.clone()));
+        }
+        let tmp = sessions_dir.join(format!("{CREATING_PREFIX}{id}.{}", std::process::id()));
+        // Left by an earlier process of the same pid: a half-made directory of this very id.
+        match std::fs::remove_dir_all(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io(&tmp, e)),
+        }
+        std::fs::create_dir(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        Ok(Unplaced {
+            tmp,
+            sessions_dir: sessions_dir.to_path_buf(),
+            placed: false,
+        })
     }
-    let tmp = sessions_dir.join(format!("{CREATING_PREFIX}{id}.{}", std::process::id()));
-    let made = build(&tmp, id).and_then(|()| place(sessions_dir, &tmp, dir, id));
-    if made.is_err() {
-        // Nothing of a failed creation stays: the id is as it was.
-        let _ = std::fs::remove_dir_all(&tmp);
+
+    /// The directory, under its temporary name.
+    pub fn tmp(&self) -> &Path {
+        &self.tmp
     }
-    made
+
+    /// Puts the directory in place as `dir`, durably, once its log is synced: its own entries
+    /// synced, then renamed (over a directory a crash left without a log, once it is
+    /// cleared), then the sessions directory synced.
+    pub fn place(&mut self, dir: &Path, id: &SessionId, syncs: &Syncs) -> Result<(), StoreError> {
+        sync_dir(&self.tmp, syncs)?;
+        // A rename over an empty directory replaces it; over one that holds anything it fails.
+        if let Err(e) = std::fs::rename(&self.tmp, dir) {
+            if !dir.is_dir() {
+                return Err(StoreError::io(dir, e));
+            }
+            if has_log(dir) {
+                return Err(StoreError::Exists(id.clone()));
+            }
+            clear_leftover(dir)?;
+            std::fs::rename(&self.tmp, dir).map_err(|e| StoreError::io(dir, e))?;
+        }
+        self.placed = true;
+        sync_dir(&self.sessions_dir, syncs)
+    }
+}
+
+impl Drop for Unplaced {
+    fn drop(&mut self) {
+        if !self.placed {
+            // Nothing of a creation that never got its first record stays: the id is as it was.
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
 }
 
 /// Whether `dir` holds a session's log.
 pub(super) fn has_log(dir: &Path) -> bool {
     dir.join(LOG_FILE).is_file()
-}
-
-/// The new directory at `tmp`, with the header written and synced.
-fn build(tmp: &Path, id: &SessionId) -> Result<(), StoreError> {
-    // Left by an earlier process of the same pid: a half-made directory of this very id.
-    match std::fs::remove_dir_all(tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => return Err(StoreError::io(tmp, e)),
-    }
-    std::fs::create_dir(tmp).map_err(|e| StoreError::io(tmp, e))?;
-    Session::write_header(id, tmp)
-}
-
-/// Renames the made directory `tmp` to `dir` (over a directory a crash left without a log,
-/// once it is cleared), and syncs `sessions_dir` so the name is durable.
-fn place(sessions_dir: &Path, tmp: &Path, dir: &Path, id: &SessionId) -> Result<(), StoreError> {
-    // A rename over an empty directory replaces it; over one that holds anything it fails.
-    if let Err(e) = std::fs::rename(tmp, dir) {
-        if !dir.is_dir() {
-            return Err(StoreError::io(dir, e));
-        }
-        if has_log(dir) {
-            return Err(StoreError::Exists(id.clone()));
-        }
-        clear_leftover(dir)?;
-        std::fs::rename(tmp, dir).map_err(|e| StoreError::io(dir, e))?;
-    }
-    sync_dir(sessions_dir)
 }
 
 /// Removes `dir`, a session directory without a log, when it holds only loopd's temporary

@@ -44,7 +44,7 @@ pub enum StoreError {
     /// An epoch's baseline is written once and never changed.
     #[error("{path}: the baseline of epoch {epoch} was already written and never changes")]
     BaselineExists {
-        /// The baseline file.
+        /// The baseline's file, or the log that holds it.
         path: PathBuf,
         /// Its epoch.
         epoch: u32,

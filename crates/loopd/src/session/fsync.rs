@@ -4,9 +4,29 @@ use super::StoreError;
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How many syncs (`fsync`, `fdatasync`, of files and directories) a store and the sessions it
+/// opened made: what a turn costs the disk, counted for tests and benches.
+#[derive(Debug, Clone, Default)]
+pub struct Syncs(Arc<AtomicU64>);
+
+impl Syncs {
+    /// The syncs so far.
+    pub fn count(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// One more.
+    pub(super) fn one(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 /// Flushes a directory's entries (a created or renamed file's name) to disk.
-pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+pub fn sync_dir(dir: &Path, syncs: &Syncs) -> Result<(), StoreError> {
+    syncs.one();
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| StoreError::io(dir, e))
@@ -27,11 +47,12 @@ pub fn is_temp_name(name: &str) -> bool {
 /// Writes `bytes` to a new file at `target`, durably and atomically: a temporary file is
 /// written and synced, then hard-linked into place, which fails if `target` exists. The
 /// caller syncs the directory.
-pub fn write_new_file(target: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+pub fn write_new_file(target: &Path, bytes: &[u8], syncs: &Syncs) -> Result<(), StoreError> {
     let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
     let result = (|| {
         let mut file = File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
         file.write_all(bytes).map_err(|e| StoreError::io(&tmp, e))?;
+        syncs.one();
         file.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
         std::fs::hard_link(&tmp, target).map_err(|e| StoreError::io(target, e))
     })();

@@ -2,6 +2,8 @@
 
 use super::StoreError;
 use super::baseline::{self, Baseline};
+use super::create::Unplaced;
+use super::fsync::Syncs;
 use super::hold::Hold;
 use super::index::{Index, Summary};
 use super::line::{self, GENESIS_DIGEST};
@@ -56,6 +58,12 @@ pub struct Session {
     append_times: AppendTimes,
     /// The `fdatasync`s appends made since the session was opened.
     data_syncs: u64,
+    /// Every sync of the store's sessions.
+    syncs: Syncs,
+    /// The log's format version (its header's).
+    version: u32,
+    /// A new session's directory until its first synced append puts it in place.
+    unplaced: Option<Unplaced>,
 }
 
 /// What a session shares with the store that opened it.
@@ -65,6 +73,8 @@ pub(crate) struct Shared {
     pub index: Index,
     /// Where appends are timed.
     pub append_times: AppendTimes,
+    /// Where syncs are counted.
+    pub syncs: Syncs,
 }
 
 impl Session {
@@ -99,25 +109,53 @@ impl Session {
                 torn_bytes = found.torn_bytes,
                 "cutting a torn last line left by a crash mid-write"
             );
+            shared.syncs.one();
             file.set_len(found.whole_bytes)
                 .and_then(|()| file.sync_data())
                 .map_err(|e| StoreError::io(&path, e))?;
         }
-        if found.records.is_empty() {
-            return Err(StoreError::Corrupt {
-                path,
-                line: 1,
-                why: "the log has no header".to_string(),
-            });
+        let version = match found.records.first() {
+            Some(LogRecord::Header { version, .. }) => *version,
+            _ => {
+                return Err(StoreError::Corrupt {
+                    path,
+                    line: 1,
+                    why: "the log has no header".to_string(),
+                });
+            }
+        };
+        let mut session = Session::blank(id, dir, file, hold, shared, version);
+        session.len_bytes = found.whole_bytes;
+        session.last_digest = found.last_digest;
+        session.records.reserve(found.records.len());
+        for record in found.records {
+            session.note(record);
         }
-        let mut session = Session {
+        session.baseline = session.read_baseline(session.epoch)?;
+        if let Some(turn) = session.open_turn {
+            session.end_unfinished(turn)?;
+        }
+        session.note_in_index();
+        Ok(session)
+    }
+
+    /// A session with no record yet, its log `file` at `dir`, of format `version`.
+    fn blank(
+        id: SessionId,
+        dir: PathBuf,
+        file: File,
+        hold: Hold,
+        shared: Shared,
+        version: u32,
+    ) -> Session {
+        Session {
             id,
+            path: dir.join(LOG_FILE),
             dir,
-            path,
             file,
-            len_bytes: found.whole_bytes,
-            records: Vec::with_capacity(found.records.len()),
-            last_digest: found.last_digest,
+            len_bytes: 0,
+            records: Vec::new(),
+            last_digest: GENESIS_DIGEST.to_string(),
             epoch_start: 0,
             epoch: 0,
             last_turn: 0,
@@ -132,33 +170,48 @@ impl Session {
             index: shared.index,
             append_times: shared.append_times,
             data_syncs: 0,
-        };
-        for record in found.records {
-            session.note(record);
+            syncs: shared.syncs,
+            version,
+            unplaced: None,
         }
-        session.baseline = baseline::read(&session.dir, session.epoch)?;
-        if let Some(turn) = session.open_turn {
-            session.end_unfinished(turn)?;
-        }
-        session.note_in_index();
-        Ok(session)
     }
 
-    /// Writes a new log holding only its header, durably. The caller made `dir`.
-    pub(crate) fn write_header(id: &SessionId, dir: &Path) -> Result<(), StoreError> {
+    /// A new session `id`, whose place is `dir`: its log begun with the header in the
+    /// temporary directory `unplaced`, not yet synced. The first synced append makes both
+    /// durable and puts the directory in place (`create`); dropped before, it leaves nothing.
+    pub(super) fn begin(
+        id: SessionId,
+        dir: PathBuf,
+        unplaced: Unplaced,
+        hold: Hold,
+        shared: Shared,
+    ) -> Result<Session, StoreError> {
+        let path = unplaced.tmp().join(LOG_FILE);
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| StoreError::io(&path, e))?;
+        file.try_lock()
+            .map_err(|e| StoreError::io(&path, e.into()))?;
+        let mut session = Session::blank(id, dir, file, hold, shared, bxcore::LOG_FORMAT_VERSION);
+        session.unplaced = Some(unplaced);
         let header = LogRecord::Header {
             version: bxcore::LOG_FORMAT_VERSION,
-            session: id.clone(),
+            session: session.id.clone(),
             time: Timestamp::now(),
         };
-        let (text, _) =
-            line::encode(&header, 1, GENESIS_DIGEST).map_err(|e| StoreError::BadRecord {
-                session: id.clone(),
-                kind: "header",
-                why: e.to_string(),
-            })?;
-        super::fsync::write_new_file(&dir.join(LOG_FILE), text.as_bytes())?;
-        super::fsync::sync_dir(dir)
+        let (text, digest) = line::encode(&header, 1, GENESIS_DIGEST)
+            .map_err(|e| session.bad(&header, e.to_string()))?;
+        session
+            .file
+            .write_all(text.as_bytes())
+            .map_err(|e| StoreError::io(&path, e))?;
+        session.len_bytes = text.len() as u64;
+        session.last_digest = digest;
+        session.records.push(header);
+        Ok(session)
     }
 
     /// Appends `record` as one line and waits until it is on disk (`fdatasync`), with any
@@ -171,7 +224,7 @@ impl Session {
 
     /// [`Session::append`], except that the line reaches the disk with the next append's
     /// `fdatasync`, one sync for both (issue 36): for a turn's answer, whose `turn_end`
-    /// follows at once. A crash between them can lose the answer with its end, never keep
+    /// follows at once (and a child's inherited labels, whose task follows at once). A crash between them can lose the answer with its end, never keep
     /// an end without its answer, and open ends such a turn as `interrupted`, as it ends one
     /// that crashed before its answer; the owner is told a turn ended only once its end is
     /// on disk.
@@ -207,13 +260,29 @@ impl Session {
             return Err(StoreError::io(&self.path, e));
         }
         if sync {
+            self.syncs.one();
             self.append_times.observe(started.elapsed());
+            self.place()?;
         }
         self.len_bytes += text.len() as u64;
         self.last_digest = digest;
         self.note(record);
         self.note_in_index();
         Ok(seq)
+    }
+
+    /// A new session's directory put in place once its log is synced (`create`). A failure
+    /// refuses every append from now on: the session may be in place or not.
+    fn place(&mut self) -> Result<(), StoreError> {
+        let Some(unplaced) = &mut self.unplaced else {
+            return Ok(());
+        };
+        if let Err(e) = unplaced.place(&self.dir, &self.id, &self.syncs) {
+            self.poisoned = true;
+            return Err(e);
+        }
+        self.unplaced = None;
+        Ok(())
     }
 
     /// Cuts what a failed write may have left, so the next line starts clean.
@@ -251,6 +320,19 @@ impl Session {
             },
             LogRecord::TurnEnd { turn, .. } if self.open_turn != Some(*turn) => {
                 Some(format!("turn {turn} is not open"))
+            }
+            LogRecord::Baseline { .. } if self.version < baseline::IN_LOG_SINCE_VERSION => {
+                Some(format!(
+                    "a log of format {} keeps its baselines in files",
+                    self.version
+                ))
+            }
+            LogRecord::Baseline { epoch, .. } if *epoch != self.epoch => Some(format!(
+                "it is for epoch {epoch} but the session is in epoch {}",
+                self.epoch
+            )),
+            LogRecord::Baseline { epoch, .. } if self.baseline.is_some() => {
+                Some(format!("epoch {epoch} has its baseline already"))
             }
             LogRecord::EpochStart { epoch, .. } if *epoch != self.epoch + 1 => Some(format!(
                 "epoch {epoch} does not follow epoch {}",
@@ -336,12 +418,12 @@ impl Session {
     /// there, so the child is held like any session.
     pub fn store(&self) -> super::Store {
         let sessions_dir = self.dir.parent().unwrap_or(&self.dir).to_path_buf();
-        super::Store::from_parts(
-            sessions_dir,
-            self._hold.holds().clone(),
-            self.index.clone(),
-            self.append_times.clone(),
-        )
+        let shared = Shared {
+            index: self.index.clone(),
+            append_times: self.append_times.clone(),
+            syncs: self.syncs.clone(),
+        };
+        super::Store::from_parts(sessions_dir, self._hold.holds().clone(), shared)
     }
 
     /// About how many bytes of memory it holds: its log's bytes (its records, read) and its
@@ -426,6 +508,12 @@ impl Session {
 
     /// Writes the current epoch's baseline; refused if it was written before.
     pub fn write_baseline(&mut self, baseline: Baseline) -> Result<&Baseline, StoreError> {
+        if baseline.epoch == self.epoch && self.baseline.is_some() {
+            return Err(StoreError::BaselineExists {
+                path: self.path.clone(),
+                epoch: baseline.epoch,
+            });
+        }
         if baseline.epoch != self.epoch {
             return Err(StoreError::BadRecord {
                 session: self.id.clone(),
@@ -436,7 +524,24 @@ impl Session {
                 ),
             });
         }
-        baseline::write(&self.dir, &baseline)?;
+        if self.version >= baseline::IN_LOG_SINCE_VERSION {
+            let body = serde_json::to_value(&baseline).map_err(|e| StoreError::BadRecord {
+                session: self.id.clone(),
+                kind: "baseline",
+                why: e.to_string(),
+            })?;
+            // No sync of its own: nothing depends on it before the turn's next synced append
+            // (the model's answer, or the turn's end), which makes it durable too.
+            self.append_with(
+                LogRecord::Baseline {
+                    epoch: baseline.epoch,
+                    baseline: body,
+                },
+                false,
+            )?;
+        } else {
+            baseline::write(&self.dir, &baseline, &self.syncs)?;
+        }
         Ok(self.baseline.insert(baseline))
     }
 
@@ -445,9 +550,18 @@ impl Session {
         self.baseline.as_ref()
     }
 
-    /// The baseline of epoch `epoch`, if written (read from its file).
+    /// The baseline of epoch `epoch`, if written (read from the log, or from its file in a log
+    /// of format 1).
     pub fn baseline(&self, epoch: u32) -> Result<Option<Baseline>, StoreError> {
-        baseline::read(&self.dir, epoch)
+        self.read_baseline(epoch)
+    }
+
+    fn read_baseline(&self, epoch: u32) -> Result<Option<Baseline>, StoreError> {
+        if self.version >= baseline::IN_LOG_SINCE_VERSION {
+            baseline::in_log(&self.path, &self.records, 1, epoch)
+        } else {
+            baseline::read(&self.dir, epoch)
+        }
     }
 }
 

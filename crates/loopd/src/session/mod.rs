@@ -1,6 +1,6 @@
 //! The session store: one directory per session under `<state dir>/sessions/`, holding an
 //! append-only, hash-chained log (`log.jsonl`) and one baseline per epoch
-//! (`baseline-<epoch>.json`).
+//! (in the log from format 2 on; `baseline-<epoch>.json` beside a log of format 1).
 //!
 //! Invariants:
 //! - a record is on disk (`fdatasync`) before `append` returns; one appended with
@@ -33,6 +33,7 @@ mod timing;
 
 pub use baseline::{BASELINE_FORMAT_VERSION, Baseline};
 pub use error::StoreError;
+use fsync::Syncs;
 pub(crate) use fsync::{is_temp_name, replace_file};
 pub use hold::{Hold, Holds};
 pub use index::{Index, Summary};
@@ -53,6 +54,7 @@ pub struct Store {
     holds: Holds,
     index: Index,
     append_times: AppendTimes,
+    syncs: Syncs,
 }
 
 impl Store {
@@ -65,6 +67,7 @@ impl Store {
             holds: Holds::default(),
             index: Index::default(),
             append_times: AppendTimes::default(),
+            syncs: Syncs::default(),
         })
     }
 
@@ -75,20 +78,21 @@ impl Store {
         self
     }
 
-    /// The store a session in `sessions_dir` came from, sharing its holds, its index and
-    /// where its appends are timed.
-    pub(crate) fn from_parts(
-        sessions_dir: PathBuf,
-        holds: Holds,
-        index: Index,
-        append_times: AppendTimes,
-    ) -> Store {
+    /// The store a session in `sessions_dir` came from, sharing its holds, its index, where
+    /// its appends are timed and its syncs counted.
+    pub(crate) fn from_parts(sessions_dir: PathBuf, holds: Holds, shared: log::Shared) -> Store {
         Store {
             sessions_dir,
             holds,
-            index,
-            append_times,
+            index: shared.index,
+            append_times: shared.append_times,
+            syncs: shared.syncs,
         }
+    }
+
+    /// The syncs (`fsync`, `fdatasync`) this store and the sessions it opened made so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.count()
     }
 
     /// What an opened session shares with its store.
@@ -96,6 +100,7 @@ impl Store {
         log::Shared {
             index: self.index.clone(),
             append_times: self.append_times.clone(),
+            syncs: self.syncs.clone(),
         }
     }
 
@@ -104,14 +109,15 @@ impl Store {
         self.sessions_dir.join(id.as_str())
     }
 
-    /// Creates session `id` with a durable header, atomically (see [`create`]), and opens it.
-    /// A directory a crash left without a log is taken over; one that holds files loopd did
-    /// not make is [`StoreError::Orphan`].
+    /// Begins session `id` (see [`create`]): it is made, whole and durable, by its first
+    /// synced append, and made not at all if dropped before. A directory a crash left without
+    /// a log is taken over then; one that holds files loopd did not make is
+    /// [`StoreError::Orphan`].
     pub fn create(&self, id: &SessionId) -> Result<Session, StoreError> {
         let hold = self.hold(id)?;
         let dir = self.dir(id);
-        create::make(&self.sessions_dir, id, &dir)?;
-        Session::open(id.clone(), dir, hold, self.shared())
+        let unplaced = create::Unplaced::begin(&self.sessions_dir, id, &dir)?;
+        Session::begin(id.clone(), dir, unplaced, hold, self.shared())
     }
 
     /// Removes what crashes left (half-made sessions, temporary files of durable writes,

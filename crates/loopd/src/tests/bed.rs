@@ -100,6 +100,18 @@ impl Bed {
             .unwrap()
     }
 
+    /// Session `id` made with no turn: a new session is made by its first record (a note).
+    pub fn made(&self, id: &str) -> Session {
+        let mut session = self.session(id);
+        session
+            .append(LogRecord::Note {
+                time: bxcore::Timestamp::now(),
+                text: "made".into(),
+            })
+            .unwrap();
+        session
+    }
+
     /// Runs `f` with a runtime over this bed's fakellama and `n_ctx` (or [`DUE_AFTER_TURN`]).
     pub fn with_rt<T>(&self, n_ctx: u32, f: impl FnOnce(&Runtime<'_>) -> T) -> T {
         let blocking = self.fake.blocking();

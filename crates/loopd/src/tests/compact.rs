@@ -79,7 +79,12 @@ fn a_turn_past_the_threshold_compacts_into_a_new_epoch_with_joined_labels() {
     let end = bed.task(&mut session, "and now?", ROOMY_N_CTX).unwrap();
     assert_eq!(end, TurnEnd::Done);
     assert_eq!(session.current_baseline().unwrap().epoch, 1);
-    assert!(session.dir().join("baseline-1.json").is_file());
+    assert!(
+        session
+            .epoch_records()
+            .iter()
+            .any(|r| matches!(r, LogRecord::Baseline { epoch: 1, .. }))
+    );
     let messages = roles_and_contents(&main_bodies(&bed)[0]);
     assert_eq!(messages[0], ("system".into(), SYSTEM.into()));
     assert_eq!(
@@ -150,10 +155,12 @@ fn a_full_context_compacts_and_the_turn_runs_once_more_in_the_new_epoch() {
         [
             "header",
             "user",
+            "baseline",
             "assistant",
             "turn_end",
             "user",
             "epoch_start",
+            "baseline",
             "assistant",
             "turn_end"
         ],
@@ -203,8 +210,11 @@ fn a_full_context_with_nothing_else_in_the_epoch_fails_the_turn_and_keeps_every_
         "{result:?}"
     );
     assert_eq!(session.epoch(), 0);
-    assert_eq!(kinds(&session), ["header", "user", "note", "turn_end"]);
-    let Some(LogRecord::Note { text, .. }) = session.records().get(2) else {
+    assert_eq!(
+        kinds(&session),
+        ["header", "user", "baseline", "note", "turn_end"]
+    );
+    let Some(LogRecord::Note { text, .. }) = session.records().get(3) else {
         unreachable!()
     };
     assert!(text.contains("nothing to compact"), "{text}");

@@ -131,8 +131,8 @@ fn a_call_that_would_not_fit_the_slot_compacts_first() {
     );
     // The third request was logged once, in the old epoch, and re-stated in the new one.
     assert_eq!(
-        kinds(&session)[7..],
-        ["user", "epoch_start", "assistant", "turn_end"]
+        kinds(&session)[8..],
+        ["user", "epoch_start", "baseline", "assistant", "turn_end"]
     );
 }
 

@@ -54,7 +54,7 @@ fn a_compaction_asked_for_waits_for_the_running_turn_and_begins_an_epoch() {
     assert_eq!(answer.model_failure, None);
     let session = bed.session("s");
     assert_eq!(
-        kinds(&session)[4..],
+        kinds(&session)[5..],
         ["user", "assistant", "turn_end", "epoch_start"],
         "after the running turn, not in it"
     );
@@ -70,7 +70,7 @@ fn a_compaction_asked_for_waits_for_the_running_turn_and_begins_an_epoch() {
 fn a_compaction_of_nothing_or_of_no_session_says_so() {
     let bed = Bed::new(&engine_script());
     let engine = bed.engine(&Arc::new(Meter::load(&bed.cfg, system_clock()).unwrap()));
-    drop(bed.session("empty"));
+    drop(bed.made("empty"));
     let (empty, unknown) = bed.fake.rt.block_on(async {
         let empty = engine.compact(&SessionId::new("empty").unwrap()).await;
         let unknown = engine.compact(&SessionId::new("nope").unwrap()).await;

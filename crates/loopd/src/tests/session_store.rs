@@ -280,7 +280,7 @@ fn a_bad_line_in_the_middle_is_an_error_naming_file_and_line() {
 fn one_open_session_per_id() {
     let state = tempfile::tempdir().unwrap();
     let store = Store::new(state.path()).unwrap();
-    let session = store.create(&id("s")).unwrap();
+    let session = made(&store, "s");
     assert!(store.is_held(&id("s")));
     assert!(matches!(store.open(&id("s")), Err(StoreError::Busy(_))));
     // A second store (as another process would be) is kept out by the file lock.
@@ -301,8 +301,10 @@ fn create_open_and_list() {
         store.open(&id("nope")),
         Err(StoreError::NotFound(_))
     ));
-    drop(store.create(&id("b")).unwrap());
-    drop(store.open_or_create(&id("a")).unwrap());
+    drop(made(&store, "b"));
+    let mut a = store.open_or_create(&id("a")).unwrap();
+    a.append(note()).unwrap();
+    drop(a);
     assert!(matches!(store.create(&id("a")), Err(StoreError::Exists(_))));
     std::fs::create_dir(state.path().join("sessions/.junk")).unwrap();
     std::fs::create_dir(state.path().join("sessions/empty")).unwrap();
@@ -359,6 +361,20 @@ fn records_out_of_place_are_refused_and_nothing_is_written() {
     assert_eq!(store.open(&id("s")).unwrap().records().len(), len);
 }
 
+fn note() -> LogRecord {
+    LogRecord::Note {
+        time: Timestamp::now(),
+        text: "made".into(),
+    }
+}
+
+/// Session `name` made in `store` (by its first record, a note).
+fn made(store: &Store, name: &str) -> crate::session::Session {
+    let mut session = store.create(&id(name)).unwrap();
+    session.append(note()).unwrap();
+    session
+}
+
 fn baseline(epoch: u32, system: &str) -> Baseline {
     Baseline {
         version: crate::session::BASELINE_FORMAT_VERSION,
@@ -380,7 +396,7 @@ fn baseline(epoch: u32, system: &str) -> Baseline {
 fn a_baseline_is_written_once() {
     let state = tempfile::tempdir().unwrap();
     let store = Store::new(state.path()).unwrap();
-    let mut session = store.create(&id("s")).unwrap();
+    let mut session = made(&store, "s");
     assert_eq!(session.baseline(0).unwrap(), None);
     assert_eq!(session.current_baseline(), None);
     let first = baseline(0, "You are helpful.");

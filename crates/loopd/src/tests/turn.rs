@@ -32,6 +32,11 @@ impl Bed {
         }
     }
 
+    /// The syncs (files and directories) its store made so far.
+    pub(super) fn syncs(&self) -> u64 {
+        self.store.syncs()
+    }
+
     /// Runs one task on session `id` with `port`; returns the end and the events.
     pub(super) fn task(
         &self,
@@ -103,7 +108,10 @@ fn a_turn_without_tool_calls_is_done() {
         })
     ));
     let kinds: Vec<&str> = session.records().iter().map(LogRecord::kind).collect();
-    assert_eq!(kinds, ["header", "user", "assistant", "turn_end"]);
+    assert_eq!(
+        kinds,
+        ["header", "user", "baseline", "assistant", "turn_end"]
+    );
     assert!(session.current_baseline().is_some());
 }
 
@@ -361,7 +369,7 @@ fn a_full_context_fails_the_turn_and_keeps_the_log() {
     let reopened = bed.store.open(&SessionId::new("full").unwrap()).unwrap();
     let kinds: Vec<&str> = reopened.records().iter().map(LogRecord::kind).collect();
     // Nothing but the request to compact on the full context: a note says so.
-    assert_eq!(kinds, ["header", "user", "note", "turn_end"]);
+    assert_eq!(kinds, ["header", "user", "baseline", "note", "turn_end"]);
 }
 
 #[test]
@@ -456,8 +464,11 @@ fn a_cancelled_turn_keeps_what_had_streamed_and_never_replays_it() {
     .unwrap();
     assert_eq!(end, TurnEnd::Cancelled);
     let kinds: Vec<&str> = session.records().iter().map(LogRecord::kind).collect();
-    assert_eq!(kinds, ["header", "user", "partial_answer", "turn_end"]);
-    let Some(LogRecord::PartialAnswer { content, .. }) = session.records().get(2) else {
+    assert_eq!(
+        kinds,
+        ["header", "user", "baseline", "partial_answer", "turn_end"]
+    );
+    let Some(LogRecord::PartialAnswer { content, .. }) = session.records().get(3) else {
         panic!("{:?}", session.records());
     };
     assert!(

@@ -269,7 +269,7 @@ fn status_shows_today_and_the_day_budget_and_usage_knows_its_sessions() {
     bed.cfg.budgets.timezone = "Asia/Tokyo".into();
     let meter = Arc::new(Meter::load(&bed.cfg, fixed_clock()).unwrap());
     let engine = bed.engine(&meter);
-    drop(bed.session("idle"));
+    drop(bed.made("idle"));
     let status = bed.fake.rt.block_on(async {
         run_task(&engine, "a", "hello").await;
         let status = engine.status().await;

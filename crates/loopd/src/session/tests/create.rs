@@ -22,6 +22,20 @@ fn store() -> (tempfile::TempDir, Store, PathBuf) {
 /// The first bytes of a header line: what a crash mid-write of the first line leaves.
 const TORN_HEADER: &[u8] = b"{\"type\":\"header\",\"version\":1,\"ses";
 
+/// Session `s` made in `store`: begun, and put in place by its first record (a note).
+fn made(store: &Store, s: &str) -> crate::session::Session {
+    let mut session = store.create(&id(s)).unwrap();
+    session.append(note()).unwrap();
+    session
+}
+
+fn note() -> LogRecord {
+    LogRecord::Note {
+        time: bxcore::Timestamp::now(),
+        text: "made".into(),
+    }
+}
+
 fn write(path: &Path, bytes: &[u8]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, bytes).unwrap();
@@ -36,13 +50,14 @@ fn a_directory_left_without_a_log_does_not_make_the_id_unusable() {
     assert!(!store.exists(&id("x")));
     assert!(store.list().unwrap().is_empty());
 
-    let session = store.open_or_create(&id("x")).unwrap();
+    let mut session = store.open_or_create(&id("x")).unwrap();
     assert!(matches!(session.records(), [LogRecord::Header { .. }]));
+    session.append(note()).unwrap();
     drop(session);
     assert_eq!(store.list().unwrap(), vec![id("x")]);
     assert!(matches!(
         store.read(&id("x")).unwrap().as_slice(),
-        [LogRecord::Header { .. }]
+        [LogRecord::Header { .. }, LogRecord::Note { .. }]
     ));
     assert!(
         !sessions.join("x").join("log.tmp.4242").exists(),
@@ -61,16 +76,54 @@ fn an_empty_directory_left_by_a_crash_does_not_make_the_id_unusable() {
 #[test]
 fn a_session_that_exists_is_never_created_again() {
     let (_state, store, _sessions) = store();
-    drop(store.create(&id("a")).unwrap());
+    drop(made(&store, "a"));
     assert!(matches!(store.create(&id("a")), Err(StoreError::Exists(_))));
-    assert_eq!(store.read(&id("a")).unwrap().len(), 1);
+    assert_eq!(store.read(&id("a")).unwrap().len(), 2);
+}
+
+#[test]
+fn a_session_dropped_before_its_first_record_is_not_made() {
+    // A task refused before its user record (a spent budget, a task id run before) leaves no
+    // session, and nothing of one on disk.
+    let (_state, store, sessions) = store();
+    let session = store.create(&id("n")).unwrap();
+    assert!(matches!(session.records(), [LogRecord::Header { .. }]));
+    assert!(!store.exists(&id("n")), "not before its first record");
+    drop(session);
+    assert!(!store.exists(&id("n")));
+    assert!(store.list().unwrap().is_empty());
+    let left: Vec<_> = std::fs::read_dir(&sessions).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    // The id is free: made now, it is whole.
+    drop(made(&store, "n"));
+    assert_eq!(store.read(&id("n")).unwrap().len(), 2);
+}
+
+#[test]
+fn a_new_session_is_made_by_its_first_record_in_one_file_sync_and_two_directory_syncs() {
+    // Issue 36: a new session cost a synced header file, its directory, the sessions
+    // directory, then its first record's sync. The header now reaches the disk with the
+    // first record; then the session's directory (the log's name) and the sessions
+    // directory (the session's name) are synced, and nothing less is durable.
+    let (_state, store, _sessions) = store();
+    let before = store.syncs();
+    drop(made(&store, "s"));
+    assert_eq!(store.syncs() - before, 3);
+    assert!(store.exists(&id("s")));
 }
 
 #[test]
 fn a_directory_without_a_log_holding_files_loopd_did_not_make_is_refused_and_left_alone() {
     let (_state, store, sessions) = store();
     write(&sessions.join("y").join("notes.txt"), b"mine");
-    let err = store.open_or_create(&id("y")).unwrap_err().to_string();
+    // Found when the session is put in place, at its first record, which is refused.
+    let mut session = store.open_or_create(&id("y")).unwrap();
+    let err = session.append(note()).unwrap_err().to_string();
+    assert!(matches!(
+        session.append(note()),
+        Err(StoreError::Poisoned(_))
+    ));
+    drop(session);
     assert!(
         err.contains(&sessions.join("y").display().to_string()),
         "{err}"
@@ -98,7 +151,7 @@ fn a_session_being_made_is_never_listed_nor_read() {
 #[test]
 fn stale_temporary_files_and_half_made_sessions_are_removed_at_start() {
     let (_state, store, sessions) = store();
-    drop(store.create(&id("w")).unwrap());
+    drop(made(&store, "w"));
     let w = sessions.join("w");
     let stale = [
         sessions.join("x").join("log.tmp.4242"),
@@ -132,5 +185,5 @@ fn stale_temporary_files_and_half_made_sessions_are_removed_at_start() {
     }
     assert_eq!(removed.len(), 5, "{removed:?}");
     // The session beside them is whole.
-    assert_eq!(store.open(&id("w")).unwrap().records().len(), 1);
+    assert_eq!(store.open(&id("w")).unwrap().records().len(), 2);
 }

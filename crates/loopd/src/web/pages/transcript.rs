@@ -179,6 +179,9 @@ fn record_item(record: &LogRecord) -> Markup {
                 @if let Some(reason) = reason { " (" (reason) ")" }
             }
         },
+        LogRecord::Baseline { epoch, .. } => html! {
+            li.record.note { "Epoch " (epoch) "'s system prompt and tools" }
+        },
         LogRecord::Note { text, .. } => html! { li.record.note { (text) } },
     }
 }
