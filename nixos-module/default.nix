@@ -1,5 +1,5 @@
 # services.boxmaker: the boxmaker appliance. One systemd unit runs boxd, which starts
-# llama-server, then brokerd, then loopd, each once the one before is ready, with configs
+# llama-server, then brokerd and loopd together (loopd waits for brokerd itself), with configs
 # rendered into the store, checked with `--check-config` at build time and pinned by sha256 in
 # boxd's config. Reference: docs/operations.md, docs/config.md.
 #
@@ -158,6 +158,9 @@ let
         # (llama.health_wait_ms) before it opens its socket, so it gets the load's time too.
         start_timeout_ms = llamaStartMs + 30000;
         stop_grace_ms = 30000;
+        # Started beside brokerd, not once brokerd is ready: loopd waits for brokerd's answer
+        # itself (up to 5 s), and for the model's load.
+        with_previous = true;
       }
     ];
   };

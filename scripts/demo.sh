@@ -228,6 +228,8 @@ config_sha256 = "$(sha256 "$dev/loopd.toml")"
 ready = { socket = "$run/loopd.sock" }
 # loopd opens its socket once the model is loaded: seconds here, minutes for a big model.
 start_timeout_ms = 300000
+# Started beside brokerd: loopd waits for brokerd's answer itself.
+with_previous = true
 stop_grace_ms = 30000
 TOML
 

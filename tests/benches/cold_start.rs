@@ -1,7 +1,7 @@
 //! Cold start (issue 36): how long each daemon takes from its start until its socket accepts,
-//! and a cold one-shot: with fakellama already up, brokerd and then loopd started (as boxd
-//! does, each once the one before answers), one text task through `boxctl task`, and both
-//! stopped with SIGTERM and waited for. brokerd is measured twice: with no grant of `exec`
+//! and a cold one-shot: with fakellama already up, brokerd and loopd started (one after the
+//! other, as boxd did; and together, as boxd does with `with_previous` on loopd), one text
+//! task through `boxctl task`, and both stopped with SIGTERM and waited for. brokerd is measured twice: with no grant of `exec`
 //! (the shipped config; no sandbox probe) and with one (the probe's two trial sandboxes).
 //!
 //! Sockets are polled every `support::POLL_US` µs, so a figure is at most that late. The resident
@@ -23,7 +23,10 @@ use e2e::workspace_root;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{boxctl_task, fakellama, release, report, report_kib, rss_kib, start_until, stop};
+use support::{
+    boxctl_task, fakellama, release, report, report_kib, rss_kib, spawn_quiet, start_until, stop,
+    wait_serving,
+};
 
 /// Runs of each measure, after one of warm-up (page cache, the shim's copy).
 const RUNS: usize = 30;
@@ -111,13 +114,28 @@ struct OneShot {
     rss_kib: (u64, u64),
 }
 
-/// One cold one-shot: brokerd, then loopd, one task, both stopped.
-fn one_shot(llama_url: &str) -> OneShot {
+/// How a one-shot starts its daemons.
+#[derive(Clone, Copy)]
+enum Order {
+    /// loopd once brokerd's socket accepts (boxd before `with_previous`).
+    OneAfterTheOther,
+    /// Both at once (boxd with `with_previous` on loopd, as the shipped layouts have it):
+    /// loopd waits for brokerd's answer itself.
+    Together,
+}
+
+/// One cold one-shot: brokerd and loopd started in `order`, one task, both stopped.
+fn one_shot(llama_url: &str, order: Order) -> OneShot {
     let dir = tempfile::tempdir().unwrap();
     let layout = Layout::new(dir.path(), GRANTS, llama_url);
     let started = Instant::now();
-    let (brokerd, _) = start_until(layout.brokerd(), &layout.brokerd_socket);
+    let mut brokerd = spawn_quiet(layout.brokerd(), &layout.brokerd_socket);
+    if let Order::OneAfterTheOther = order {
+        wait_serving(&mut brokerd, &layout.brokerd_socket, started);
+    }
     let (loopd, loopd_took) = start_until(layout.loopd(), &layout.loopd_socket);
+    // At once, since loopd serves only once brokerd has answered.
+    wait_serving(&mut brokerd, &layout.brokerd_socket, started);
     boxctl_task(&layout.loopd_socket, &["hello"]);
     let stopping = Instant::now();
     let rss_kib = (rss_kib(brokerd.id()), rss_kib(loopd.id()));
@@ -143,14 +161,25 @@ fn main() {
         "brokerd start to socket, exec granted (sandbox probe)",
         brokerd_starts(GRANTS_WITH_EXEC, &llama_url),
     );
-    let runs: Vec<OneShot> = (0..=RUNS).map(|_| one_shot(&llama_url)).skip(1).collect();
+    let runs: Vec<OneShot> = (0..=RUNS)
+        .map(|_| one_shot(&llama_url, Order::OneAfterTheOther))
+        .skip(1)
+        .collect();
     report(
         "loopd start to socket (brokerd up)",
         runs.iter().map(|r| r.loopd_start).collect(),
     );
     report(
-        "cold one-shot: brokerd, loopd, one task, both stopped",
+        "cold one-shot: brokerd, then loopd, one task, both stopped",
         runs.iter().map(|r| r.whole).collect(),
+    );
+    let together: Vec<OneShot> = (0..=RUNS)
+        .map(|_| one_shot(&llama_url, Order::Together))
+        .skip(1)
+        .collect();
+    report(
+        "cold one-shot: brokerd and loopd together, one task, both stopped",
+        together.iter().map(|r| r.whole).collect(),
     );
     report_kib(
         "brokerd RSS after one task",

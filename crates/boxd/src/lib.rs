@@ -1,7 +1,8 @@
 //! boxd, boxmaker's supervisor.
 //!
 //! It starts llama-server, brokerd and loopd in the order of its [`config`], each once the one
-//! before is ready and only with a config file matching its pinned sha256 ([`pin`]); tells
+//! before is ready (or with it, when the child has `with_previous`) and only with a config
+//! file matching its pinned sha256 ([`pin`]); tells
 //! systemd when all are ready ([`notify`]); restarts a child that dies, with backoff, and gives
 //! up when one dies too often; and on SIGTERM or SIGINT stops them in reverse order
 //! ([`supervisor`], [`daemon`]). Its children die with it, however it dies ([`exec_child`]),

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 /// boxd, boxmaker's supervisor.
 ///
-/// boxd starts llama-server, brokerd and loopd, each once the one before is ready and only
-/// with a config file matching its pinned sha256; restarts a child that dies, with backoff;
+/// boxd starts llama-server, brokerd and loopd, each once the one before is ready (or with it:
+/// `with_previous`) and only with a config file matching its pinned sha256; restarts a child that dies, with backoff;
 /// tells systemd when all are ready; and on SIGTERM or SIGINT stops them in reverse order.
 /// `boxd --config FILE` runs until a signal (exit 0) or a failure (exit 1);
 /// `boxd --check-config FILE` prints the resolved config as TOML (exit 0) or every problem

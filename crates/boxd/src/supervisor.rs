@@ -1,8 +1,8 @@
-//! The supervisor: start the children in order, each once the one before is ready; tell
-//! systemd; restart a child that dies, with backoff, until it dies too often; stop them all in
-//! reverse order.
+//! The supervisor: start the children in order, each once the one before is ready (or with it,
+//! `with_previous`); tell systemd; restart a child that dies, with backoff, until it dies too
+//! often; stop them all in reverse order.
 
-use crate::config::Config;
+use crate::config::{Child, Config};
 use crate::error::Error;
 use crate::leftovers::RuntimeDir;
 use crate::metrics::Metrics;
@@ -72,11 +72,13 @@ struct Supervisor {
 impl Supervisor {
     async fn supervise(&mut self) -> Result<(), Error> {
         let _watchdog = self.watchdog();
-        for i in 0..self.cfg.children.len() {
-            match self.start(i).await? {
-                Started::Ready(r) => self.running[i] = Some(r),
-                Started::Stopping => return Ok(()),
+        let mut first = 0;
+        while first < self.cfg.children.len() {
+            let end = self.group_end(first);
+            if !self.start_group(first..end).await? {
+                return Ok(());
             }
+            first = end;
         }
         tracing::info!(children = self.cfg.children.len(), "all children are ready");
         self.tell_ready();
@@ -129,37 +131,48 @@ impl Supervisor {
         })))
     }
 
+    /// The end of the group of children that starts at `first`: it and those after it that
+    /// start with the one before them (`with_previous`).
+    fn group_end(&self, first: usize) -> usize {
+        let children = &self.cfg.children;
+        let mut end = first + 1;
+        while end < children.len() && children[end].with_previous {
+            end += 1;
+        }
+        end
+    }
+
+    /// Starts the children of `group` all at once, then waits until each is ready, each within
+    /// its own `start_timeout_ms` from its start. `Ok(false)` when boxd was told to stop
+    /// meanwhile. Whatever the outcome, the group's children are in `running`, where
+    /// [`Supervisor::stop_all`] finds them.
+    async fn start_group(&mut self, group: std::ops::Range<usize>) -> Result<bool, Error> {
+        let mut deadlines = Vec::with_capacity(group.len());
+        for i in group.clone() {
+            let running = self.spawn(i)?;
+            self.running[i] = Some(running);
+            deadlines.push(tokio::time::Instant::now() + self.start_timeout(i));
+        }
+        for (i, deadline) in group.zip(deadlines) {
+            let child = &self.cfg.children[i];
+            let Some(running) = self.running[i].as_mut() else {
+                continue;
+            };
+            if !wait_ready(child, running, deadline, self.stop.clone()).await? {
+                return Ok(false);
+            }
+            self.metrics.ready(i);
+            tracing::info!(child = %child.name, "ready");
+        }
+        Ok(true)
+    }
+
     /// Checks the pinned hash, starts the `i`th child and waits until it is ready.
     async fn start(&mut self, i: usize) -> Result<Started, Error> {
+        let mut running = self.spawn(i)?;
+        let deadline = tokio::time::Instant::now() + self.start_timeout(i);
         let child = &self.cfg.children[i];
-        pin::verify(child)?;
-        self.generations[i] += 1;
-        let mut running = process::spawn(
-            child,
-            i,
-            self.generations[i],
-            self.events.clone(),
-            &self.metrics,
-        )?;
-        if let Some(start_ticks) = running.start_ticks() {
-            self.runtime.add(&child.name, running.pid(), start_ticks);
-        }
-        let timeout = Duration::from_millis(child.start_timeout_ms);
-        let mut stop = self.stop.clone();
-        let mut last_check = String::from("no check finished");
-        let outcome = tokio::select! {
-            r = tokio::time::timeout(timeout, ready::wait(&child.ready, running.pid(), &mut last_check)) => match r {
-                Ok(()) => Ok(true),
-                Err(_) => Err(Error::NotReady {
-                    name: child.name.clone(),
-                    timeout_ms: child.start_timeout_ms,
-                    last_check: last_check.clone(),
-                }),
-            },
-            status = running.exited() => Err(Error::ExitedEarly { name: child.name.clone(), status }),
-            _ = stop.wait_for(|s| *s) => Ok(false),
-        };
-        match outcome {
+        match wait_ready(child, &mut running, deadline, self.stop.clone()).await {
             Ok(true) => {
                 self.metrics.ready(i);
                 tracing::info!(child = %child.name, "ready");
@@ -174,6 +187,28 @@ impl Supervisor {
                 Err(e)
             }
         }
+    }
+
+    /// Checks the pinned hash of the `i`th child and starts it.
+    fn spawn(&mut self, i: usize) -> Result<Running, Error> {
+        let child = &self.cfg.children[i];
+        pin::verify(child)?;
+        self.generations[i] += 1;
+        let running = process::spawn(
+            child,
+            i,
+            self.generations[i],
+            self.events.clone(),
+            &self.metrics,
+        )?;
+        if let Some(start_ticks) = running.start_ticks() {
+            self.runtime.add(&child.name, running.pid(), start_ticks);
+        }
+        Ok(running)
+    }
+
+    fn start_timeout(&self, i: usize) -> Duration {
+        Duration::from_millis(self.cfg.children[i].start_timeout_ms)
     }
 
     /// Restarts the child that exited, after a backoff; `Ok(false)` when boxd was told to
@@ -235,5 +270,28 @@ impl Supervisor {
                 running.stop().await;
             }
         }
+    }
+}
+
+/// Waits until `child`, started as `running`, is ready (`Ok(true)`), boxd is told to stop
+/// (`Ok(false)`), or it exits or `deadline` passes first (an error naming it).
+async fn wait_ready(
+    child: &Child,
+    running: &mut Running,
+    deadline: tokio::time::Instant,
+    mut stop: watch::Receiver<bool>,
+) -> Result<bool, Error> {
+    let mut last_check = String::from("no check finished");
+    tokio::select! {
+        r = tokio::time::timeout_at(deadline, ready::wait(&child.ready, running.pid(), &mut last_check)) => match r {
+            Ok(()) => Ok(true),
+            Err(_) => Err(Error::NotReady {
+                name: child.name.clone(),
+                timeout_ms: child.start_timeout_ms,
+                last_check: last_check.clone(),
+            }),
+        },
+        status = running.exited() => Err(Error::ExitedEarly { name: child.name.clone(), status }),
+        _ = stop.wait_for(|s| *s) => Ok(false),
     }
 }

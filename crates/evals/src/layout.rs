@@ -223,7 +223,7 @@ impl Layout {
         let brokerd_args = ["--config".to_string(), brokerd.display().to_string()];
         let loopd_args = ["--config".to_string(), loopd.display().to_string()];
         Ok(format!(
-            "notify = false\nruntime_dir = {:?}\n[restart]\nmax_restarts = 0\n[log]\nlevel = \"info\"\n\n{}\n{}\n{}",
+            "notify = false\nruntime_dir = {:?}\n[restart]\nmax_restarts = 0\n[log]\nlevel = \"info\"\n\n{}\n{}\n{}with_previous = true\n",
             self.run,
             child(name, &command, &args, &pinned, &llama_sock)?,
             child(

@@ -253,14 +253,16 @@ fn tool_port(cfg: &Config, blocking: &Blocking) -> (Arc<dyn ToolPort>, ToolSourc
     match &cfg.broker.socket {
         Some(socket) => {
             let broker = Broker::new(socket.clone(), cfg.broker.call_timeout_ms, blocking.clone());
-            match blocking.wait(broker.health()) {
+            // Started beside brokerd, loopd runs no turn and no schedule before brokerd
+            // answers, unless brokerd is missing for long.
+            match blocking.wait(broker.wait_up(crate::broker::START_WAIT_MS)) {
                 Ok(health) => tracing::info!(
                     socket = %socket.display(),
                     exec = health.exec.as_deref().unwrap_or("not reported"),
                     "brokerd answers"
                 ),
                 Err(e) => {
-                    tracing::warn!(error = %e, "brokerd does not answer yet; tool calls fail until it does")
+                    tracing::warn!(error = %e, wait_ms = crate::broker::START_WAIT_MS, "brokerd does not answer; tool calls fail until it does")
                 }
             }
             let source = ToolSource::Broker {

@@ -177,21 +177,32 @@ pub const POLL_US: u64 = 100;
 pub const LIMIT: Duration = Duration::from_secs(20);
 
 /// Starts `command` and waits until `socket` accepts; the child and how long that took.
-pub fn start_until(mut command: Command, socket: &Path) -> (Child, Duration) {
-    let _ = std::fs::remove_file(socket);
+pub fn start_until(command: Command, socket: &Path) -> (Child, Duration) {
     let started = Instant::now();
-    let mut child = command
+    let mut child = spawn_quiet(command, socket);
+    wait_serving(&mut child, socket, started);
+    (child, started.elapsed())
+}
+
+/// Starts `command` (its output dropped, `RUST_LOG=warn`), once a stale `socket` is removed.
+pub fn spawn_quiet(mut command: Command, socket: &Path) -> Child {
+    let _ = std::fs::remove_file(socket);
+    command
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Polls `socket` every `POLL_US` until it accepts; panics when `child` exits first or
+/// `LIMIT` passes from `started`.
+pub fn wait_serving(child: &mut Child, socket: &Path, started: Instant) {
     while std::os::unix::net::UnixStream::connect(socket).is_err() {
-        assert!(child.try_wait().unwrap().is_none(), "{command:?} exited");
-        assert!(started.elapsed() < LIMIT, "{command:?} did not serve");
+        assert!(child.try_wait().unwrap().is_none(), "{child:?} exited");
+        assert!(started.elapsed() < LIMIT, "{child:?} did not serve");
         std::thread::sleep(Duration::from_micros(POLL_US));
     }
-    (child, started.elapsed())
 }
 
 /// SIGTERM to `child`, and waits for it.

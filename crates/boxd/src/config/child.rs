@@ -61,8 +61,8 @@ impl<'de> Visitor<'de> for ReadyVisitor {
     }
 }
 
-/// One child daemon. Children start in the order listed, each once the one before is ready,
-/// and stop in the reverse order.
+/// One child daemon. Children start in the order listed, each once the one before is ready
+/// (or together with it: `with_previous`), and stop in the reverse order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Child {
@@ -92,6 +92,12 @@ pub struct Child {
     /// How long the child gets after SIGTERM before SIGKILL, in milliseconds.
     #[serde(default = "default_stop_grace_ms")]
     pub stop_grace_ms: u64,
+    /// Start this child at the same time as the one before it instead of once that one is
+    /// ready: for a child that copes with a late predecessor, as loopd copes with a late
+    /// brokerd. The next child without it starts once all of them are ready. Not allowed on
+    /// the first child. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_previous: bool,
 }
 
 /// Default `start_timeout_ms`: one minute.
@@ -165,5 +171,10 @@ impl Child {
             Ready::Socket(path) => p.socket_path(&key("ready.socket"), path),
         }
         p.at_least(&key("start_timeout_ms"), self.start_timeout_ms, 1);
+        p.check(
+            i > 0 || !self.with_previous,
+            key("with_previous"),
+            "the first child has no child before it to start with",
+        );
     }
 }

@@ -241,3 +241,22 @@ fn socket_and_metrics_are_optional_and_checked() {
     let found = invalid("socket = \"\"\n");
     assert_eq!(keys(&found), ["socket"]);
 }
+
+#[test]
+fn with_previous_is_refused_on_the_first_child_and_allowed_after() {
+    let child = |name: &str| {
+        format!(
+            "[[children]]\nname = \"{name}\"\ncommand = \"{name}\"\n\
+             ready = {{ socket = \"/run/{name}.sock\" }}\nwith_previous = true\n"
+        )
+    };
+    let found = invalid(&child("a"));
+    assert_eq!(keys(&found), ["children[0].with_previous"]);
+    assert!(found[0].message.contains("first child"), "{}", found[0]);
+    let two = valid(&format!(
+        "[[children]]\nname = \"z\"\ncommand = \"z\"\nready = {{ socket = \"/run/z.sock\" }}\n{}",
+        child("a")
+    ));
+    assert!(!two.children[0].with_previous);
+    assert!(two.children[1].with_previous);
+}

@@ -54,6 +54,55 @@ fn children_start_in_order_each_once_ready_and_stop_in_reverse_on_sigterm() {
 }
 
 #[test]
+fn a_child_with_previous_starts_beside_the_one_before_and_the_next_waits_for_both() {
+    let mut s = Setup::new(RESTART);
+    // a is slow to be ready; b starts with it, not after it; c waits for both.
+    s.child("a", &["--ready-after-ms", "3000"], "");
+    s.child("b", &["--ready-after-ms", "200"], "with_previous = true");
+    s.child("c", &[], "");
+    let mut boxd = s.start(&[]);
+    boxd.wait_for("c listening");
+    let ev = boxd.events();
+    assert!(
+        position(&ev, "b start") < position(&ev, "a listening"),
+        "{ev:?}"
+    );
+    assert!(
+        position(&ev, "a listening") < position(&ev, "c start"),
+        "{ev:?}"
+    );
+    assert!(
+        position(&ev, "b listening") < position(&ev, "c start"),
+        "{ev:?}"
+    );
+    boxd.signal(Signal::SIGTERM);
+    assert_eq!(boxd.wait_exit().code(), Some(0), "{}", boxd.stderr());
+    let ev = boxd.events();
+    let stops: Vec<&String> = ev.iter().filter(|e| e.ends_with(" stop")).collect();
+    assert_eq!(stops, ["c stop", "b stop", "a stop"], "{ev:?}");
+}
+
+#[test]
+fn a_child_started_with_the_one_before_that_is_not_ready_in_time_fails_boxd_and_stops_both() {
+    let mut s = Setup::new(RESTART);
+    s.child("a", &[], "");
+    s.child(
+        "b",
+        &["--ready-after-ms", "60000"],
+        "with_previous = true\nstart_timeout_ms = 300",
+    );
+    let mut boxd = s.start(&[]);
+    assert_eq!(boxd.wait_exit().code(), Some(1));
+    let err = boxd.stderr();
+    assert!(err.contains("b: not ready within 300 ms"), "{err}");
+    let ev = boxd.events();
+    assert!(position(&ev, "b stop") < position(&ev, "a stop"), "{ev:?}");
+    for pid in boxd.pids() {
+        assert!(!exists(pid), "child {pid} is still there");
+    }
+}
+
+#[test]
 fn sighup_is_ignored_and_the_children_keep_running() {
     let mut s = Setup::new(RESTART);
     s.child("a", &[], "");

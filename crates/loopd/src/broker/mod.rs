@@ -32,6 +32,11 @@ use tokio_util::sync::CancellationToken;
 pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 /// The longest a catalogue or health request may take, in milliseconds.
 pub const PROBE_TIMEOUT_MS: u64 = 5_000;
+/// How long loopd waits at its start for brokerd to answer, in milliseconds; past it loopd
+/// serves anyway, and tool calls fail until brokerd answers.
+pub const START_WAIT_MS: u64 = 5_000;
+/// The longest pause between two of those tries, in milliseconds (they start 1 ms apart).
+pub const MAX_UP_PAUSE_MS: u64 = 50;
 /// What the model is told when brokerd cannot be reached; the reason follows.
 pub const UNAVAILABLE: &str = "tool broker unavailable";
 /// What a call brokerd had not answered when its turn was stopped gets: loopd stopped
@@ -148,6 +153,27 @@ impl Broker {
             status: 200,
             message: format!("not a health answer: {e}"),
         })
+    }
+
+    /// brokerd's health answer, asked again until it answers or `wait_ms` have passed: a
+    /// brokerd started beside loopd (boxd's `with_previous`) may bind its socket a few
+    /// milliseconds after loopd asks. The last error when it never answered.
+    pub async fn wait_up(&self, wait_ms: u64) -> Result<BrokerHealth, BrokerError> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+        let mut pause_ms = 1;
+        loop {
+            let error = match self.health().await {
+                Ok(health) => return Ok(health),
+                Err(e) => e,
+            };
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(error);
+            }
+            let pause = Duration::from_millis(pause_ms).min(deadline - now);
+            tokio::time::sleep(pause).await;
+            pause_ms = (pause_ms * 2).min(MAX_UP_PAUSE_MS);
+        }
     }
 
     /// One call.

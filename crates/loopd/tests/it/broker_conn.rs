@@ -443,3 +443,38 @@ fn a_catalogue_brokerd_says_is_unchanged_is_not_sent_again() {
     assert_eq!(stand_in.requests(), 4);
     assert_eq!(stand_in.counts.unmodified.load(Ordering::SeqCst), 3);
 }
+
+#[test]
+fn at_its_start_loopd_asks_again_until_brokerd_answers() {
+    // brokerd started beside loopd (boxd's `with_previous`): its first connections close
+    // unanswered, and one health request alone fails.
+    let stand_in = StandIn::start(0, |connection, _| {
+        if connection < 3 {
+            Action::Swallow
+        } else {
+            Action::Answer
+        }
+    });
+    assert!(stand_in.rt.block_on(stand_in.broker.health()).is_err());
+    stand_in
+        .rt
+        .block_on(stand_in.broker.wait_up(WAIT_MS))
+        .unwrap();
+    assert_eq!(stand_in.connections(), 4);
+}
+
+#[test]
+fn a_brokerd_that_never_comes_up_is_given_up_after_the_wait() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::new(
+        dir.path().join("absent.sock"),
+        5_000,
+        Blocking::new(rt.handle().clone()),
+    );
+    let error = rt.block_on(broker.wait_up(20)).unwrap_err();
+    assert!(error.to_string().starts_with(UNAVAILABLE), "{error}");
+}
