@@ -8,6 +8,7 @@
 //! denied one's absence, that boxd stopped its children in reverse order and none is left, and
 //! that every session log reopens.
 
+use crate::prefix_bytes::{DEMO_PREFIX_BUDGET_BYTES, prefix_bytes};
 use e2e::real::{RealParts, heavy, one_at_a_time};
 use e2e::{bin_dir, workspace_root};
 use loopd::session::Store;
@@ -118,6 +119,17 @@ fn demo(model: &str, model_child: &str) -> String {
     let store = Store::new(&dev.path().join("state")).unwrap();
     let ids = store.list().unwrap();
     assert!(!ids.is_empty(), "no session was logged\n{context}");
+    // Every call's fixed prefix, with every file tool and exec in the array, is within budget.
+    let first_log = dev
+        .path()
+        .join("state/sessions")
+        .join(ids[0].as_str())
+        .join("log.jsonl");
+    let bytes = prefix_bytes(&std::fs::read_to_string(&first_log).unwrap());
+    assert!(
+        bytes <= DEMO_PREFIX_BUDGET_BYTES,
+        "{bytes} bytes, over {DEMO_PREFIX_BUDGET_BYTES}\n{context}"
+    );
     for id in ids {
         let session = store
             .open(&id)

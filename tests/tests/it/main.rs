@@ -21,6 +21,7 @@ mod evals;
 mod frozen_model;
 mod injection;
 mod layers;
+mod prefix_bytes;
 mod prometheus;
 mod queueing;
 mod real_compaction;

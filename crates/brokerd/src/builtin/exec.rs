@@ -65,29 +65,27 @@ const PARAMS: [Param; 4] = [
         kind: Kind::Strings,
         required: true,
         description: "The program and its arguments, e.g. [\"wc\", \"-l\", \"notes.txt\"]. \
-                      Not a shell line: no pipes, globs or variables unless this session may \
-                      run [\"sh\", \"-c\", LINE].",
+                      Not a shell line: no pipes or globs.",
     },
     Param {
         name: "cwd",
         kind: Kind::String,
         required: false,
-        description: "Absolute working directory; it must lie under a directory this \
-                      session's grant binds. Default (or empty): its first read-write \
-                      directory, else /tmp.",
+        description: "Absolute working directory under a granted one. Default (or empty): \
+                      the first read-write one.",
     },
     Param {
         name: "stdin",
         kind: Kind::String,
         required: false,
-        description: "Text fed to the program's standard input (at most 1 MiB).",
+        description: "Text for its standard input.",
     },
     Param {
         name: "timeout_ms",
         kind: Kind::Count,
         required: false,
-        description: "Stop the program after this many milliseconds (at most the grant's \
-                      limit). Default (or 0): the grant's limit.",
+        description: "Milliseconds before it is stopped, at most the grant's limit. \
+                      Default (or 0): that limit.",
     },
 ];
 
@@ -207,9 +205,8 @@ impl Tool for Exec {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: EXEC_TOOL.to_owned(),
-            description: "Run a program in a sandbox and return its exit status, wall time, \
-                          stdout and stderr (each cut at a size limit). Only the programs, \
-                          directories and network this session was granted are there."
+            description: "Run a program in a sandbox; returns its exit status, stdout and \
+                          stderr."
                 .to_owned(),
             parameters: args::schema(&PARAMS),
         }

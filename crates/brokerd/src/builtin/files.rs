@@ -48,32 +48,23 @@ const fn path_param(description: &'static str) -> Param {
     }
 }
 
-const READ_FILE_PARAMS: [Param; 1] = [path_param(
-    "Absolute path of the file to read; it must lie under a directory this session was granted.",
-)];
+const READ_FILE_PARAMS: [Param; 1] = [path_param("Absolute path of the file.")];
 
-const LIST_DIR_PARAMS: [Param; 1] = [path_param(
-    "Absolute path of the directory to list; it must lie under a directory this session was \
-     granted.",
-)];
+const LIST_DIR_PARAMS: [Param; 1] = [path_param("Absolute path of the directory.")];
 
 const WRITE_FILE_PARAMS: [Param; 3] = [
-    path_param(
-        "Absolute path of the file to write; it must lie under a directory this session was \
-         granted, and its directory must exist.",
-    ),
+    path_param("Absolute path of the file; its directory must exist."),
     Param {
         name: "content",
         kind: Kind::String,
         required: true,
-        description: "The whole new content of the file (UTF-8 text, at most 1 MiB).",
+        description: "The file's whole content (text).",
     },
     Param {
         name: "overwrite",
         kind: Kind::Bool,
         required: false,
-        description: "Replace the file if it already exists. Default false: an existing file \
-                      is left alone and the call fails.",
+        description: "Replace the file if it exists. Default: false.",
     },
 ];
 
@@ -90,11 +81,7 @@ impl Tool for ReadFile {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: "read_file".to_string(),
-            description: "Read a text file and return its contents. Bytes that are not valid \
-                          UTF-8 show as U+FFFD. A long file is cut at the result size limit \
-                          and marked truncated. Only files under the directories granted to \
-                          this session can be read."
-                .to_string(),
+            description: "Read a text file. A long one is cut and marked truncated.".to_string(),
             parameters: args::schema(&READ_FILE_PARAMS),
         }
     }
@@ -136,10 +123,8 @@ impl Tool for ListDir {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: "list_dir".to_string(),
-            description: "List a directory: one entry per line, sorted by name, \
-                          subdirectories with a trailing '/'. A very long listing is cut and \
-                          marked truncated. Only directories under those granted to this \
-                          session can be listed."
+            description: "List a directory: one entry a line, sorted; a subdirectory ends in \
+                          '/'."
                 .to_string(),
             parameters: args::schema(&LIST_DIR_PARAMS),
         }
@@ -184,10 +169,8 @@ impl Tool for WriteFile {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: "write_file".to_string(),
-            description: "Write a text file atomically: readers see either the old file or \
-                          the whole new one. Fails if the file exists, unless overwrite is \
-                          true. The file's directory must already exist. Only paths under the \
-                          directories granted to this session can be written."
+            description: "Write a text file, whole. Fails if it exists, unless overwrite is \
+                          true."
                 .to_string(),
             parameters: args::schema(&WRITE_FILE_PARAMS),
         }
