@@ -1,8 +1,9 @@
 //! Cold start (issue 36): how long each daemon takes from its start until its socket accepts,
 //! and a cold one-shot: with fakellama already up, brokerd and loopd started (one after the
 //! other, as boxd did; and together, as boxd does with `with_previous` on loopd), one text
-//! task through `boxctl task`, and both stopped with SIGTERM and waited for. brokerd is measured twice: with no grant of `exec`
-//! (the shipped config; no sandbox probe) and with one (the probe's two trial sandboxes).
+//! task through `boxctl task`, and both stopped with SIGTERM and waited for. brokerd is
+//! measured twice: with no grant of `exec` (the shipped config; no sandbox probe) and with one
+//! (the probe's two trial sandboxes).
 //!
 //! Sockets are polled every `support::POLL_US` µs, so a figure is at most that late. The resident
 //! memory of both daemons after the task (`VmRSS`) is printed too.
