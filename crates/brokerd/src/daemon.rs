@@ -14,7 +14,7 @@ use crate::policy::ApprovalTable;
 use crate::reaper::{self, Reaper};
 use crate::secrets::{CREDENTIALS_DIRECTORY, SecretConfig, SecretStore};
 use crate::server::{ServerOptions, bind_socket, serve};
-use crate::toolset::{ToolSet, ToolSource};
+use crate::toolset::{ExecProbe, ToolSet, ToolSource};
 use anyhow::Context;
 use bxsandbox::ProbeOptions;
 use std::path::PathBuf;
@@ -95,7 +95,7 @@ async fn serve_with(
     secrets: SecretStore,
     stop: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let tools = build_tools(cfg, mcp).await?;
+    let (tools, probe) = build_tools(cfg, mcp)?;
     // The pending approvals kept in the state dir: a restart while the owner decides keeps them.
     let approvals = ApprovalTable::kept_in(&cfg.approvals, &cfg.state_dir);
     let broker = Arc::new(
@@ -117,6 +117,8 @@ async fn serve_with(
     };
     let listener = bind_socket(&cfg.socket, options.allowed_gid)
         .with_context(|| format!("cannot serve on {}", cfg.socket.display()))?;
+    // Only now: the probe's trial sandboxes no longer hold back the socket (boxd's readiness).
+    let _probing = probe.map(|probe| AbortOnDropHandle::new(tokio::spawn(probe_sandbox(probe))));
     // The address bound, which `listen` on port 0 leaves to the kernel: the log says it.
     let metrics_addr = metrics_listener
         .as_ref()
@@ -161,20 +163,37 @@ async fn serve_with(
 }
 
 /// The tools this brokerd offers: the built-ins (as `cfg` sets them up), `exec` when a grant
-/// names it and the sandbox probe (once, here) finds its walls, and each `[[mcp]]`
-/// server's tools (as `<prefix>_<tool>`), which follow the servers as they restart.
-async fn build_tools(cfg: &Config, mcp: &Arc<McpServers>) -> anyhow::Result<ToolSet> {
-    let sandbox = Sandbox::for_grants(&cfg.grants, &ProbeOptions::from_env()).await;
+/// names it and the sandbox probe finds its walls (the probe is returned, to run once the
+/// socket is bound: [`probe_sandbox`]), and each `[[mcp]]` server's tools (as
+/// `<prefix>_<tool>`), which follow the servers as they restart.
+fn build_tools(
+    cfg: &Config,
+    mcp: &Arc<McpServers>,
+) -> anyhow::Result<(ToolSet, Option<Arc<ExecProbe>>)> {
+    let (mut tools, probe) = if Sandbox::needed_by(&cfg.grants) {
+        let probe = Arc::new(ExecProbe::running(&cfg.grants));
+        let tools = ToolSet::with_builtins_and_probe(cfg, Arc::clone(&probe))?;
+        (tools, Some(probe))
+    } else {
+        tracing::debug!("exec's sandbox is {NOT_PROBED}");
+        let unprobed = Sandbox::Unavailable(NOT_PROBED.to_owned());
+        (ToolSet::with_builtins_and_sandbox(cfg, unprobed)?, None)
+    };
+    tools.add_source(Arc::clone(mcp) as Arc<dyn ToolSource>);
+    Ok((tools, probe))
+}
+
+/// Probes the sandbox (after the socket is bound: brokerd answers meanwhile, its health says
+/// `exec: probing`, and a catalogue or call that needs `exec` waits) and settles `probe`.
+async fn probe_sandbox(probe: Arc<ExecProbe>) {
+    let sandbox = Sandbox::probe(&ProbeOptions::from_env()).await;
     match sandbox.unavailable() {
         None => tracing::info!(walls = %sandbox.describe(), "exec's sandbox is ready"),
-        Some(NOT_PROBED) => tracing::debug!("exec's sandbox is {NOT_PROBED}"),
         Some(why) => tracing::warn!(
             "exec is unavailable, left out of every catalogue and its calls denied: {why}"
         ),
     }
-    let mut tools = ToolSet::with_builtins_and_sandbox(cfg, sandbox)?;
-    tools.add_source(Arc::clone(mcp) as Arc<dyn ToolSource>);
-    Ok(tools)
+    probe.settle(sandbox);
 }
 
 /// Reads every secret `configs` names (`credentials`: `$CREDENTIALS_DIRECTORY`). Any that

@@ -8,12 +8,13 @@
 
 use crate::builtin;
 use crate::builtin::exec::{Exec, Sandbox};
-use crate::config::Config;
+use crate::config::{Config, EXEC_TOOL, Grant};
 use crate::tool::Tool;
 use proto::{CatalogueTool, ToolSchema};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use tokio::sync::watch;
 
 /// Tools loopd answers itself: never in a tool set (grants apply to the target tool).
 pub use proto::LOOPD_TOOLS;
@@ -53,6 +54,61 @@ impl ToolSource for crate::mcp::McpServers {
     }
 }
 
+/// The most a catalogue or an `exec` call waits for a running sandbox probe, in
+/// milliseconds; past it `exec` is still left out (nothing runs without walls). The probe
+/// takes some 10-50 ms; a hung `bwrap` ends it only at its own timeout.
+pub const PROBE_WAIT_MS: u64 = 3_000;
+
+/// `exec` while its sandbox is probed after brokerd's socket is bound: offered to no one
+/// until the probe has found walls, and then built with the grants' paths pinned as at a
+/// start ([`Exec::with_grants`]).
+pub struct ExecProbe {
+    grants: Vec<Grant>,
+    settled: watch::Sender<(Sandbox, Option<Arc<dyn Tool>>)>,
+}
+
+impl ExecProbe {
+    /// A probe not yet settled, for a brokerd with `grants`.
+    pub fn running(grants: &[Grant]) -> ExecProbe {
+        ExecProbe {
+            grants: grants.to_vec(),
+            settled: watch::channel((Sandbox::Probing, None)).0,
+        }
+    }
+
+    /// Records what the probe found: `exec` is offered from now on when it found walls.
+    pub fn settle(&self, sandbox: Sandbox) {
+        let exec = match &sandbox {
+            Sandbox::Ready(walls) => {
+                let exec: Arc<dyn Tool> = Arc::new(Exec::with_grants(walls.clone(), &self.grants));
+                Some(exec)
+            }
+            Sandbox::Unavailable(_) | Sandbox::Probing => None,
+        };
+        self.settled.send_replace((sandbox, exec));
+    }
+
+    /// The sandbox now ([`Sandbox::Probing`] until it settles).
+    pub fn sandbox(&self) -> Sandbox {
+        self.settled.borrow().0.clone()
+    }
+
+    /// `exec`, once the probe found walls.
+    fn exec(&self) -> Option<Arc<dyn Tool>> {
+        self.settled.borrow().1.clone()
+    }
+
+    /// Waits until the probe has settled, at most [`PROBE_WAIT_MS`].
+    pub async fn wait(&self) {
+        let mut settled = self.settled.subscribe();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_millis(PROBE_WAIT_MS),
+            settled.wait_for(|(sandbox, _)| !matches!(sandbox, Sandbox::Probing)),
+        )
+        .await;
+    }
+}
+
 /// Every tool brokerd can run, by name (so the catalogue comes out sorted).
 #[derive(Clone, Default)]
 pub struct ToolSet {
@@ -60,6 +116,8 @@ pub struct ToolSet {
     sources: Vec<Arc<dyn ToolSource>>,
     /// The sandbox `exec` runs in, or why there is none (then `exec` is not in `tools`).
     sandbox: Sandbox,
+    /// A probe that runs after the socket is bound: `exec` comes from it, not from `tools`.
+    probe: Option<Arc<ExecProbe>>,
 }
 
 impl fmt::Debug for ToolSet {
@@ -67,7 +125,7 @@ impl fmt::Debug for ToolSet {
         f.debug_struct("ToolSet")
             .field("tools", &self.tools.keys().collect::<Vec<_>>())
             .field("sources", &self.sources.len())
-            .field("sandbox", &self.sandbox.describe())
+            .field("sandbox", &self.sandbox().describe())
             .finish()
     }
 }
@@ -107,10 +165,31 @@ impl ToolSet {
         Ok(set)
     }
 
-    /// The sandbox `exec` runs in, or why it cannot be made (a set made without a probe has
-    /// none).
-    pub fn sandbox(&self) -> &Sandbox {
-        &self.sandbox
+    /// The built-in tools as `cfg` sets them up, and `exec` once `probe` finds walls (until
+    /// then it is in no catalogue, and no call of it runs).
+    pub fn with_builtins_and_probe(
+        cfg: &Config,
+        probe: Arc<ExecProbe>,
+    ) -> Result<ToolSet, ToolSetError> {
+        let mut set = ToolSet::with_builtins_from(cfg)?;
+        set.probe = Some(probe);
+        Ok(set)
+    }
+
+    /// The sandbox `exec` runs in, why it cannot be made (a set made without a probe has
+    /// none), or [`Sandbox::Probing`].
+    pub fn sandbox(&self) -> Sandbox {
+        match &self.probe {
+            Some(probe) => probe.sandbox(),
+            None => self.sandbox.clone(),
+        }
+    }
+
+    /// Waits, at most [`PROBE_WAIT_MS`], for a running probe to settle; at once without one.
+    pub async fn probed(&self) {
+        if let Some(probe) = &self.probe {
+            probe.wait().await;
+        }
     }
 
     /// Adds `tool` under the name its schema gives. MCP servers' tools join here, named
@@ -136,15 +215,29 @@ impl ToolSet {
         self.sources.push(source);
     }
 
-    /// Whether a source's tool named `name` may be offered.
+    /// Whether a source's tool named `name` may be offered (`exec` never, while a probe
+    /// holds that name).
     fn open_to_sources(&self, name: &str) -> bool {
-        !name.is_empty() && !self.tools.contains_key(name) && !LOOPD_TOOLS.contains(&name)
+        let held_by_probe = self.probe.is_some() && name == EXEC_TOOL;
+        !(name.is_empty()
+            || self.tools.contains_key(name)
+            || LOOPD_TOOLS.contains(&name)
+            || held_by_probe)
     }
 
-    /// The tool named `name` now: a fixed one, else the first source's that has it.
+    /// `exec` from the probe, once it found walls.
+    fn probed_exec(&self) -> Option<Arc<dyn Tool>> {
+        self.probe.as_ref().and_then(|probe| probe.exec())
+    }
+
+    /// The tool named `name` now: a fixed one, `exec` from the probe, else the first
+    /// source's that has it.
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
         if let Some(tool) = self.tools.get(name) {
             return Some(Arc::clone(tool));
+        }
+        if name == EXEC_TOOL && self.probe.is_some() {
+            return self.probed_exec();
         }
         if !self.open_to_sources(name) {
             return None;
@@ -160,6 +253,9 @@ impl ToolSet {
     /// Every tool now, by name.
     fn current(&self) -> BTreeMap<String, Arc<dyn Tool>> {
         let mut all = self.tools.clone();
+        if let Some(exec) = self.probed_exec() {
+            all.insert(EXEC_TOOL.to_owned(), exec);
+        }
         for source in &self.sources {
             for (name, tool) in source.tools() {
                 if self.open_to_sources(&name) {

@@ -15,6 +15,7 @@ mod run;
 pub use redact::AUTHENTICATED_NOTE;
 
 use crate::audit::{ApprovalScope, AuditEvent, AuditLog, AuditRecord};
+use crate::builtin::exec::Sandbox;
 use crate::config::{BUILTIN_TOOLS, Config, EXEC_TOOL, Grant, Limits};
 use crate::metrics::{self, Metrics};
 use crate::policy::{
@@ -23,7 +24,7 @@ use crate::policy::{
 use crate::result::refused;
 use crate::secrets::SecretStore;
 use crate::tool::{CallContext, Tool, ToolError};
-use crate::toolset::ToolSet;
+use crate::toolset::{PROBE_WAIT_MS, ToolSet};
 use bxcore::{ApprovalId, DenyReason, SessionId};
 use proto::{Catalogue, ToolRequest, ToolResponse};
 use redact::Redaction;
@@ -125,6 +126,14 @@ impl Broker {
         &self.audit
     }
 
+    /// Waits (at most `toolset::PROBE_WAIT_MS`) for a running sandbox probe when a grant lets
+    /// `session` call `exec`, so that its catalogue says whether `exec` is there.
+    pub async fn probed_for(&self, session: &SessionId) {
+        if self.grants.allows(EXEC_TOOL, session) {
+            self.tools.probed().await;
+        }
+    }
+
     /// The tools some grant lets `session` call, sorted by name, their texts redacted; a tool
     /// that carries a credential itself ([`Tool::authenticated`]), or that a grant for
     /// `session` attaches one to ([`Grant::injects_secret`]), says so ([`AUTHENTICATED_NOTE`]).
@@ -160,6 +169,11 @@ impl Broker {
     /// [`Broker::metrics`], under its tool's name only when the config names the tool.
     pub async fn call(&self, request: &ToolRequest) -> ToolResponse {
         let started = Instant::now();
+        if request.tool == EXEC_TOOL {
+            // A call that comes while the sandbox is probed waits for it (bounded); past the
+            // bound `exec` is still unknown, and the call is denied without running.
+            self.tools.probed().await;
+        }
         let tool = self.tools.get(&request.tool);
         let named = self.named_tools.contains(&request.tool);
         let label = self.metrics.tool_label(&request.tool, named);
@@ -345,10 +359,19 @@ impl Broker {
     /// For a call of `exec` denied as unknown because the sandbox cannot be made: the
     /// probe's reason, so the model and the audit log say why.
     fn unavailable_detail(&self, request: &ToolRequest, reason: DenyReason) -> Option<String> {
-        let why = self.tools.sandbox().unavailable()?;
-        (reason == DenyReason::UnknownTool && request.tool == EXEC_TOOL).then(|| {
-            format!("exec is unavailable on this box, so nothing ran: the sandbox cannot be made ({why})")
-        })
+        if reason != DenyReason::UnknownTool || request.tool != EXEC_TOOL {
+            return None;
+        }
+        match self.tools.sandbox() {
+            Sandbox::Ready(_) => None,
+            Sandbox::Unavailable(why) => Some(format!(
+                "exec is unavailable on this box, so nothing ran: the sandbox cannot be made ({why})"
+            )),
+            Sandbox::Probing => Some(format!(
+                "exec is not ready yet, so nothing ran: brokerd is still probing its sandbox \
+                 (waited {PROBE_WAIT_MS} ms); call it again later"
+            )),
+        }
     }
 
     /// Answers `response`, which ends `request` before any tool ran (a refusal, an ask, a

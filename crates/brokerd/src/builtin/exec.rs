@@ -118,6 +118,9 @@ pub enum Sandbox {
     Ready(Walls),
     /// The sandbox cannot be made; `exec` is offered to no one and its calls are denied.
     Unavailable(String),
+    /// The probe runs (started once brokerd's socket is bound): `exec` is offered to no one
+    /// yet, and nothing runs without walls.
+    Probing,
 }
 
 impl Default for Sandbox {
@@ -129,17 +132,15 @@ impl Default for Sandbox {
 
 /// Why a brokerd that no grant lets run `exec` has no sandbox: it does not probe for one.
 pub const NOT_PROBED: &str = "not probed, since no grant names exec";
+/// What health says of `exec` while the probe runs.
+pub const PROBING: &str = "probing";
 
 impl Sandbox {
-    /// The sandbox for a brokerd with `grants`: probed once ([`Sandbox::probe`]) when one of
-    /// them names `exec`, else [`NOT_PROBED`] (the probe's two trial sandboxes cost a cold
-    /// start ~11 ms that nothing could use).
-    pub async fn for_grants(grants: &[Grant], options: &ProbeOptions) -> Sandbox {
-        if grants.iter().any(|g| g.tool == EXEC_TOOL) {
-            Sandbox::probe(options).await
-        } else {
-            Sandbox::Unavailable(NOT_PROBED.to_owned())
-        }
+    /// Whether a brokerd with `grants` probes for a sandbox: only when one of them names
+    /// `exec` (the probe's two trial sandboxes cost a cold start ~11 ms that nothing else
+    /// could use); else its sandbox is [`NOT_PROBED`].
+    pub fn needed_by(grants: &[Grant]) -> bool {
+        grants.iter().any(|g| g.tool == EXEC_TOOL)
     }
 
     /// Probes once (`bxsandbox::probe`) with `options`.
@@ -150,18 +151,20 @@ impl Sandbox {
         }
     }
 
-    /// The walls for a status line: `bubblewrap + Landlock v4`, or `unavailable: REASON`.
+    /// The walls for a status line: `bubblewrap + Landlock v4`, `unavailable: REASON`, or
+    /// [`PROBING`].
     pub fn describe(&self) -> String {
         match self {
             Sandbox::Ready(walls) => walls.describe(),
             Sandbox::Unavailable(reason) => format!("unavailable: {reason}"),
+            Sandbox::Probing => PROBING.to_owned(),
         }
     }
 
-    /// Why the sandbox cannot be made, when it cannot.
+    /// Why the sandbox cannot be made, when a probe found it cannot.
     pub fn unavailable(&self) -> Option<&str> {
         match self {
-            Sandbox::Ready(_) => None,
+            Sandbox::Ready(_) | Sandbox::Probing => None,
             Sandbox::Unavailable(reason) => Some(reason),
         }
     }

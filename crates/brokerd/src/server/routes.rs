@@ -67,6 +67,7 @@ where
         }
         "/v1/catalogue" => {
             let session = session_query(request.uri().query())?;
+            broker.probed_for(&session).await;
             let catalogue = broker.catalogue(&session);
             Ok(super::catalogue::answer(&catalogue, request.headers()))
         }

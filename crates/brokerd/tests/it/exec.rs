@@ -31,6 +31,7 @@ mod lazy_probe;
 mod limits;
 mod network;
 mod output;
+mod probe_after_bind;
 mod programs;
 mod secrets;
 mod setuid;
@@ -367,4 +368,26 @@ async fn served(b: Broker, socket: &Path) -> (Vec<String>, Value) {
     server.await.unwrap();
     let names = catalogue.tools.into_iter().map(|t| t.schema.name).collect();
     (names, health)
+}
+
+/// The longest [`settled_health`] asks again, in milliseconds.
+const PROBE_SETTLE_WAIT_MS: u64 = 20_000;
+
+/// brokerd's health over `socket` once its sandbox probe has settled: asked again while it
+/// says `probing` (the probe runs after the socket is bound), at most
+/// [`PROBE_SETTLE_WAIT_MS`].
+async fn settled_health(socket: &Path) -> Value {
+    let asked = std::time::Instant::now();
+    loop {
+        let (status, health) = common::http_json(socket, Method::GET, "/v1/health", None).await;
+        assert_eq!(status, StatusCode::OK);
+        if health["exec"] != "probing" {
+            return health;
+        }
+        assert!(
+            asked.elapsed() < std::time::Duration::from_millis(PROBE_SETTLE_WAIT_MS),
+            "still probing"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
 }

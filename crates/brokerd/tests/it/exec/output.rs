@@ -103,7 +103,7 @@ async fn a_hundred_megabytes_of_output_is_capped_and_brokerds_memory_stays_flat(
     );
     std::fs::write(&config, toml).unwrap();
     let daemon = Daemon::start(&config, &socket, &tree.root.join("brokerd.log"));
-    let (_, health) = common::http_json(&socket, Method::GET, "/v1/health", None).await;
+    let health = settled_health(&socket).await;
     assert!(
         health["exec"].as_str().unwrap().starts_with("bubblewrap"),
         "{health}"
