@@ -9,11 +9,14 @@ use super::index::{Index, Summary};
 use super::line::{self, GENESIS_DIGEST};
 use super::scan::scan;
 use super::timing::AppendTimes;
-use bxcore::{ApprovalId, CallId, Labels, LogRecord, SessionId, Timestamp, Usage};
+use bxcore::{ApprovalId, Labels, LogRecord, SessionId, Timestamp};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
+
+mod baselines;
+mod view;
 
 /// The log file's name inside a session directory.
 pub const LOG_FILE: &str = "log.jsonl";
@@ -131,7 +134,7 @@ impl Session {
         for record in found.records {
             session.note(record);
         }
-        session.baseline = session.read_baseline(session.epoch)?;
+        session.baseline = session.baseline(session.epoch)?;
         if let Some(turn) = session.open_turn {
             session.end_unfinished(turn)?;
         }
@@ -390,30 +393,6 @@ impl Session {
         self.records.push(record);
     }
 
-    /// The labels this session inherited from the session that started it (public and
-    /// trusted for a session nobody started): part of its context label in every epoch.
-    pub fn inherited(&self) -> Labels {
-        self.inherited
-    }
-
-    /// The top-level session and turn this session's tool calls count against for per-turn
-    /// limits, when another session started it.
-    pub fn root_turn(&self) -> Option<(&SessionId, u64)> {
-        self.root_turn
-            .as_ref()
-            .map(|(session, turn)| (session, *turn))
-    }
-
-    /// The session's id.
-    pub fn id(&self) -> &SessionId {
-        &self.id
-    }
-
-    /// The session's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// The store this session belongs to, sharing its holds: a subagent opens its child
     /// there, so the child is held like any session.
     pub fn store(&self) -> super::Store {
@@ -440,44 +419,6 @@ impl Session {
         self.len_bytes + baseline as u64
     }
 
-    /// Every record, header first.
-    pub fn records(&self) -> &[LogRecord] {
-        &self.records
-    }
-
-    /// The records of the current epoch, from its `EpochStart` (or the header) on.
-    pub fn epoch_records(&self) -> &[LogRecord] {
-        &self.records[self.epoch_start..]
-    }
-
-    /// The current epoch's number; 0 until the first compaction.
-    pub fn epoch(&self) -> u32 {
-        self.epoch
-    }
-
-    /// The carry of the current epoch and its labels, if it is not epoch 0.
-    pub fn carry(&self) -> Option<(&str, Labels)> {
-        match self.records.get(self.epoch_start) {
-            Some(LogRecord::EpochStart {
-                carry,
-                class,
-                untrusted,
-                ..
-            }) => Some((carry.as_str(), Labels::new(*class, *untrusted))),
-            _ => None,
-        }
-    }
-
-    /// Whether a write failed: the session refuses every append until it is opened again.
-    pub fn is_poisoned(&self) -> bool {
-        self.poisoned
-    }
-
-    /// The highest turn number so far (0 for none).
-    pub fn last_turn(&self) -> u64 {
-        self.last_turn
-    }
-
     /// Tells the store's index this session's record count and last turn.
     fn note_in_index(&self) {
         let summary = Summary {
@@ -486,82 +427,6 @@ impl Session {
             open_turn: self.open_turn,
         };
         self.index.note(&self.id, summary);
-    }
-
-    /// The turn that has started and not ended, if any.
-    pub fn open_turn(&self) -> Option<u64> {
-        self.open_turn
-    }
-
-    /// The next tool call's number.
-    pub fn next_call(&self) -> CallId {
-        CallId(self.last_call + 1)
-    }
-
-    /// The usage of the last model answer in the current epoch.
-    pub fn last_usage(&self) -> Option<Usage> {
-        self.epoch_records().iter().rev().find_map(|r| match r {
-            LogRecord::Assistant { usage, .. } => *usage,
-            _ => None,
-        })
-    }
-
-    /// Writes the current epoch's baseline; refused if it was written before.
-    pub fn write_baseline(&mut self, baseline: Baseline) -> Result<&Baseline, StoreError> {
-        if baseline.epoch == self.epoch && self.baseline.is_some() {
-            return Err(StoreError::BaselineExists {
-                path: self.path.clone(),
-                epoch: baseline.epoch,
-            });
-        }
-        if baseline.epoch != self.epoch {
-            return Err(StoreError::BadRecord {
-                session: self.id.clone(),
-                kind: "baseline",
-                why: format!(
-                    "it is for epoch {} but the session is in epoch {}",
-                    baseline.epoch, self.epoch
-                ),
-            });
-        }
-        if self.version >= baseline::IN_LOG_SINCE_VERSION {
-            let body = serde_json::to_value(&baseline).map_err(|e| StoreError::BadRecord {
-                session: self.id.clone(),
-                kind: "baseline",
-                why: e.to_string(),
-            })?;
-            // No sync of its own: nothing depends on it before the turn's next synced append
-            // (the model's answer, or the turn's end), which makes it durable too.
-            self.append_with(
-                LogRecord::Baseline {
-                    epoch: baseline.epoch,
-                    baseline: body,
-                },
-                false,
-            )?;
-        } else {
-            baseline::write(&self.dir, &baseline, &self.syncs)?;
-        }
-        Ok(self.baseline.insert(baseline))
-    }
-
-    /// The current epoch's baseline, once written.
-    pub fn current_baseline(&self) -> Option<&Baseline> {
-        self.baseline.as_ref()
-    }
-
-    /// The baseline of epoch `epoch`, if written (read from the log, or from its file in a log
-    /// of format 1).
-    pub fn baseline(&self, epoch: u32) -> Result<Option<Baseline>, StoreError> {
-        self.read_baseline(epoch)
-    }
-
-    fn read_baseline(&self, epoch: u32) -> Result<Option<Baseline>, StoreError> {
-        if self.version >= baseline::IN_LOG_SINCE_VERSION {
-            baseline::in_log(&self.path, &self.records, 1, epoch)
-        } else {
-            baseline::read(&self.dir, epoch)
-        }
     }
 }
 
