@@ -24,6 +24,7 @@ mod layers;
 mod prefix_bytes;
 mod prometheus;
 mod queueing;
+mod real_client;
 mod real_compaction;
 mod real_day;
 mod real_kv;

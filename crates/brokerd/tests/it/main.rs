@@ -7,6 +7,7 @@ mod common;
 mod approvals;
 mod broker;
 mod broker_record;
+mod broker_sources;
 mod builtin_files;
 mod builtin_http_fetch;
 mod cli;
