@@ -152,6 +152,14 @@ fn one_shot(llama_url: &str, grants: &str, order: Order) -> OneShot {
     }
 }
 
+/// [`RUNS`] cold one-shots after one of warm-up.
+fn one_shots(llama_url: &str, grants: &str, order: Order) -> Vec<OneShot> {
+    (0..=RUNS)
+        .map(|_| one_shot(llama_url, grants, order))
+        .skip(1)
+        .collect()
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let (mut model, llama_url) = fakellama(dir.path());
@@ -163,10 +171,7 @@ fn main() {
         "brokerd start to socket, exec granted (sandbox probe)",
         brokerd_starts(GRANTS_WITH_EXEC, &llama_url),
     );
-    let runs: Vec<OneShot> = (0..=RUNS)
-        .map(|_| one_shot(&llama_url, GRANTS, Order::OneAfterTheOther))
-        .skip(1)
-        .collect();
+    let runs: Vec<OneShot> = one_shots(&llama_url, GRANTS, Order::OneAfterTheOther);
     report(
         "loopd start to socket (brokerd up)",
         runs.iter().map(|r| r.loopd_start).collect(),
@@ -175,19 +180,13 @@ fn main() {
         "cold one-shot: brokerd, then loopd, one task, both stopped",
         runs.iter().map(|r| r.whole).collect(),
     );
-    let together: Vec<OneShot> = (0..=RUNS)
-        .map(|_| one_shot(&llama_url, GRANTS, Order::Together))
-        .skip(1)
-        .collect();
+    let together: Vec<OneShot> = one_shots(&llama_url, GRANTS, Order::Together);
     report(
         "cold one-shot: brokerd and loopd together, one task, both stopped",
         together.iter().map(|r| r.whole).collect(),
     );
     // The first turn's catalogue waits for the sandbox probe, which runs beside both starts.
-    let with_exec: Vec<OneShot> = (0..=RUNS)
-        .map(|_| one_shot(&llama_url, GRANTS_WITH_EXEC, Order::Together))
-        .skip(1)
-        .collect();
+    let with_exec: Vec<OneShot> = one_shots(&llama_url, GRANTS_WITH_EXEC, Order::Together);
     report(
         "cold one-shot with exec granted: together, one task, both stopped",
         with_exec.iter().map(|r| r.whole).collect(),
