@@ -87,6 +87,7 @@ pub mod answer;
 mod body;
 pub mod client;
 mod closing;
+pub mod fds;
 pub mod host;
 mod io;
 pub mod listener;
@@ -135,7 +136,8 @@ pub const SLOW_PEER_QUIET_MS: u64 = 100;
 /// How many connections past the cap are waited on (for their first bytes) or answered 503
 /// at once. With all of them taken, the loop accepts no more until one is done (or room is
 /// made): new clients wait in the listen backlog rather than be refused, and the descriptors
-/// held stay bounded (`max_connections` plus this many).
+/// held stay bounded (`max_connections` plus this many). Fewer under a low open-file limit
+/// ([`fds::overload_places`]), so the daemon keeps descriptors for its own files.
 pub const MAX_OVERLOAD_ANSWERS: usize = 64;
 
 /// What a 503 at the cap says in `Retry-After`, in seconds.

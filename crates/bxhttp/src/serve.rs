@@ -11,7 +11,7 @@ use crate::malformed::{Withheld, Withhold};
 use crate::open::Open;
 use crate::{
     ACCEPT_RETRY_MS, CLOSING_ANSWER_TIMEOUT_MS, FIRST_BYTE_GRACE_MS, Handler, Limits,
-    MAX_HEAD_BYTES, MAX_HEADER_FIELDS, MAX_OVERLOAD_ANSWERS, OVERLOAD_RETRY_AFTER_S,
+    MAX_HEAD_BYTES, MAX_HEADER_FIELDS, OVERLOAD_RETRY_AFTER_S,
 };
 use http::{HeaderValue, Request, Response, StatusCode, Version, header};
 use hyper::body::Incoming;
@@ -53,7 +53,9 @@ pub async fn serve<L, H>(
     let mut open = Open::default();
     // Places for the connections past the cap: those waiting for their first bytes and the
     // 503s being answered; each holds one until it is done (or handed back to the loop).
-    let places = Arc::new(Semaphore::new(MAX_OVERLOAD_ANSWERS));
+    let places = Arc::new(Semaphore::new(crate::fds::overload_places(
+        limits.max_connections,
+    )));
     // Connections past the cap whose first bytes came, back for a second look.
     let (spoke_tx, mut spoke_rx) = mpsc::unbounded_channel::<(L::Stream, OwnedSemaphorePermit)>();
     // Whether the last connection past the cap was answered 503, to log the change once.
