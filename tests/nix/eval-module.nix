@@ -199,6 +199,14 @@ let
         && otherState.services.boxmaker.loopd.settings.state_dir == "/var/lib/box/main/loopd"))
     (check "bubblewrap on the unit's path (for brokerd's exec tool)"
       (builtins.any (p: (p.name or "") == "bubblewrap") config.systemd.services.boxmaker.path))
+    (check "loopd's allocator settings (GLIBC_TUNABLES) are the shipped config/boxd.toml's"
+      (let
+        loopdOf = toml: builtins.head (builtins.filter (ch: ch.name == "loopd") (builtins.fromTOML toml).children);
+        shipped = loopdOf (builtins.readFile ../../config/boxd.toml);
+      in (loopdOf (builtins.unsafeDiscardStringContext (renderedBoxd config))).env.GLIBC_TUNABLES == shipped.env.GLIBC_TUNABLES))
+    (check "the time zones come from the tzdata package (TZDIR), not from /etc, at run time and in the config check's build"
+      (config.systemd.services.boxmaker.environment.TZDIR == "/nix/store/00000000000000000000000000000000-tzdata/share/zoneinfo"
+        && config.services.boxmaker.configDir.env.TZDIR == config.systemd.services.boxmaker.environment.TZDIR))
     (check "slirp4netns on the unit's path (the network of an exec grant with network = true)"
       (builtins.any (p: (p.name or "") == "slirp4netns") config.systemd.services.boxmaker.path))
     (check "an exec grant: /dev/net/tun bound and allowed for slirp4netns, no other device"

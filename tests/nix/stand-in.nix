@@ -69,6 +69,7 @@ let
             after = mkOption { type = types.listOf types.str; default = [ ]; description = "After=."; };
             wants = mkOption { type = types.listOf types.str; default = [ ]; description = "Wants=."; };
             path = mkOption { type = types.listOf (types.either types.package types.str); default = [ ]; description = "Packages whose bin/ (and sbin/) are on the unit's PATH."; };
+            environment = mkOption { type = types.attrsOf types.str; default = { }; description = "Environment= of the unit."; };
             serviceConfig = mkOption {
               type = types.attrsOf (types.either unitAtom (types.listOf unitAtom));
               default = { };
@@ -117,6 +118,7 @@ let
     slirp4netns = fake "slirp4netns";
     procps = fake "procps";
     coreutils = fake "coreutils";
+    tzdata = fake "tzdata";
     # As nixpkgs' fetchurl: a fixed-output derivation, with its passthru on the result.
     fetchurl = { name, url, sha256, passthru ? { } }: fake name // { inherit url sha256; } // passthru;
     formats.toml = _: {

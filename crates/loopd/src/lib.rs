@@ -34,6 +34,7 @@ pub(crate) mod toolset;
 pub mod turn;
 pub(crate) mod untrusted;
 pub mod web;
+pub mod zone;
 
 #[cfg(test)]
 mod tests;

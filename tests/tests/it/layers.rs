@@ -18,6 +18,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
         "foundation",
         &[
             "text", "outcome", "blocking", "journal", "config", "session", "llama", "signin",
+            "zone",
         ],
     ),
     ("models", &["kv", "route"]),

@@ -2,8 +2,8 @@
 //! and what `max_generated_tokens_per_day` says once the day's tokens are spent.
 
 use crate::config::Budgets;
+use crate::zone::Zone;
 use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
-use chrono_tz::Tz;
 
 /// The day budget's config key.
 pub const MAX_GENERATED_TOKENS_PER_DAY: &str = "max_generated_tokens_per_day";
@@ -14,13 +14,13 @@ const MAX_SKIPPED_MINUTES: i64 = 180;
 const SKIP_STEP_MINUTES: i64 = 15;
 
 /// The calendar day `now` falls on in `zone`.
-pub fn day_of(zone: Tz, now: DateTime<Utc>) -> NaiveDate {
-    now.with_timezone(&zone).date_naive()
+pub fn day_of(zone: &Zone, now: DateTime<Utc>) -> NaiveDate {
+    now.with_timezone(zone).date_naive()
 }
 
 /// When the day `now` falls on in `zone` turns: the next midnight there, or, where a change
 /// of clocks skips midnight, the first local time after it that exists.
-pub fn day_turns(zone: Tz, now: DateTime<Utc>) -> DateTime<Tz> {
+pub fn day_turns(zone: &Zone, now: DateTime<Utc>) -> DateTime<Zone> {
     let today = day_of(zone, now);
     let midnight = today
         .succ_opt()
@@ -34,7 +34,7 @@ pub fn day_turns(zone: Tz, now: DateTime<Utc>) -> DateTime<Tz> {
         }
     }
     // Past the calendar's end, or a zone that skips more than any does: a day from now.
-    (now + Duration::days(1)).with_timezone(&zone)
+    (now + Duration::days(1)).with_timezone(zone)
 }
 
 /// What the day budget says when `generated_today` tokens were generated today: `None` while
@@ -42,7 +42,7 @@ pub fn day_turns(zone: Tz, now: DateTime<Utc>) -> DateTime<Tz> {
 /// day turns. A new task is refused with this (429); a running turn ends with it.
 pub fn spent(budgets: &Budgets, generated_today: u64, now: DateTime<Utc>) -> Option<String> {
     let max = budgets.max_generated_tokens_per_day?;
-    (generated_today >= max).then(|| spent_message(budgets.zone(), max, generated_today, now))
+    (generated_today >= max).then(|| spent_message(&budgets.zone(), max, generated_today, now))
 }
 
 /// The tokens the day budget still leaves when `generated_today` tokens were generated today:
@@ -55,7 +55,7 @@ pub fn left(budgets: &Budgets, generated_today: u64) -> Option<u64> {
 }
 
 /// The words of a spent day budget `max` after `generated` tokens today in `zone`.
-pub fn spent_message(zone: Tz, max: u64, generated: u64, now: DateTime<Utc>) -> String {
+pub fn spent_message(zone: &Zone, max: u64, generated: u64, now: DateTime<Utc>) -> String {
     format!(
         "{generated} tokens were generated today ({zone}) by all sessions; \
          {MAX_GENERATED_TOKENS_PER_DAY} is {max}; the day turns at {}",

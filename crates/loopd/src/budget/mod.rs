@@ -14,9 +14,9 @@ mod tests;
 
 use crate::config::{Budgets, TurnBudgets};
 use crate::llama::Completion;
+use crate::zone::Zone;
 use bxcore::{ModelTimings, Usage};
 use chrono::{NaiveDate, Utc};
-use chrono_tz::Tz;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -97,18 +97,17 @@ struct State {
     reached: Option<Reached>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Armed {
     turn: TurnBudgets,
     day: Option<DayBudget>,
-    started: Instant,
 }
 
 /// The day budget as the turn began: its day, and the tokens generated that day before it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct DayBudget {
     max: u64,
-    zone: Tz,
+    zone: Zone,
     day: NaiveDate,
     base: u64,
 }
@@ -142,18 +141,16 @@ impl Spend {
             let zone = budgets.zone();
             DayBudget {
                 max,
+                day: day::day_of(&zone, Utc::now()),
                 zone,
-                day: day::day_of(zone, Utc::now()),
                 base: generated_today,
             }
         });
-        let armed = Armed {
-            turn,
-            day,
-            started: Instant::now(),
-        };
+        let any = turn.any() || day.is_some();
+        let started = Instant::now();
+        let armed = Armed { turn, day };
         *self.lock() = State {
-            armed: (turn.any() || day.is_some()).then_some(armed),
+            armed: any.then_some(armed),
             ..State::default()
         };
         let max_ms = turn.max_turn_ms?;
@@ -162,7 +159,7 @@ impl Spend {
         Some(AbortOnDropHandle::new(runtime.spawn(async move {
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(max_ms)) => {
-                    let ran = u64::try_from(armed.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    let ran = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
                     spend.reach(MAX_TURN_MS, format!("the turn ran for {ran} ms; {MAX_TURN_MS} is {max_ms}"));
                 }
                 () = root.cancelled() => {}
@@ -196,18 +193,18 @@ impl Spend {
     pub fn tokens_left(&self, generated_today: u64) -> Option<u64> {
         let (turn_left, day_left, reached) = {
             let state = self.lock();
-            let armed = state.armed?;
+            let armed = state.armed.as_ref()?;
             let turn_left = armed
                 .turn
                 .max_generated_tokens_per_turn
                 .map(|max| (max.saturating_sub(state.generated), max));
-            let day_left = armed.day.map(|d| {
-                let today = day_total(&d, state.generated, generated_today);
+            let day_left = armed.day.as_ref().map(|d| {
+                let today = day_total(d, state.generated, generated_today);
                 (d.max.saturating_sub(today), d, today)
             });
             let reached = match (turn_left, day_left) {
                 (Some((0, max)), _) => Some(generated_reached(state.generated, max)),
-                (_, Some((0, d, today))) => Some(day_reached(&d, today)),
+                (_, Some((0, d, today))) => Some(day_reached(d, today)),
                 _ => None,
             };
             (turn_left.map(|t| t.0), day_left.map(|d| d.0), reached)
@@ -227,7 +224,7 @@ impl Spend {
             let mut state = self.lock();
             state.generated = state.generated.saturating_add(spent.generated);
             state.evaluated = state.evaluated.saturating_add(spent.evaluated);
-            let Some(armed) = state.armed else {
+            let Some(armed) = state.armed.as_ref() else {
                 return;
             };
             let over = |max: Option<u64>, figure: u64| max.filter(|&max| figure >= max);
@@ -243,9 +240,9 @@ impl Spend {
                     ),
                 ))
             } else {
-                armed.day.and_then(|d| {
-                    let today = day_total(&d, state.generated, generated_today);
-                    (today >= d.max).then(|| day_reached(&d, today))
+                armed.day.as_ref().and_then(|d| {
+                    let today = day_total(d, state.generated, generated_today);
+                    (today >= d.max).then(|| day_reached(d, today))
                 })
             }
         };
@@ -260,7 +257,10 @@ impl Spend {
     pub fn tool_call(&self) -> Result<(), String> {
         let message = {
             let mut state = self.lock();
-            let max = state.armed.and_then(|a| a.turn.max_tool_calls_per_turn);
+            let max = state
+                .armed
+                .as_ref()
+                .and_then(|a| a.turn.max_tool_calls_per_turn);
             match max {
                 Some(max) if state.tool_calls >= max => format!(
                     "the turn asked for tool call {}; {MAX_TOOL_CALLS_PER_TURN} is {max}",
@@ -283,7 +283,7 @@ impl Spend {
 /// generated before the turn plus what the turn generated, should the meter not have counted
 /// the turn yet. Once the day turned during the turn, the meter's figure alone (the new day's).
 fn day_total(d: &DayBudget, turn_generated: u64, generated_today: u64) -> u64 {
-    if day::day_of(d.zone, Utc::now()) == d.day {
+    if day::day_of(&d.zone, Utc::now()) == d.day {
         generated_today.max(d.base.saturating_add(turn_generated))
     } else {
         generated_today
@@ -300,6 +300,6 @@ fn generated_reached(generated: u64, max: u64) -> (&'static str, String) {
 fn day_reached(d: &DayBudget, today: u64) -> (&'static str, String) {
     (
         MAX_GENERATED_TOKENS_PER_DAY,
-        day::spent_message(d.zone, d.max, today, Utc::now()),
+        day::spent_message(&d.zone, d.max, today, Utc::now()),
     )
 }

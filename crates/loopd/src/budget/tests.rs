@@ -58,21 +58,21 @@ fn utc(text: &str) -> DateTime<Utc> {
 fn the_day_turns_at_the_next_midnight_of_the_zone() {
     let now = utc("2025-03-10T22:30:00Z");
     assert_eq!(
-        day_turns(Tz::UTC, now).to_rfc3339(),
+        day_turns(&Zone::utc(), now).to_rfc3339(),
         "2025-03-11T00:00:00+00:00"
     );
     // Already the 11th in Tokyo (07:30).
     assert_eq!(
-        day_turns(chrono_tz::Asia::Tokyo, now).to_rfc3339(),
+        day_turns(&Zone::named("Asia/Tokyo").unwrap(), now).to_rfc3339(),
         "2025-03-12T00:00:00+09:00"
     );
     // Summer time begins at 00:00 in Santiago on 2024-09-08: that midnight does not exist,
     // the day turns at the first local time that does.
-    let santiago = chrono_tz::America::Santiago;
-    let turns = day_turns(santiago, utc("2024-09-07T12:00:00Z"));
+    let santiago = Zone::named("America/Santiago").unwrap();
+    let turns = day_turns(&santiago, utc("2024-09-07T12:00:00Z"));
     assert_eq!(turns.to_rfc3339(), "2024-09-08T01:00:00-03:00");
     assert_eq!(
-        day::day_of(santiago, turns.with_timezone(&Utc)),
+        day::day_of(&santiago, turns.with_timezone(&Utc)),
         chrono::NaiveDate::from_ymd_opt(2024, 9, 8).unwrap()
     );
 }
@@ -80,7 +80,7 @@ fn the_day_turns_at_the_next_midnight_of_the_zone() {
 #[test]
 fn a_new_task_is_refused_once_the_days_tokens_reach_the_budget() {
     let mut budgets = Budgets::default();
-    let now = Tz::UTC
+    let now = Zone::utc()
         .with_ymd_and_hms(2025, 6, 1, 15, 0, 0)
         .unwrap()
         .with_timezone(&Utc);

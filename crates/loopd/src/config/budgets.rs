@@ -5,8 +5,8 @@
 mod tests;
 
 use super::schedules::{DEFAULT_TIMEZONE, parse_timezone};
+use crate::zone::Zone;
 use bxconfig::Problems;
-use chrono_tz::Tz;
 use globset::{Glob, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
@@ -88,8 +88,8 @@ impl Budgets {
 
     /// The time zone of the budget's days: `timezone`, or UTC should it not parse (a config
     /// built by hand; a loaded one was checked).
-    pub fn zone(&self) -> Tz {
-        parse_timezone(&self.timezone).unwrap_or(Tz::UTC)
+    pub fn zone(&self) -> Zone {
+        parse_timezone(&self.timezone).unwrap_or_else(|_| Zone::utc())
     }
 
     /// The turn budgets of session `id`: those of the first `[[budgets.sessions]]` entry

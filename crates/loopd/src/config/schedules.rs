@@ -3,10 +3,10 @@
 //! time zone is named where it is; [`Schedule::timing`] gives the parsed form the scheduler
 //! runs by.
 
+use crate::zone::Zone;
 use bxconfig::Problems;
 use bxcore::SessionId;
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use serde::{Deserialize, Serialize};
@@ -112,7 +112,7 @@ pub enum Timing {
         /// The expression.
         cron: Box<Cron>,
         /// The zone.
-        tz: Tz,
+        tz: Zone,
     },
     /// Every interval after the previous due time.
     Every(Duration),
@@ -330,11 +330,9 @@ pub fn parse_cron(text: &str) -> Result<Cron, String> {
         })
 }
 
-/// An IANA time zone name.
-pub fn parse_timezone(text: &str) -> Result<Tz, String> {
-    text.parse::<Tz>().map_err(|_| {
-        format!("{text:?} is not an IANA time zone name like \"Europe/Berlin\" or \"UTC\"")
-    })
+/// An IANA time zone name, read from the system's time-zone database ([`Zone::named`]).
+pub fn parse_timezone(text: &str) -> Result<Zone, String> {
+    Zone::named(text)
 }
 
 /// A humantime interval, at least [`MIN_EVERY_MS`].

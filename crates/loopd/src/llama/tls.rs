@@ -4,9 +4,10 @@
 //!
 //! Decision: the system's roots come from `rustls-native-certs` (on Linux: `SSL_CERT_FILE` /
 //! `SSL_CERT_DIR`, else the usual bundle paths such as `/etc/ssl/certs`), read once per
-//! process. Where none can be loaded (a minimal container without a CA bundle), the client
-//! falls back to Mozilla's roots compiled in (`webpki-roots`) and logs a warning, so an
-//! endpoint with a public certificate still works and checking is never turned off.
+//! process. Where none can be loaded (a minimal container without a CA bundle), an https
+//! endpoint is refused with an error that says how to give it roots (`ca_file`,
+//! `SSL_CERT_FILE`, the distribution's CA bundle): checking is never turned off, and loopd
+//! carries no second, compiled-in set of roots beside the system's.
 
 use std::fmt;
 use std::io::Read;
@@ -37,8 +38,6 @@ pub struct TlsOptions {
 enum Trust {
     /// The operating system's root certificates.
     System,
-    /// Mozilla's roots compiled in: the system had none.
-    Bundled,
     /// Only the CA certificates of a file.
     CaFile {
         /// The file.
@@ -49,13 +48,17 @@ enum Trust {
 }
 
 impl TlsOptions {
-    /// Trusting the operating system's root certificates (Mozilla's compiled-in roots where
-    /// the system has none; see the module's doc).
+    /// Trusting the operating system's root certificates. Where the system has none,
+    /// [`InferError::BadConfig`] says so and how to give some (see the module's doc).
     pub fn system_roots() -> Result<TlsOptions, InferError> {
-        let (roots, trust) = system_roots();
+        let roots = system_roots()
+            .as_ref()
+            .map_err(|message| InferError::BadConfig {
+                message: message.clone(),
+            })?;
         Ok(TlsOptions {
             config: client_config(roots.clone())?,
-            trust: trust.clone(),
+            trust: Trust::System,
         })
     }
 
@@ -120,7 +123,6 @@ impl fmt::Debug for TlsOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let trust = match &self.trust {
             Trust::System => "the system's root certificates".to_owned(),
-            Trust::Bundled => "Mozilla's root certificates (webpki-roots)".to_owned(),
             Trust::CaFile { path, certs } => {
                 format!("{} certificate(s) of {}", certs.len(), path.display())
             }
@@ -132,30 +134,30 @@ impl fmt::Debug for TlsOptions {
 }
 
 /// The system's roots, loaded once per process (reading the store takes a while and it does
-/// not change under a running loopd).
-fn system_roots() -> &'static (RootCertStore, Trust) {
-    static ROOTS: OnceLock<(RootCertStore, Trust)> = OnceLock::new();
-    ROOTS.get_or_init(|| {
-        let loaded = rustls_native_certs::load_native_certs();
-        for error in &loaded.errors {
-            tracing::warn!(%error, "cannot read some of the system's root certificates");
-        }
-        let mut roots = RootCertStore::empty();
-        let (added, ignored) = roots.add_parsable_certificates(loaded.certs);
-        if added > 0 {
-            tracing::debug!(added, ignored, "the system's root certificates are loaded");
-            return (roots, Trust::System);
-        }
-        tracing::warn!(
-            "no system root certificates found (is a CA bundle installed? SSL_CERT_FILE?); \
-             https endpoints are checked against Mozilla's roots built into loopd"
-        );
-        let bundled = RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        (bundled, Trust::Bundled)
-    })
+/// not change under a running loopd), or why there are none.
+fn system_roots() -> &'static Result<RootCertStore, String> {
+    static ROOTS: OnceLock<Result<RootCertStore, String>> = OnceLock::new();
+    ROOTS.get_or_init(|| roots_of(rustls_native_certs::load_native_certs()))
 }
+
+/// The roots among what was loaded from the system's store, or why there are none.
+fn roots_of(loaded: rustls_native_certs::CertificateResult) -> Result<RootCertStore, String> {
+    for error in &loaded.errors {
+        tracing::warn!(%error, "cannot read some of the system's root certificates");
+    }
+    let mut roots = RootCertStore::empty();
+    let (added, ignored) = roots.add_parsable_certificates(loaded.certs);
+    if added == 0 {
+        return Err(NO_SYSTEM_ROOTS.to_owned());
+    }
+    tracing::debug!(added, ignored, "the system's root certificates are loaded");
+    Ok(roots)
+}
+
+/// Why an https endpoint without `ca_file` cannot be checked on a system without a CA bundle.
+const NO_SYSTEM_ROOTS: &str = "no system root certificates were found to check an https \
+     endpoint against: install the distribution's CA bundle (Debian: ca-certificates), point \
+     SSL_CERT_FILE at one, or name the endpoint's CA with ca_file";
 
 /// A client configuration trusting `roots`, speaking HTTP/1.1, without client certificates.
 fn client_config(roots: RootCertStore) -> Result<Arc<rustls::ClientConfig>, InferError> {
@@ -223,7 +225,22 @@ mod tests {
         std::fs::write(&path, pem_of_a_ca()).unwrap();
         let c = TlsOptions::ca_file("llama.ca_file", &path).unwrap();
         assert_ne!(a, c, "another CA in the same file");
-        assert_ne!(a, TlsOptions::system_roots().unwrap());
+        if let Ok(system) = TlsOptions::system_roots() {
+            assert_ne!(a, system);
+        }
+    }
+
+    #[test]
+    fn llama_tls_without_system_roots_refuses_https_and_says_how_to_give_roots() {
+        let err = roots_of(rustls_native_certs::CertificateResult::default()).unwrap_err();
+        for needle in [
+            "no system root certificates",
+            "ca-certificates",
+            "SSL_CERT_FILE",
+            "ca_file",
+        ] {
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
     }
 
     #[test]

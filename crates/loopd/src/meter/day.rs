@@ -2,8 +2,8 @@
 //! time zone's rules are looked up once a day: the day's bounds in UTC are kept, and an
 //! instant within them is that day with no lookup (every model call asks).
 
+use crate::zone::Zone;
 use chrono::{DateTime, Duration, LocalResult, NaiveDate, NaiveTime, TimeZone, Utc};
-use chrono_tz::Tz;
 use std::sync::Mutex;
 
 /// The step by which a day's start is looked for past a gap in local time (a zone whose clocks
@@ -23,13 +23,13 @@ struct Bounds {
 /// The days of one time zone.
 #[derive(Debug)]
 pub struct Days {
-    tz: Tz,
+    tz: Zone,
     last: Mutex<Option<Bounds>>,
 }
 
 impl Days {
     /// Days in `tz`.
-    pub fn new(tz: Tz) -> Days {
+    pub fn new(tz: Zone) -> Days {
         Days {
             tz,
             last: Mutex::new(None),
@@ -37,8 +37,8 @@ impl Days {
     }
 
     /// The time zone.
-    pub fn tz(&self) -> Tz {
-        self.tz
+    pub fn tz(&self) -> &Zone {
+        &self.tz
     }
 
     /// The day `now` falls on.
@@ -51,10 +51,10 @@ impl Days {
             return b.day;
         }
         let day = now.with_timezone(&self.tz).date_naive();
-        let from = start_of(self.tz, day);
+        let from = start_of(&self.tz, day);
         let until = day
             .succ_opt()
-            .map_or(DateTime::<Utc>::MAX_UTC, |next| start_of(self.tz, next));
+            .map_or(DateTime::<Utc>::MAX_UTC, |next| start_of(&self.tz, next));
         // Only bounds that hold `now` are kept (a zone's odd rules can never make a wrong day
         // stick).
         *last = (from <= now && now < until).then_some(Bounds { day, from, until });
@@ -64,7 +64,7 @@ impl Days {
 
 /// The first instant of `day` in `tz`, in UTC: local midnight, or the first local time after it
 /// when the clocks skip midnight.
-fn start_of(tz: Tz, day: NaiveDate) -> DateTime<Utc> {
+fn start_of(tz: &Zone, day: NaiveDate) -> DateTime<Utc> {
     let midnight = day.and_time(NaiveTime::MIN);
     for step in 0..=GAP_MAX_STEPS {
         let local = midnight + Duration::minutes(step * GAP_STEP_MINUTES);
@@ -95,8 +95,8 @@ mod tests {
             ("Asia/Kolkata", "2026-12-01T00:00:00Z"),
         ];
         for (zone, start) in cases {
-            let tz: Tz = zone.parse().unwrap();
-            let days = Days::new(tz);
+            let tz = Zone::named(zone).unwrap();
+            let days = Days::new(tz.clone());
             let start: DateTime<Utc> = start.parse().unwrap();
             // Every five minutes for three days, and back again (a clock set back).
             let steps: Vec<i64> = (0..864).chain((0..864).rev()).collect();
@@ -110,11 +110,11 @@ mod tests {
 
     #[test]
     fn a_day_that_skips_midnight_starts_at_its_first_local_time() {
-        let havana: Tz = "America/Havana".parse().unwrap();
+        let havana = Zone::named("America/Havana").unwrap();
         let day: NaiveDate = "2026-03-08".parse().unwrap();
         // Cuba's clocks go from 00:00 to 01:00 that day: its first instant is 01:00 CDT.
         assert_eq!(
-            start_of(havana, day).to_rfc3339(),
+            start_of(&havana, day).to_rfc3339(),
             "2026-03-08T05:00:00+00:00"
         );
     }

@@ -22,9 +22,9 @@ pub use store::UsageError;
 pub use task::{TaskMeter, TurnTally, counts};
 
 use crate::config::Config;
+use crate::zone::Zone;
 use bxcore::SessionId;
 use chrono::{DateTime, NaiveDate, Utc};
-use chrono_tz::Tz;
 use proto::api::{UsageReport, UsageToday, UsageTotals};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -61,7 +61,7 @@ impl Meter {
         let tz = crate::config::parse_timezone(&cfg.budgets.timezone).unwrap_or_else(|why| {
             // The config's check refuses this before loopd starts.
             tracing::warn!("budgets.timezone: {why}; counting days in UTC");
-            Tz::UTC
+            Zone::utc()
         });
         Ok(Meter {
             metrics: Metrics::new(),
@@ -98,7 +98,7 @@ impl Meter {
     }
 
     /// The time zone days are counted in.
-    pub fn timezone(&self) -> &'static str {
+    pub fn timezone(&self) -> &str {
         self.days.tz().name()
     }
 
