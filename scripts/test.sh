@@ -25,12 +25,15 @@ for tool in rustfmt clippy-driver; do
     fi
 done
 
-step "real parts: llama-server, models, Prometheus, Chromium (cached after the first run)"
+step "real parts: llama-server, models, Prometheus, Chromium, Synapse (cached after the first run)"
 eval "$(./scripts/fetch-parts.sh --print-paths)"
 export LLAMA_SERVER RPC_SERVER SMOLLM2_GGUF QWEN_GGUF
 # A real Prometheus: `promtool check metrics` on each daemon's /metrics, and the end-to-end
 # test that scrapes a running stack. Those tests fail, rather than skip, without them.
 export PROMETHEUS PROMTOOL BOXMAKER_REQUIRE_PROMETHEUS=1
+# A real Matrix homeserver (Synapse, from PyPI) for chatd's end-to-end tests, which fail,
+# rather than skip, without it.
+export SYNAPSE_PYTHON BOXMAKER_REQUIRE_SYNAPSE=1
 # The real-model tests fail, rather than skip, when the parts are missing.
 export BOXMAKER_REQUIRE_REAL_MODEL=1
 # fetch-parts.sh also installed bubblewrap; bxsandbox's tests fail, rather than skip, without it.

@@ -5,6 +5,7 @@ pub mod browser;
 pub mod prometheus;
 pub mod real;
 pub mod rpc;
+pub mod synapse;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -195,7 +195,7 @@ fn config_yaml(targets: &[(&str, SocketAddr)]) -> String {
 
 /// `GET path_and_query` from 127.0.0.1:`port` as HTTP/1.0, so the answer is not chunked and
 /// ends when the server closes: its status and body.
-fn get(port: u16, path_and_query: &str) -> std::io::Result<(u16, String)> {
+pub(crate) fn get(port: u16, path_and_query: &str) -> std::io::Result<(u16, String)> {
     let timeout = Some(Duration::from_millis(HTTP_TIMEOUT_MS));
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
     stream.set_read_timeout(timeout)?;

@@ -13,6 +13,7 @@ mod broker_restart;
 mod browser_harness;
 mod budgets;
 mod burst;
+mod chat;
 mod compact_command;
 mod dashboard;
 mod demo;

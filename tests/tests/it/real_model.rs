@@ -179,7 +179,10 @@ fn a_prompt_larger_than_the_slot_fails_the_turn_and_keeps_the_log() {
         &[],
         "[expect]\nn_ctx = 512\nslots = 3\n",
     );
-    let big = "Please repeat these words back to me: ".to_string() + &"apple ".repeat(700);
+    let big = format!(
+        "Please repeat these words back to me: {}",
+        "apple ".repeat(700)
+    );
     let (code, events, out) = task(&stack, "full", &big);
     assert_eq!(code, Some(1), "{out}");
     let TurnEnd::Failed { reason } = end_of(&events) else {

@@ -1,0 +1,301 @@
+//! The channel: reads the rooms from the homeserver and turns each owner's message into a loopd
+//! task, in the room's session, under the message's own task id.
+//!
+//! chatd keeps its own sync position (`store`), and writes it only once every message of the
+//! batch it read is a task loopd has taken: a crash before that reads the batch again, and
+//! loopd runs a task id it already has once (`names::task_id_of`). The first sync of a new
+//! state directory only takes the rooms' state: what was said before chatd first ran is not a
+//! task.
+
+use crate::config::Config;
+use crate::error::ChatError;
+use crate::names::{session_of, task_id_of};
+use crate::policy::{Policy, Sent, Verdict};
+use crate::reply::Reply;
+use crate::store::{Store, TakenRooms};
+use boxctl::ClientError;
+use bxcore::{SessionId, TaskId};
+use matrix_sdk::config::{SyncSettings, SyncToken};
+use matrix_sdk::deserialized_responses::{TimelineEvent, VerificationState};
+use matrix_sdk::ruma::events::room::message::{
+    MessageType, Relation, RoomMessageEventContent, SyncRoomMessageEvent,
+};
+use matrix_sdk::ruma::events::{AnySyncMessageLikeEvent, AnySyncTimelineEvent};
+use matrix_sdk::ruma::{OwnedEventId, RoomId, UserId};
+use matrix_sdk::sync::SyncResponse;
+use matrix_sdk::{Client, Room};
+use proto::api::TaskRequest;
+use std::time::Duration;
+
+/// The first pause after a failed sync or an unreachable loopd, in milliseconds.
+const FIRST_RETRY_MS: u64 = 500;
+/// The longest pause between tries, in milliseconds.
+const MAX_RETRY_MS: u64 = 30_000;
+/// What the room is told, once, while loopd cannot be reached.
+pub const RESTARTING: &str = "The box is restarting; your message will run once it is back.";
+
+/// An owner's message, ready to be a task.
+#[derive(Debug, Clone)]
+struct Message {
+    event: OwnedEventId,
+    text: String,
+}
+
+/// The channel between the rooms and loopd.
+pub struct Channel {
+    cfg: Config,
+    client: Client,
+    store: Store,
+    policy: Policy,
+    loopd: boxctl::Client,
+    taken: TakenRooms,
+}
+
+impl Channel {
+    /// The channel of `cfg`, signed in as `client`, its state in `store`.
+    pub fn new(cfg: Config, client: Client, store: Store) -> Result<Channel, ChatError> {
+        let parse =
+            |id: &str| UserId::parse(id).map_err(|e| ChatError::Config(format!("{id:?}: {e}")));
+        let owners = cfg
+            .matrix
+            .owners
+            .iter()
+            .map(|o| parse(o))
+            .collect::<Result<Vec<_>, _>>()?;
+        let policy = Policy::new(parse(&cfg.matrix.user)?, owners);
+        let loopd = boxctl::Client::new(&cfg.loopd_socket);
+        let taken = store.taken_rooms()?;
+        Ok(Channel {
+            cfg,
+            client,
+            store,
+            policy,
+            loopd,
+            taken,
+        })
+    }
+
+    /// Reads the rooms until the process is stopped; an error is one chatd cannot go on
+    /// after (its state cannot be written).
+    pub async fn run(mut self) -> Result<(), ChatError> {
+        let mut token = self.store.sync_token()?;
+        let mut retry_ms = FIRST_RETRY_MS;
+        loop {
+            let settings = SyncSettings::default()
+                .timeout(Duration::from_millis(self.cfg.matrix.sync_timeout_ms))
+                .token(match &token {
+                    Some(token) => SyncToken::Specific(token.clone()),
+                    None => SyncToken::NoToken,
+                });
+            let response = match self.client.sync_once(settings).await {
+                Ok(response) => response,
+                Err(error) => {
+                    tracing::warn!(%error, retry_ms, "the homeserver's sync failed; trying again");
+                    tokio::time::sleep(Duration::from_millis(retry_ms)).await;
+                    retry_ms = (retry_ms * 2).min(MAX_RETRY_MS);
+                    continue;
+                }
+            };
+            retry_ms = FIRST_RETRY_MS;
+            self.invitations(&response).await?;
+            if token.is_some() {
+                self.messages(&response).await;
+            } else {
+                tracing::info!("first sync: the rooms' earlier messages are not tasks");
+            }
+            self.store.save_sync_token(&response.next_batch)?;
+            token = Some(response.next_batch);
+        }
+    }
+
+    /// Joins the rooms an owner invited the bot to; leaves the others' invitations.
+    async fn invitations(&mut self, response: &SyncResponse) -> Result<(), ChatError> {
+        for room_id in response.rooms.invited.keys() {
+            let Some(room) = self.client.get_room(room_id) else {
+                continue;
+            };
+            let inviter = match room.invite_details().await {
+                Ok(invite) => Some(invite.inviter_id),
+                Err(error) => {
+                    tracing::warn!(room = %room_id, %error, "cannot read who sent an invitation");
+                    None
+                }
+            };
+            let listed = self.cfg.rooms.iter().any(|r| r.room == room_id.as_str());
+            match self.policy.invitation(inviter.as_deref(), listed) {
+                Ok(()) => {
+                    if let Err(error) = room.join().await {
+                        tracing::warn!(room = %room_id, %error, "cannot join a room an owner invited the bot to");
+                        continue;
+                    }
+                    let by = inviter.map_or_else(|| "the config".to_owned(), |i| i.to_string());
+                    tracing::info!(room = %room_id, inviter = %by, "joined a room");
+                    self.taken.insert(room_id.to_string(), by);
+                    self.store.save_taken_rooms(&self.taken)?;
+                }
+                Err(why) => {
+                    tracing::warn!(room = %room_id, %why, "an invitation was refused");
+                    if let Err(error) = room.leave().await {
+                        tracing::warn!(room = %room_id, %error, "cannot refuse an invitation");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every new message of the batch, room by room, in order.
+    async fn messages(&self, response: &SyncResponse) {
+        for (room_id, update) in &response.rooms.joined {
+            if update.timeline.limited {
+                tracing::warn!(room = %room_id, "the homeserver left out some of the room's messages since the last read (a long absence); they are not tasks");
+            }
+            let Some(room) = self.client.get_room(room_id) else {
+                continue;
+            };
+            for event in &update.timeline.events {
+                self.event(&room, event).await;
+            }
+        }
+    }
+
+    /// One timeline event of `room`: an owner's text message becomes a task.
+    async fn event(&self, room: &Room, event: &TimelineEvent) {
+        let Some((sender, message)) = text_message(event) else {
+            return;
+        };
+        let taken = self.taken.contains_key(room.room_id().as_str());
+        match self.policy.message(&sender, taken, &sent(event)) {
+            Verdict::Task => self.task(room, message).await,
+            Verdict::Refused(why) => {
+                tracing::warn!(room = %room.room_id(), %sender, %why, "a message was refused");
+                say(room, &why).await;
+            }
+            Verdict::NotOwner => {
+                tracing::info!(room = %room.room_id(), %sender, "a message from someone not an owner is not a task");
+            }
+            Verdict::Ignored => {}
+        }
+    }
+
+    /// Runs `message` as a task in `room`'s session and posts the answer once the turn ends.
+    /// Returns once loopd has the task (the answer is posted in the background).
+    async fn task(&self, room: &Room, message: Message) {
+        let (session, task_id) = match ids(room.room_id(), &message, &self.cfg) {
+            Ok(ids) => ids,
+            Err(why) => {
+                tracing::error!(room = %room.room_id(), %why, "no task can be named for a message");
+                return;
+            }
+        };
+        let request = TaskRequest {
+            session: Some(session.clone()),
+            text: message.text,
+            task_id: Some(task_id),
+        };
+        let Some(mut stream) = self.submit(room, &request).await else {
+            return;
+        };
+        let room = room.clone();
+        let max_class = self.cfg.matrix.max_class;
+        tokio::spawn(async move {
+            if let Err(error) = room.typing_notice(true).await {
+                tracing::debug!(%error, "cannot show the bot typing");
+            }
+            let mut reply = Reply::default();
+            while !reply.ended() {
+                match stream.next().await {
+                    Ok(Some(boxctl::client::StreamItem::Event { event, .. })) => reply.take(&event),
+                    Ok(Some(boxctl::client::StreamItem::Comment(_))) => {}
+                    Ok(None) => break,
+                    Err(error) => {
+                        tracing::warn!(%error, "the turn's events broke off");
+                        break;
+                    }
+                }
+            }
+            let _ = room.typing_notice(false).await;
+            say(&room, &reply.message(&session, max_class)).await;
+        });
+    }
+
+    /// Hands `request` to loopd, trying again while loopd cannot be reached (the room is told
+    /// once). `None`: loopd refused it, and the room was told why.
+    async fn submit(
+        &self,
+        room: &Room,
+        request: &TaskRequest,
+    ) -> Option<boxctl::client::EventStream> {
+        let mut told = false;
+        let mut retry_ms = FIRST_RETRY_MS;
+        loop {
+            match self.loopd.submit_stream(request).await {
+                Ok(stream) => return Some(stream),
+                Err(ClientError::Api { status, error }) => {
+                    let why = error.error.message;
+                    tracing::warn!(status, %why, "loopd refused a task");
+                    say(room, &format!("The box refused this task: {why}")).await;
+                    return None;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, retry_ms, "loopd cannot be reached; trying again");
+                    if !told {
+                        say(room, RESTARTING).await;
+                        told = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(retry_ms)).await;
+                    retry_ms = (retry_ms * 2).min(MAX_RETRY_MS);
+                }
+            }
+        }
+    }
+}
+
+/// The session and task id of `message` in `room`.
+fn ids(room: &RoomId, message: &Message, cfg: &Config) -> Result<(SessionId, TaskId), String> {
+    let session = session_of(room, &cfg.rooms).map_err(|e| e.to_string())?;
+    let task_id = task_id_of(&message.event).map_err(|e| e.to_string())?;
+    Ok((session, task_id))
+}
+
+/// Posts `text` to `room`; a failure is logged (the room cannot be told).
+async fn say(room: &Room, text: &str) {
+    if let Err(error) = room.send(RoomMessageEventContent::text_plain(text)).await {
+        tracing::warn!(room = %room.room_id(), %error, "cannot post to the room");
+    }
+}
+
+/// The sender and text of a new text message (not an edit); `None` for anything else.
+fn text_message(event: &TimelineEvent) -> Option<(matrix_sdk::ruma::OwnedUserId, Message)> {
+    let Ok(AnySyncTimelineEvent::MessageLike(AnySyncMessageLikeEvent::RoomMessage(
+        SyncRoomMessageEvent::Original(message),
+    ))) = event.raw().deserialize()
+    else {
+        return None;
+    };
+    if matches!(message.content.relates_to, Some(Relation::Replacement(_))) {
+        return None;
+    }
+    let MessageType::Text(text) = message.content.msgtype else {
+        return None;
+    };
+    Some((
+        message.sender,
+        Message {
+            event: message.event_id,
+            text: text.body,
+        },
+    ))
+}
+
+/// How `event` reached the bot: in the clear, or encrypted from a device it has or has not
+/// verified.
+fn sent(event: &TimelineEvent) -> Sent {
+    match event.encryption_info() {
+        None => Sent::Plain,
+        Some(info) => Sent::Encrypted {
+            device: info.sender_device.as_ref().map(ToString::to_string),
+            verified: matches!(info.verification_state, VerificationState::Verified),
+        },
+    }
+}

@@ -1,0 +1,18 @@
+//! chatd, boxmaker's Matrix channel: a client of loopd's API, like boxctl, that reaches the
+//! owner in Matrix rooms. The owner's messages become tasks in a room's session; the answers
+//! come back to the room when the turn ends. Nobody else's message is ever a task.
+//!
+//! Modules: [`config`] (`config/chatd.toml`), [`store`] (the state directory), [`login`]
+//! (signing in, keeping the session), [`policy`] (who may speak), [`names`] (a room's session,
+//! a message's task id), [`reply`] (a turn's events as the room's message), [`channel`] (the
+//! sync loop), [`daemon`] (the process). See `docs/chat.md`.
+
+pub mod channel;
+pub mod config;
+pub mod daemon;
+pub mod error;
+pub mod login;
+pub mod names;
+pub mod policy;
+pub mod reply;
+pub mod store;

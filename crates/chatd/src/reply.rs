@@ -1,0 +1,111 @@
+//! A turn's events folded into the one message the room gets when the turn ends: a line per
+//! tool call, then the answer, or, for an answer labelled above `matrix.max_class`, where on
+//! the box to read it instead. The answer is sent whole at the end, never streamed: until the
+//! turn ends its label is not known, and text above the room's class must not leave the box.
+
+use boxctl::safe_text::{one_line, terminal_safe};
+use bxcore::{DataClass, Labels, SessionId, TurnEnd, TurnEvent};
+
+/// The longest message body posted, in bytes (a Matrix event may be 64 KiB in all).
+pub const MAX_MESSAGE_BYTES: usize = 32 * 1024;
+/// How much of a tool call's arguments its line shows, in characters.
+const CALL_LINE_CHARS: usize = 80;
+
+/// What a turn said, as its events came.
+#[derive(Debug, Default)]
+pub struct Reply {
+    calls: Vec<String>,
+    answer: String,
+    waits: usize,
+    end: Option<(TurnEnd, Labels)>,
+}
+
+impl Reply {
+    /// Takes one event of the turn (a subagent's are its own business).
+    pub fn take(&mut self, event: &TurnEvent) {
+        match event {
+            TurnEvent::Content { text } => self.answer.push_str(text),
+            TurnEvent::ToolCall { tool_call, .. } => self.calls.push(format!(
+                "⚙ {}({})",
+                one_line(&tool_call.name, Some(CALL_LINE_CHARS)),
+                one_line(&tool_call.arguments, Some(CALL_LINE_CHARS))
+            )),
+            TurnEvent::ApprovalRequested { .. } => self.waits += 1,
+            TurnEvent::Ended { end, context, .. } => self.end = Some((end.clone(), *context)),
+            _ => {}
+        }
+    }
+
+    /// Whether the turn has ended.
+    pub fn ended(&self) -> bool {
+        self.end.is_some()
+    }
+
+    /// The message for the room, for a turn of `session` in a room that may see up to
+    /// `max_class`. A turn whose stream broke before its end says so.
+    pub fn message(&self, session: &SessionId, max_class: DataClass) -> String {
+        let Some((end, labels)) = &self.end else {
+            return format!(
+                "The box lost track of this task before it ended; see `boxctl show {session}`."
+            );
+        };
+        if labels.class > max_class {
+            return format!(
+                "The answer is labelled {} (it was made from {} data), above what this room may \
+                 see ({}); read it on the box: `boxctl show {session}`.",
+                class_name(labels.class),
+                class_name(labels.class),
+                class_name(max_class)
+            );
+        }
+        let mut lines = self.calls.clone();
+        let answer = terminal_safe(self.answer.trim()).into_owned();
+        if !answer.is_empty() {
+            lines.push(answer);
+        }
+        if let Some(note) = end_note(end) {
+            lines.push(note);
+        }
+        if labels.untrusted {
+            lines.push("(made with untrusted data)".into());
+        }
+        cap(lines.join("\n"), session)
+    }
+}
+
+/// A line for a turn that did not end with an answer.
+fn end_note(end: &TurnEnd) -> Option<String> {
+    match end {
+        TurnEnd::Done => None,
+        TurnEnd::Cancelled => Some("(cancelled)".into()),
+        TurnEnd::Failed { reason } => Some(format!("(failed: {})", one_line(reason, Some(200)))),
+        TurnEnd::MaxSteps => Some("(stopped at the step limit)".into()),
+        TurnEnd::Interrupted => Some("(interrupted: loopd stopped while it ran)".into()),
+        TurnEnd::Budget { message, .. } => Some(format!("(stopped: {message})")),
+    }
+}
+
+fn class_name(class: DataClass) -> &'static str {
+    match class {
+        DataClass::Public => "public",
+        DataClass::Internal => "internal",
+        DataClass::Private => "private",
+        DataClass::Secret => "secret",
+    }
+}
+
+/// `text` cut to [`MAX_MESSAGE_BYTES`] on a character boundary, saying where the rest is.
+fn cap(text: String, session: &SessionId) -> String {
+    if text.len() <= MAX_MESSAGE_BYTES {
+        return text;
+    }
+    let note = format!("\n… (cut; the whole answer: `boxctl show {session}`)");
+    let mut end = MAX_MESSAGE_BYTES - note.len();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{note}", &text[..end])
+}
+
+#[cfg(test)]
+mod tests;
