@@ -13,10 +13,11 @@
 let
   cargoToml = lib.importTOML ./Cargo.toml;
 
-  # The daemons, the CLI, and the exec tool's sandbox shim, which brokerd runs from beside its
-  # own executable. Nothing else: fakellama, boxd-test-child, brokerd-test-mcp and boxeval are
-  # the tests' and the evaluation suite's, and stay off the users' PATH.
-  bins = [ "boxd" "loopd" "brokerd" "boxctl" "bxsandbox-shim" ];
+  # The daemons (chatd, the Matrix channel, among them), the CLI, and the exec tool's sandbox
+  # shim, which brokerd runs from beside its own executable. Nothing else: fakellama,
+  # boxd-test-child, brokerd-test-mcp and boxeval are the tests' and the evaluation suite's, and
+  # stay off the users' PATH.
+  bins = [ "boxd" "loopd" "brokerd" "boxctl" "chatd" "bxsandbox-shim" ];
   testBins = [ "fakellama" "boxd-test-child" "brokerd-test-mcp" "boxeval" ];
 in
 rustPlatform.buildRustPackage {

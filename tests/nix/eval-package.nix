@@ -35,8 +35,8 @@ let
     (check "the build is told its commit, for the daemons' build_info metric"
       (pkg.env.BOXMAKER_GIT_COMMIT == "0123456789abcdef0123456789abcdef01234567"))
     (check "cargoLock.lockFile is the workspace's" (pkg.cargoLock.lockFile == ../../Cargo.lock))
-    (check "only the real binaries are built: the daemons, boxctl and the sandbox shim"
-      (builtins.sort builtins.lessThan built == [ "boxctl" "boxd" "brokerd" "bxsandbox-shim" "loopd" ]
+    (check "only the real binaries are built: the daemons (chatd too), boxctl and the sandbox shim"
+      (builtins.sort builtins.lessThan built == [ "boxctl" "boxd" "brokerd" "bxsandbox-shim" "chatd" "loopd" ]
         && builtins.all (f: lib.hasPrefix "--bin=" f) pkg.cargoBuildFlags))
     (check "every other binary of the workspace is a test binary the install check refuses"
       (builtins.sort builtins.lessThan (lib.subtractLists built allBins) == builtins.sort builtins.lessThan pkg.passthru.testBins

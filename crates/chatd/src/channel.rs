@@ -7,20 +7,19 @@
 //! state directory only takes the rooms' state: what was said before chatd first ran is not a
 //! task.
 
+use crate::approvals::{Found, Waiting, answer_in_reaction, answer_in_reply};
 use crate::config::Config;
 use crate::error::ChatError;
+use crate::incoming::{Incoming, sent};
 use crate::names::{session_of, task_id_of};
-use crate::policy::{Policy, Sent, Verdict};
-use crate::reply::Reply;
+use crate::policy::{Policy, Verdict};
 use crate::store::{Store, TakenRooms};
+use crate::turn::{Follow, say};
 use boxctl::ClientError;
+use boxctl::approvals::answered_line;
 use bxcore::{SessionId, TaskId};
 use matrix_sdk::config::{SyncSettings, SyncToken};
-use matrix_sdk::deserialized_responses::{TimelineEvent, VerificationState};
-use matrix_sdk::ruma::events::room::message::{
-    MessageType, Relation, RoomMessageEventContent, SyncRoomMessageEvent,
-};
-use matrix_sdk::ruma::events::{AnySyncMessageLikeEvent, AnySyncTimelineEvent};
+use matrix_sdk::deserialized_responses::TimelineEvent;
 use matrix_sdk::ruma::{OwnedEventId, RoomId, UserId};
 use matrix_sdk::sync::SyncResponse;
 use matrix_sdk::{Client, Room};
@@ -49,6 +48,7 @@ pub struct Channel {
     policy: Policy,
     loopd: boxctl::Client,
     taken: TakenRooms,
+    waiting: Waiting,
 }
 
 impl Channel {
@@ -72,6 +72,7 @@ impl Channel {
             policy,
             loopd,
             taken,
+            waiting: Waiting::default(),
         })
     }
 
@@ -159,17 +160,40 @@ impl Channel {
         }
     }
 
-    /// One timeline event of `room`: an owner's text message becomes a task.
+    /// One timeline event of `room`: an owner's answer to a posted call is that call's
+    /// decision; any other text message of an owner's is a task.
     async fn event(&self, room: &Room, event: &TimelineEvent) {
-        let Some((sender, message)) = text_message(event) else {
+        let Some(incoming) = Incoming::of(event) else {
             return;
         };
         let taken = self.taken.contains_key(room.room_id().as_str());
-        match self.policy.message(&sender, taken, &sent(event)) {
-            Verdict::Task => self.task(room, message).await,
+        let sender = incoming.sender().clone();
+        let verdict = self.policy.message(&sender, taken, &sent(event));
+        let answered_post = match &incoming {
+            Incoming::Text {
+                reply_to: Some(to), ..
+            }
+            | Incoming::Reaction { to, .. }
+                if self.waiting.is_post(to) =>
+            {
+                Some(to.clone())
+            }
+            _ => None,
+        };
+        match verdict {
+            Verdict::Task => match (answered_post, incoming) {
+                (Some(post), incoming) => self.answer(room, post, &incoming).await,
+                (None, Incoming::Text { event, body, .. }) => {
+                    self.task(room, Message { event, text: body }).await;
+                }
+                (None, Incoming::Reaction { .. }) => {}
+            },
             Verdict::Refused(why) => {
                 tracing::warn!(room = %room.room_id(), %sender, %why, "a message was refused");
                 say(room, &why).await;
+            }
+            Verdict::NotOwner if answered_post.is_some() => {
+                tracing::warn!(room = %room.room_id(), %sender, "an answer to a waiting call from someone not an owner is ignored");
             }
             Verdict::NotOwner => {
                 tracing::info!(room = %room.room_id(), %sender, "a message from someone not an owner is not a task");
@@ -178,8 +202,63 @@ impl Channel {
         }
     }
 
-    /// Runs `message` as a task in `room`'s session and posts the answer once the turn ends.
-    /// Returns once loopd has the task (the answer is posted in the background).
+    /// The owner's reply or reaction to `post`, the post of a waiting call: its decision,
+    /// through loopd, once.
+    async fn answer(&self, room: &Room, post: OwnedEventId, incoming: &Incoming) {
+        let answer = match incoming {
+            Incoming::Text { body, .. } => answer_in_reply(body),
+            Incoming::Reaction { key, .. } => answer_in_reaction(key),
+        };
+        let Some(answer) = answer else {
+            if matches!(incoming, Incoming::Text { .. }) {
+                say(
+                    room,
+                    "To answer a waiting call, reply `approve` or `deny <reason>`.",
+                )
+                .await;
+            }
+            return;
+        };
+        let posted = match self.waiting.answer(&post) {
+            Found::Open(posted) => posted,
+            Found::Decided(posted) => {
+                say(room, &format!("{} is decided already.", posted.approval)).await;
+                return;
+            }
+            Found::NotAPost => return,
+        };
+        if posted.room != room.room_id() {
+            tracing::warn!(room = %room.room_id(), "an answer to a call posted in another room is ignored");
+            self.waiting.reopen(&post);
+            return;
+        }
+        match self
+            .loopd
+            .answer_approval(&posted.approval, &answer.to_api())
+            .await
+        {
+            Ok(answered) => say(room, &answered_line(&answered.value)).await,
+            Err(ClientError::Api { status: 404, .. }) => {
+                let gone = format!(
+                    "{} no longer waits (answered, timed out or void).",
+                    posted.approval
+                );
+                say(room, &gone).await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "loopd did not take an answer");
+                say(
+                    room,
+                    &format!("The box could not take the answer ({error}); answer again."),
+                )
+                .await;
+                self.waiting.reopen(&post);
+            }
+        }
+    }
+
+    /// Runs `message` as a task in `room`'s session; its turn is followed in the background
+    /// (`turn::Follow`). Returns once loopd has the task.
     async fn task(&self, room: &Room, message: Message) {
         let (session, task_id) = match ids(room.room_id(), &message, &self.cfg) {
             Ok(ids) => ids,
@@ -193,30 +272,17 @@ impl Channel {
             text: message.text,
             task_id: Some(task_id),
         };
-        let Some(mut stream) = self.submit(room, &request).await else {
+        let Some(stream) = self.submit(room, &request).await else {
             return;
         };
-        let room = room.clone();
-        let max_class = self.cfg.matrix.max_class;
-        tokio::spawn(async move {
-            if let Err(error) = room.typing_notice(true).await {
-                tracing::debug!(%error, "cannot show the bot typing");
-            }
-            let mut reply = Reply::default();
-            while !reply.ended() {
-                match stream.next().await {
-                    Ok(Some(boxctl::client::StreamItem::Event { event, .. })) => reply.take(&event),
-                    Ok(Some(boxctl::client::StreamItem::Comment(_))) => {}
-                    Ok(None) => break,
-                    Err(error) => {
-                        tracing::warn!(%error, "the turn's events broke off");
-                        break;
-                    }
-                }
-            }
-            let _ = room.typing_notice(false).await;
-            say(&room, &reply.message(&session, max_class)).await;
-        });
+        let follow = Follow {
+            room: room.clone(),
+            session,
+            max_class: self.cfg.matrix.max_class,
+            loopd: self.loopd.clone(),
+            waiting: self.waiting.clone(),
+        };
+        tokio::spawn(follow.run(stream));
     }
 
     /// Hands `request` to loopd, trying again while loopd cannot be reached (the room is told
@@ -256,46 +322,4 @@ fn ids(room: &RoomId, message: &Message, cfg: &Config) -> Result<(SessionId, Tas
     let session = session_of(room, &cfg.rooms).map_err(|e| e.to_string())?;
     let task_id = task_id_of(&message.event).map_err(|e| e.to_string())?;
     Ok((session, task_id))
-}
-
-/// Posts `text` to `room`; a failure is logged (the room cannot be told).
-async fn say(room: &Room, text: &str) {
-    if let Err(error) = room.send(RoomMessageEventContent::text_plain(text)).await {
-        tracing::warn!(room = %room.room_id(), %error, "cannot post to the room");
-    }
-}
-
-/// The sender and text of a new text message (not an edit); `None` for anything else.
-fn text_message(event: &TimelineEvent) -> Option<(matrix_sdk::ruma::OwnedUserId, Message)> {
-    let Ok(AnySyncTimelineEvent::MessageLike(AnySyncMessageLikeEvent::RoomMessage(
-        SyncRoomMessageEvent::Original(message),
-    ))) = event.raw().deserialize()
-    else {
-        return None;
-    };
-    if matches!(message.content.relates_to, Some(Relation::Replacement(_))) {
-        return None;
-    }
-    let MessageType::Text(text) = message.content.msgtype else {
-        return None;
-    };
-    Some((
-        message.sender,
-        Message {
-            event: message.event_id,
-            text: text.body,
-        },
-    ))
-}
-
-/// How `event` reached the bot: in the clear, or encrypted from a device it has or has not
-/// verified.
-fn sent(event: &TimelineEvent) -> Sent {
-    match event.encryption_info() {
-        None => Sent::Plain,
-        Some(info) => Sent::Encrypted {
-            device: info.sender_device.as_ref().map(ToString::to_string),
-            verified: matches!(info.verification_state, VerificationState::Verified),
-        },
-    }
 }

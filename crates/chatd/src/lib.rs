@@ -4,15 +4,19 @@
 //!
 //! Modules: [`config`] (`config/chatd.toml`), [`store`] (the state directory), [`login`]
 //! (signing in, keeping the session), [`policy`] (who may speak), [`names`] (a room's session,
-//! a message's task id), [`reply`] (a turn's events as the room's message), [`channel`] (the
-//! sync loop), [`daemon`] (the process). See `docs/chat.md`.
+//! a message's task id), [`incoming`] (what an event says), [`reply`] (a turn's events as the
+//! room's message), [`approvals`] (calls waiting for the owner, posted and answered in the room),
+//! [`turn`] (following a task's turn), [`channel`] (the sync loop), [`daemon`] (the process). See `docs/chat.md`.
 
+pub mod approvals;
 pub mod channel;
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod incoming;
 pub mod login;
 pub mod names;
 pub mod policy;
 pub mod reply;
 pub mod store;
+pub mod turn;

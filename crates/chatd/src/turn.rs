@@ -1,0 +1,94 @@
+//! Following one task's turn in its room: the bot shows it is typing, each call that waits for
+//! the owner is posted (`approvals`), and when the turn ends its answer is posted (`reply`).
+
+use crate::approvals::{Posted, Waiting, request_text};
+use crate::reply::Reply;
+use boxctl::client::{EventStream, StreamItem};
+use bxcore::{ApprovalId, DataClass, SessionId, TurnEvent};
+use matrix_sdk::Room;
+use matrix_sdk::ruma::events::room::message::RoomMessageEventContent;
+
+/// What following a turn needs.
+pub struct Follow {
+    /// Where the task came from and the answer goes.
+    pub room: Room,
+    /// The task's session.
+    pub session: SessionId,
+    /// The highest label the room may see.
+    pub max_class: DataClass,
+    /// loopd, for the waiting calls' labels.
+    pub loopd: boxctl::Client,
+    /// The posts of waiting calls, which the sync loop answers.
+    pub waiting: Waiting,
+}
+
+impl Follow {
+    /// Reads `stream` to the turn's end, posting as it goes.
+    pub async fn run(self, mut stream: EventStream) {
+        if let Err(error) = self.room.typing_notice(true).await {
+            tracing::debug!(%error, "cannot show the bot typing");
+        }
+        let mut reply = Reply::default();
+        while !reply.ended() {
+            match stream.next().await {
+                Ok(Some(StreamItem::Event { event, .. })) => {
+                    self.take(&event).await;
+                    reply.take(&event);
+                }
+                Ok(Some(StreamItem::Comment(_))) => {}
+                Ok(None) => break,
+                Err(error) => {
+                    tracing::warn!(%error, "the turn's events broke off");
+                    break;
+                }
+            }
+        }
+        let _ = self.room.typing_notice(false).await;
+        say(&self.room, &reply.message(&self.session, self.max_class)).await;
+    }
+
+    async fn take(&self, event: &TurnEvent) {
+        match event {
+            TurnEvent::ApprovalRequested { approval, .. } => self.post_request(approval).await,
+            TurnEvent::ApprovalDecided { approval, .. } => self.waiting.decided(approval),
+            _ => {}
+        }
+    }
+
+    /// Posts the call waiting as `approval`, as loopd lists it (with its session's label).
+    async fn post_request(&self, approval: &ApprovalId) {
+        let pending = match self.loopd.approvals().await {
+            Ok(list) => list.value.approvals.into_iter().find(|p| &p.id == approval),
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the waiting calls from loopd");
+                None
+            }
+        };
+        let Some(pending) = pending else {
+            // Decided already, or loopd cannot say: nothing to answer here.
+            return;
+        };
+        let text = request_text(&pending, self.max_class);
+        match self
+            .room
+            .send(RoomMessageEventContent::text_plain(text))
+            .await
+        {
+            Ok(sent) => self.waiting.insert(
+                sent.response.event_id,
+                Posted {
+                    approval: approval.clone(),
+                    room: self.room.room_id().to_owned(),
+                },
+            ),
+            Err(error) => tracing::warn!(%error, "cannot post a call waiting for approval"),
+        }
+    }
+}
+
+/// Posts `text` to `room`; a failure is logged (the room cannot be told).
+pub async fn say(room: &Room, text: &str) {
+    if let Err(error) = room.send(RoomMessageEventContent::text_plain(text)).await {
+        tracing::warn!(room = %room.room_id(), %error, "cannot post to the room");
+    }
+}
