@@ -10,10 +10,11 @@
 use crate::approvals::{Found, Waiting, answer_in_reaction, answer_in_reply};
 use crate::config::Config;
 use crate::error::ChatError;
-use crate::incoming::{Incoming, sent};
+use crate::incoming::Incoming;
 use crate::names::{session_of, task_id_of};
 use crate::policy::{Policy, Verdict};
 use crate::store::{Store, TakenRooms};
+use crate::trust::Trust;
 use crate::turn::{Follow, say};
 use boxctl::ClientError;
 use boxctl::approvals::answered_line;
@@ -49,6 +50,7 @@ pub struct Channel {
     loopd: boxctl::Client,
     taken: TakenRooms,
     waiting: Waiting,
+    trust: Trust,
 }
 
 impl Channel {
@@ -64,6 +66,7 @@ impl Channel {
             .collect::<Result<Vec<_>, _>>()?;
         let policy = Policy::new(parse(&cfg.matrix.user)?, owners);
         let loopd = boxctl::Client::new(&cfg.loopd_socket);
+        let trust = Trust::new(cfg.matrix.trusted_devices.clone());
         let taken = store.taken_rooms()?;
         Ok(Channel {
             cfg,
@@ -73,6 +76,7 @@ impl Channel {
             loopd,
             taken,
             waiting: Waiting::default(),
+            trust,
         })
     }
 
@@ -168,7 +172,8 @@ impl Channel {
         };
         let taken = self.taken.contains_key(room.room_id().as_str());
         let sender = incoming.sender().clone();
-        let verdict = self.policy.message(&sender, taken, &sent(event));
+        let sent = self.trust.sent(&self.client, &sender, event).await;
+        let verdict = self.policy.message(&sender, taken, &sent);
         let answered_post = match &incoming {
             Incoming::Text {
                 reply_to: Some(to), ..

@@ -14,6 +14,8 @@ pub const ENV_PREFIX: &str = "CHATD";
 pub const CREDENTIALS_DIRECTORY: &str = "CREDENTIALS_DIRECTORY";
 /// The longest a sync request may wait for news on the homeserver, in milliseconds.
 pub const MAX_SYNC_TIMEOUT_MS: u64 = 120_000;
+/// An ed25519 public key in unpadded base64, in characters.
+pub const ED25519_BASE64_CHARS: usize = 43;
 
 /// chatd's whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +68,26 @@ pub struct Matrix {
     pub max_class: DataClass,
     /// How long one sync request waits for news on the homeserver, in milliseconds.
     pub sync_timeout_ms: u64,
+    /// The room loopd's notifications go to when their schedule names none (`notify_to`);
+    /// none: only those that name a room are posted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notify_room: Option<String>,
+    /// `[[matrix.trusted_devices]]`: owners' devices the bot trusts in encrypted rooms, pinned
+    /// by their ed25519 key (`trust`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trusted_devices: Vec<TrustedDevice>,
+}
+
+/// `[[matrix.trusted_devices]]`: one owner's device, pinned by its key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustedDevice {
+    /// The owner (one of `matrix.owners`).
+    pub user: String,
+    /// The device's id (Element: Settings, Sessions, the session's "Session ID").
+    pub device: String,
+    /// Its ed25519 key, unpadded base64, spaces allowed (Element: the "Session key").
+    pub ed25519: String,
 }
 
 impl Default for Matrix {
@@ -78,6 +100,8 @@ impl Default for Matrix {
             owners: Vec::new(),
             max_class: DataClass::Private,
             sync_timeout_ms: 30_000,
+            notify_room: None,
+            trusted_devices: Vec::new(),
         }
     }
 }
@@ -170,6 +194,30 @@ impl Validate for Config {
             "matrix.sync_timeout_ms",
             format!("at most {MAX_SYNC_TIMEOUT_MS}"),
         );
+        if let Some(Err(e)) = self.matrix.notify_room.as_deref().map(RoomId::parse) {
+            p.push(
+                "matrix.notify_room",
+                format!("is not a room id like \"!abc:example.org\": {e}"),
+            );
+        }
+        for (i, pin) in self.matrix.trusted_devices.iter().enumerate() {
+            let key = format!("matrix.trusted_devices[{i}]");
+            if !self.matrix.owners.contains(&pin.user) {
+                p.push(
+                    format!("{key}.user"),
+                    format!("{:?} is not one of matrix.owners", pin.user),
+                );
+            }
+            p.non_empty(&format!("{key}.device"), &pin.device);
+            let ed25519 = crate::trust::normalise_key(&pin.ed25519);
+            let base64 = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/';
+            if ed25519.len() != ED25519_BASE64_CHARS || !ed25519.chars().all(base64) {
+                p.push(
+                    format!("{key}.ed25519"),
+                    format!("is not an ed25519 key: {ED25519_BASE64_CHARS} characters of unpadded base64"),
+                );
+            }
+        }
         for (i, entry) in self.rooms.iter().enumerate() {
             let key = format!("rooms[{i}]");
             if let Err(e) = RoomId::parse(&entry.room) {

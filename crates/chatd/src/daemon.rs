@@ -4,7 +4,9 @@ use crate::channel::Channel;
 use crate::config::Config;
 use crate::error::ChatError;
 use crate::login::signed_in;
+use crate::notices::Notices;
 use crate::store::Store;
+use matrix_sdk::ruma::RoomId;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Runs chatd with `cfg` until a signal stops it.
@@ -30,10 +32,23 @@ async fn serve(cfg: Config) -> Result<(), ChatError> {
         _ = term.recv() => return Ok(()),
         _ = int.recv() => return Ok(()),
     };
+    let notices = Notices {
+        client: client.clone(),
+        loopd: boxctl::Client::new(&cfg.loopd_socket),
+        store: store.clone(),
+        default_room: match cfg.matrix.notify_room.as_deref().map(RoomId::parse) {
+            Some(Ok(room)) => Some(room),
+            Some(Err(e)) => return Err(ChatError::Config(format!("matrix.notify_room: {e}"))),
+            None => None,
+        },
+        max_class: cfg.matrix.max_class,
+    };
+    notices.prime().await?;
     let channel = Channel::new(cfg, client, store)?;
     tracing::info!("chatd serves its rooms");
     tokio::select! {
         result = channel.run() => result,
+        result = notices.run() => result,
         _ = term.recv() => {
             tracing::info!("SIGTERM: chatd stops");
             Ok(())

@@ -1,8 +1,7 @@
 //! What a timeline event says to chatd: a text message (and what it replies to), a reaction,
 //! or nothing chatd reads. Edits are nothing: an edited task is not a new one.
 
-use crate::policy::Sent;
-use matrix_sdk::deserialized_responses::{TimelineEvent, VerificationState};
+use matrix_sdk::deserialized_responses::TimelineEvent;
 use matrix_sdk::ruma::events::reaction::SyncReactionEvent;
 use matrix_sdk::ruma::events::room::message::{MessageType, Relation, SyncRoomMessageEvent};
 use matrix_sdk::ruma::events::{AnySyncMessageLikeEvent, AnySyncTimelineEvent};
@@ -72,17 +71,5 @@ impl Incoming {
         match self {
             Incoming::Text { sender, .. } | Incoming::Reaction { sender, .. } => sender,
         }
-    }
-}
-
-/// How `event` reached the bot: in the clear, or encrypted from a device it has or has not
-/// verified.
-pub fn sent(event: &TimelineEvent) -> Sent {
-    match event.encryption_info() {
-        None => Sent::Plain,
-        Some(info) => Sent::Encrypted {
-            device: info.sender_device.as_ref().map(ToString::to_string),
-            verified: matches!(info.verification_state, VerificationState::Verified),
-        },
     }
 }

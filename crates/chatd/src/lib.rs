@@ -6,7 +6,8 @@
 //! (signing in, keeping the session), [`policy`] (who may speak), [`names`] (a room's session,
 //! a message's task id), [`incoming`] (what an event says), [`reply`] (a turn's events as the
 //! room's message), [`approvals`] (calls waiting for the owner, posted and answered in the room),
-//! [`turn`] (following a task's turn), [`channel`] (the sync loop), [`daemon`] (the process). See `docs/chat.md`.
+//! [`trust`] (an owner's devices the bot trusts), [`turn`] (following a task's turn), [`channel`] (the sync loop), [`notices`] (loopd's
+//! notifications posted to rooms), [`daemon`] (the process). See `docs/chat.md`.
 
 pub mod approvals;
 pub mod channel;
@@ -16,7 +17,9 @@ pub mod error;
 pub mod incoming;
 pub mod login;
 pub mod names;
+pub mod notices;
 pub mod policy;
 pub mod reply;
 pub mod store;
+pub mod trust;
 pub mod turn;

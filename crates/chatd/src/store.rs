@@ -24,6 +24,16 @@ const MAX_STATE_FILE_BYTES: u64 = 1024 * 1024;
 /// The rooms chatd joined on an owner's invitation: room id → who invited it.
 pub type TakenRooms = BTreeMap<String, String>;
 
+/// How far chatd has posted loopd's notifications (`notices`): how many of the list, and the
+/// key of the last one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NoticeCursor {
+    /// How many of loopd's list were seen.
+    pub seen: usize,
+    /// The key of the last one seen (`notices::key_of`).
+    pub last: Option<String>,
+}
+
 /// chatd's state directory.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -107,6 +117,16 @@ impl Store {
     /// Keeps the rooms an owner invited chatd to.
     pub fn save_taken_rooms(&self, rooms: &TakenRooms) -> Result<(), ChatError> {
         self.write_json("the rooms taken", "rooms.json", rooms)
+    }
+
+    /// How far loopd's notifications were posted; none before the first read.
+    pub fn notice_cursor(&self) -> Result<Option<NoticeCursor>, ChatError> {
+        self.read_json("the notifications posted", "notices.json")
+    }
+
+    /// Keeps how far loopd's notifications were posted.
+    pub fn save_notice_cursor(&self, cursor: &NoticeCursor) -> Result<(), ChatError> {
+        self.write_json("the notifications posted", "notices.json", cursor)
     }
 
     fn read_json<T: DeserializeOwned>(

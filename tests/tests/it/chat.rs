@@ -13,8 +13,10 @@ use e2e::{Running, Stack, StackOptions, binary};
 use matrix_sdk::config::SyncSettings;
 use matrix_sdk::room::MessagesOptions;
 use matrix_sdk::ruma::api::client::room::create_room;
+use matrix_sdk::ruma::events::InitialStateEvent;
 use matrix_sdk::ruma::events::reaction::ReactionEventContent;
 use matrix_sdk::ruma::events::relation::{Annotation, InReplyTo, Reply};
+use matrix_sdk::ruma::events::room::encryption::RoomEncryptionEventContent;
 use matrix_sdk::ruma::events::room::member::MembershipState;
 use matrix_sdk::ruma::events::room::message::{
     Relation, RoomMessageEventContent, SyncRoomMessageEvent,
@@ -46,33 +48,56 @@ struct Box {
     bot: OwnedUserId,
 }
 
-/// The box, its stack made by `stack` in the test's directory (with the brokerd it started, if
-/// any); `None` when the test is skipped for want of Synapse.
-fn start(stack: impl FnOnce(&Path) -> (Stack, Option<Running>)) -> Option<Box> {
-    let dir = tempfile::tempdir().unwrap();
-    let synapse = Synapse::start_or_skip(&dir.path().join("synapse"))?;
+/// Synapse in `dir` with the bot, the owner and a stranger registered; `None` when the test
+/// is skipped for want of Synapse.
+fn homeserver(dir: &Path) -> Option<(Synapse, OwnedUserId)> {
+    let synapse = Synapse::start_or_skip(&dir.join("synapse"))?;
     let bot = UserId::parse(synapse.register("box", PASSWORD)).unwrap();
     synapse.register("owner", PASSWORD);
     synapse.register("stranger", PASSWORD);
-    let (stack, brokerd) = stack(dir.path());
-    let password = dir.path().join("bot-password");
+    Some((synapse, bot))
+}
+
+/// chatd for `bot` on `synapse`, obeying the owner, using loopd at `socket`, its state and
+/// config in `dir`.
+fn start_chatd(dir: &Path, synapse: &Synapse, bot: &UserId, socket: &Path) -> Running {
+    start_chatd_with(dir, synapse, bot, socket, "")
+}
+
+/// [`start_chatd`] with `matrix_toml` at the end of chatd's config (after `[matrix]`).
+fn start_chatd_with(
+    dir: &Path,
+    synapse: &Synapse,
+    bot: &UserId,
+    socket: &Path,
+    matrix_toml: &str,
+) -> Running {
+    let password = dir.join("bot-password");
     std::fs::write(&password, format!("{PASSWORD}\n")).unwrap();
-    let config = dir.path().join("chatd.toml");
+    let config = dir.join("chatd.toml");
     std::fs::write(
         &config,
         format!(
-            "loopd_socket = {:?}\nstate_dir = {:?}\n[log]\nlevel = \"info\"\n[matrix]\n\
+            "loopd_socket = {socket:?}\nstate_dir = {:?}\n[log]\nlevel = \"info\"\n[matrix]\n\
              homeserver = {:?}\nuser = \"{bot}\"\npassword_file = {password:?}\n\
-             owners = [\"@owner:{SERVER_NAME}\"]\nsync_timeout_ms = 1000\n",
-            stack.socket,
-            dir.path().join("chatd"),
+             owners = [\"@owner:{SERVER_NAME}\"]\nsync_timeout_ms = 1000\n{matrix_toml}",
+            dir.join("chatd"),
             synapse.url,
         ),
     )
     .unwrap();
     let mut command = Command::new(binary("chatd"));
     command.arg("--config").arg(&config);
-    let chatd = Running::start_logged(command, &dir.path().join("chatd.log")).unwrap();
+    Running::start_logged(command, &dir.join("chatd.log")).unwrap()
+}
+
+/// The box, its stack made by `stack` in the test's directory (with the brokerd it started, if
+/// any); `None` when the test is skipped for want of Synapse.
+fn start(stack: impl FnOnce(&Path) -> (Stack, Option<Running>)) -> Option<Box> {
+    let dir = tempfile::tempdir().unwrap();
+    let (synapse, bot) = homeserver(dir.path())?;
+    let (stack, brokerd) = stack(dir.path());
+    let chatd = start_chatd(dir.path(), &synapse, &bot, &stack.socket);
     Some(Box {
         _dir: dir,
         synapse,
@@ -330,5 +355,101 @@ fn a_waiting_call_is_posted_and_only_the_owners_answer_decides_it_once() {
             "{log}"
         );
         assert!(log.contains("\"decision\":\"approved\""), "{log}");
+    });
+}
+
+#[test]
+fn a_schedules_result_is_posted_to_the_room_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((synapse, bot)) = homeserver(dir.path()) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        // The room comes first: the schedule names it.
+        let owner = sign_in(&synapse.url, "owner").await;
+        let room_id = room_with(&owner, vec![bot.clone()]).await;
+        let stack = Stack::start(StackOptions {
+            script: SCRIPT.to_string(),
+            loopd_toml: format!(
+                "[[schedules]]\nname = \"report\"\nevery = \"24h\"\ntask = \"report\"\n\
+                 notify = \"always\"\nnotify_to = \"matrix:{room_id}\"\n"
+            ),
+            ..StackOptions::default()
+        })
+        .unwrap();
+        let _chatd = start_chatd(dir.path(), &synapse, &bot, &stack.socket);
+        wait_membership(&owner, &room_id, &bot, MembershipState::Join).await;
+
+        let out = stack.boxctl(&["schedule", "run", "report"]);
+        assert_eq!(out.status.code(), Some(0), "{}", e2e::show(&out));
+        let said = wait_messages_from(&owner, &room_id, &bot, 1).await;
+        assert!(
+            said[0].starts_with('['),
+            "the session's name first: {said:?}"
+        );
+        assert!(said[0].ends_with("] The answer is 42."), "{said:?}");
+    });
+}
+
+#[test]
+fn in_an_encrypted_room_only_a_pinned_device_of_the_owners_is_obeyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((synapse, bot)) = homeserver(dir.path()) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        // Two devices of the owner's: the phone is pinned in chatd's config, the laptop is not.
+        let phone = sign_in(&synapse.url, "owner").await;
+        let laptop = sign_in(&synapse.url, "owner").await;
+        let phone_device = phone.device_id().unwrap().to_string();
+        let laptop_device = laptop.device_id().unwrap().to_string();
+        let phone_key = phone.encryption().ed25519_key().await.unwrap();
+        let (stack, _) = plain_stack(dir.path());
+        let pin = format!(
+            "[[matrix.trusted_devices]]\nuser = \"@owner:{SERVER_NAME}\"\n\
+             device = {phone_device:?}\ned25519 = {phone_key:?}\n"
+        );
+        let _chatd = start_chatd_with(dir.path(), &synapse, &bot, &stack.socket, &pin);
+
+        let mut request = create_room::v3::Request::new();
+        request.invite = vec![bot.clone()];
+        request.initial_state = vec![
+            InitialStateEvent::with_empty_state_key(
+                RoomEncryptionEventContent::with_recommended_defaults(),
+            )
+            .to_raw_any(),
+        ];
+        let room_id = phone
+            .create_room(request)
+            .await
+            .unwrap()
+            .room_id()
+            .to_owned();
+        wait_membership(&phone, &room_id, &bot, MembershipState::Join).await;
+        wait_membership(&laptop, &room_id, &bot, MembershipState::Join).await;
+
+        laptop
+            .get_room(&room_id)
+            .unwrap()
+            .send(RoomMessageEventContent::text_plain("from the laptop"))
+            .await
+            .unwrap();
+        let said = wait_messages_from(&phone, &room_id, &bot, 1).await;
+        assert!(said[0].contains("has not verified"), "{said:?}");
+        assert!(said[0].contains(&laptop_device), "{said:?}");
+
+        phone
+            .get_room(&room_id)
+            .unwrap()
+            .send(RoomMessageEventContent::text_plain("from the phone"))
+            .await
+            .unwrap();
+        let said = wait_messages_from(&phone, &room_id, &bot, 2).await;
+        assert_eq!(said[1], "The answer is 42.", "{said:?}");
+        let log = stack.log_text(session_of(&room_id, &[]).unwrap().as_str());
+        assert!(log.contains("from the phone"), "{log}");
+        assert!(!log.contains("from the laptop"), "{log}");
     });
 }

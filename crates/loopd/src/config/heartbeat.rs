@@ -71,6 +71,7 @@ impl Heartbeat {
             missed: Missed::Skip,
             quiet_reply: Some(QUIET_REPLY.into()),
             notify: Notify::UnlessQuiet,
+            notify_to: None,
             enabled: true,
         }))
     }

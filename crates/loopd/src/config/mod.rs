@@ -36,9 +36,9 @@ pub use kv::{Kv, MAX_KV_FILES};
 pub use llama::{DEFAULT_LLAMA_URL, Expect, Llama};
 pub use memory::Memory;
 pub use schedules::{
-    CHECK_RUN_TIMES, DEFAULT_TIMEZONE, HEARTBEAT_SCHEDULE, MAX_SCHEDULE_NAME_BYTES, MIN_EVERY_MS,
-    Missed, NEW_SESSION, Notify, Schedule, TaskSource, Timing, parse_cron, parse_every,
-    parse_timezone,
+    CHECK_RUN_TIMES, DEFAULT_TIMEZONE, HEARTBEAT_SCHEDULE, MAX_NOTIFY_TO_BYTES,
+    MAX_SCHEDULE_NAME_BYTES, MIN_EVERY_MS, Missed, NEW_SESSION, Notify, Schedule, TaskSource,
+    Timing, check_notify_to, parse_cron, parse_every, parse_timezone,
 };
 pub use slots::{MAX_MAIN_SLOTS, MainSlots, Slots};
 pub use subagent::Subagent;

@@ -87,6 +87,10 @@ pub struct Schedule {
     /// When an answer becomes a notification.
     #[serde(default)]
     pub notify: Notify,
+    /// Where a channel should send its notifications (`CHANNEL:TARGET`, as
+    /// `matrix:!room:example.org`); loopd only carries it ([`check_notify_to`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_to: Option<String>,
     /// A disabled schedule never runs by itself (`boxctl schedule run` still runs it).
     #[serde(default = "default_enabled")]
     pub enabled: bool,
@@ -192,6 +196,9 @@ impl Schedule {
     fn check(&self, key: &str, p: &mut Problems) {
         if let Err(why) = check_name(&self.name) {
             p.push(format!("{key}.name"), why);
+        }
+        if let Some(Err(why)) = self.notify_to.as_deref().map(check_notify_to) {
+            p.push(format!("{key}.notify_to"), why);
         }
         if let Err(why) = parse_timezone(&self.timezone) {
             p.push(format!("{key}.timezone"), why);
@@ -333,6 +340,27 @@ pub fn parse_cron(text: &str) -> Result<Cron, String> {
 /// An IANA time zone name, read from the system's time-zone database ([`Zone::named`]).
 pub fn parse_timezone(text: &str) -> Result<Zone, String> {
     Zone::named(text)
+}
+
+/// The longest `notify_to`, in bytes.
+pub const MAX_NOTIFY_TO_BYTES: usize = 256;
+
+/// Whether `to` can be a `notify_to`: `CHANNEL:TARGET`, the channel a lowercase word, the
+/// target not empty, no whitespace or control characters, at most [`MAX_NOTIFY_TO_BYTES`].
+pub fn check_notify_to(to: &str) -> Result<(), String> {
+    let shape = "is not CHANNEL:TARGET, like \"matrix:!room:example.org\"";
+    let Some((channel, target)) = to.split_once(':') else {
+        return Err(format!("{to:?} {shape}"));
+    };
+    let channel_ok = !channel.is_empty() && channel.chars().all(|c| c.is_ascii_lowercase());
+    let target_ok =
+        !target.is_empty() && !target.chars().any(|c| c.is_whitespace() || c.is_control());
+    if !channel_ok || !target_ok || to.len() > MAX_NOTIFY_TO_BYTES {
+        return Err(format!(
+            "{to:?} {shape} (at most {MAX_NOTIFY_TO_BYTES} bytes)"
+        ));
+    }
+    Ok(())
 }
 
 /// A humantime interval, at least [`MIN_EVERY_MS`].

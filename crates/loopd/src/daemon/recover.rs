@@ -99,6 +99,7 @@ fn notification(id: &SessionId, left: &LeftApproval) -> Notification {
         text,
         class: labels.class,
         untrusted: labels.untrusted,
+        to: None,
     }
 }
 

@@ -53,6 +53,8 @@ pub struct Spec {
     pub quiet_reply: Option<String>,
     /// When an answer becomes a notification.
     pub notify: Notify,
+    /// Where a channel should send its notifications (`notify_to`).
+    pub notify_to: Option<String>,
     /// Whether it runs by itself.
     pub enabled: bool,
 }
@@ -83,6 +85,7 @@ impl Spec {
             missed: s.missed,
             quiet_reply: s.quiet_reply.clone(),
             notify: s.notify,
+            notify_to: s.notify_to.clone(),
             enabled: s.enabled,
         })
     }

@@ -266,10 +266,14 @@ impl<B: Backend> Shared<B> {
             answer.push(&event);
         }
         let turn = submitted.accepted.turn;
-        let (notify, quiet) = {
+        let (notify, quiet, notify_to) = {
             let entries = self.lock();
             match entries.get(&begun.name) {
-                Some(e) => (e.spec.notify, e.spec.quiet_reply.clone()),
+                Some(e) => (
+                    e.spec.notify,
+                    e.spec.quiet_reply.clone(),
+                    e.spec.notify_to.clone(),
+                ),
                 None => return,
             }
         };
@@ -297,6 +301,7 @@ impl<B: Backend> Shared<B> {
                     text,
                     class: labels.class,
                     untrusted: labels.untrusted,
+                    to: notify_to,
                 };
                 let file = self.paths.notifications.clone();
                 match tokio::task::spawn_blocking(move || journal::append(&file, &[note])).await {

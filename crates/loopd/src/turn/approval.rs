@@ -394,6 +394,7 @@ fn notify(
         ),
         class: labels.class,
         untrusted: labels.untrusted,
+        to: None,
     };
     journal::append(&rt.cfg.state_dir.join(journal::NOTIFICATIONS_FILE), &[note])
 }

@@ -189,6 +189,10 @@ pub struct Notification {
     /// Whether that context was untrusted (a line without it reads as untrusted).
     #[serde(default = "unknown_untrusted")]
     pub untrusted: bool,
+    /// Where its schedule asked for it to be sent (`notify_to`, e.g. `matrix:!room:server`), for
+    /// a channel such as chatd; none: the channel's default place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
 }
 
 fn unknown_class() -> DataClass {

@@ -210,6 +210,7 @@ impl Backend for Stub {
                 text: "the disk is nearly full\ncheck /var".into(),
                 class: bxcore::DataClass::Private,
                 untrusted: true,
+                to: None,
             }],
         })
     }

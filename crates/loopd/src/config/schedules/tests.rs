@@ -251,3 +251,28 @@ fn check_config_shows_the_heartbeats_run_times_too() {
         .unwrap_or_else(|| panic!("no note for the heartbeat in {out}"));
     assert_eq!(line.matches(", ").count(), CHECK_RUN_TIMES - 1, "{line}");
 }
+
+#[test]
+fn notify_to_is_channel_colon_target_and_loopd_only_keeps_it() {
+    let f = file(&entry(&format!(
+        "{OK}\nnotify_to = \"matrix:!abc:example.org\""
+    )));
+    let cfg: Config = Loader::new(f.path(), ENV_PREFIX).load_valid().unwrap();
+    assert_eq!(
+        cfg.schedules[0].notify_to.as_deref(),
+        Some("matrix:!abc:example.org")
+    );
+    for bad in ["matrix", ":room", "matrix:", "Matrix:!a:b", "matrix:!a b"] {
+        assert_refused(
+            &entry(&format!("{OK}\nnotify_to = {bad:?}")),
+            "schedules[0].notify_to",
+            "is not CHANNEL:TARGET",
+        );
+    }
+    let long = format!("matrix:{}", "a".repeat(MAX_NOTIFY_TO_BYTES));
+    assert_refused(
+        &entry(&format!("{OK}\nnotify_to = {long:?}")),
+        "schedules[0].notify_to",
+        "at most",
+    );
+}
