@@ -8,9 +8,11 @@
 //! task.
 
 use crate::approvals::{Found, Waiting, answer_in_reaction, answer_in_reply};
+use crate::catchup;
 use crate::config::Config;
 use crate::error::ChatError;
 use crate::incoming::Incoming;
+use crate::ledger::{Handed, Tasks};
 use crate::names::{session_of, task_id_of};
 use crate::policy::{Policy, Verdict};
 use crate::store::{Store, TakenRooms};
@@ -21,16 +23,21 @@ use boxctl::approvals::answered_line;
 use bxcore::{SessionId, TaskId};
 use matrix_sdk::config::{SyncSettings, SyncToken};
 use matrix_sdk::deserialized_responses::TimelineEvent;
-use matrix_sdk::ruma::{OwnedEventId, RoomId, UserId};
+use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId, UserId};
 use matrix_sdk::sync::SyncResponse;
 use matrix_sdk::{Client, Room};
 use proto::api::TaskRequest;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The first pause after a failed sync or an unreachable loopd, in milliseconds.
 const FIRST_RETRY_MS: u64 = 500;
 /// The longest pause between tries, in milliseconds.
 const MAX_RETRY_MS: u64 = 30_000;
+/// The most event ids remembered as read in this process (a message read twice, from the sync
+/// and from the history, is handled once).
+const MAX_SEEN: usize = 4_096;
 /// What the room is told, once, while loopd cannot be reached.
 pub const RESTARTING: &str = "The box is restarting; your message will run once it is back.";
 
@@ -51,6 +58,9 @@ pub struct Channel {
     taken: TakenRooms,
     waiting: Waiting,
     trust: Trust,
+    tasks: Tasks,
+    marks: Mutex<BTreeMap<String, String>>,
+    seen: Mutex<VecDeque<OwnedEventId>>,
 }
 
 impl Channel {
@@ -68,6 +78,8 @@ impl Channel {
         let loopd = boxctl::Client::new(&cfg.loopd_socket);
         let trust = Trust::new(cfg.matrix.trusted_devices.clone());
         let taken = store.taken_rooms()?;
+        let tasks = Tasks::load(store.clone())?;
+        let marks = store.marks()?;
         Ok(Channel {
             cfg,
             client,
@@ -77,12 +89,17 @@ impl Channel {
             taken,
             waiting: Waiting::default(),
             trust,
+            tasks,
+            marks: Mutex::new(marks),
+            seen: Mutex::new(VecDeque::new()),
         })
     }
 
     /// Reads the rooms until the process is stopped; an error is one chatd cannot go on
     /// after (its state cannot be written).
     pub async fn run(mut self) -> Result<(), ChatError> {
+        self.follow_unanswered().await;
+        self.catch_up().await;
         let mut token = self.store.sync_token()?;
         let mut retry_ms = FIRST_RETRY_MS;
         loop {
@@ -149,6 +166,59 @@ impl Channel {
         Ok(())
     }
 
+    /// Each room taken, read back from its mark (`catchup`): what came while chatd was down,
+    /// or was read but not handed over when it stopped.
+    async fn catch_up(&self) {
+        for room_id in self.taken.keys() {
+            let Some(room) = RoomId::parse(room_id)
+                .ok()
+                .and_then(|id| self.client.get_room(&id))
+            else {
+                continue;
+            };
+            let mark = self
+                .marks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(room_id)
+                .and_then(|m| EventId::parse(m).ok());
+            match catchup::since(&room, mark.as_deref(), self.policy.bot()).await {
+                Ok(events) => {
+                    for event in &events {
+                        self.event(&room, event).await;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(room = %room_id, %error, "cannot read the room back; what came while chatd was down is not read")
+                }
+            }
+        }
+    }
+
+    /// Whether `incoming` is read for the first time in this process (the sync and the history
+    /// may both bring it).
+    fn first_time(&self, incoming: &Incoming) -> bool {
+        let event = incoming.event().clone();
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.contains(&event) {
+            return false;
+        }
+        if seen.len() >= MAX_SEEN {
+            seen.pop_front();
+        }
+        seen.push_back(event);
+        true
+    }
+
+    /// Keeps `event` as the last message read in `room`.
+    fn read(&self, room: &Room, event: &OwnedEventId) {
+        let mut marks = self.marks.lock().unwrap_or_else(|p| p.into_inner());
+        marks.insert(room.room_id().to_string(), event.to_string());
+        if let Err(error) = self.store.save_marks(&marks) {
+            tracing::error!(%error, "cannot keep the last message read");
+        }
+    }
+
     /// Every new message of the batch, room by room, in order.
     async fn messages(&self, response: &SyncResponse) {
         for (room_id, update) in &response.rooms.joined {
@@ -170,6 +240,10 @@ impl Channel {
         let Some(incoming) = Incoming::of(event) else {
             return;
         };
+        if !self.first_time(&incoming) {
+            return;
+        }
+        let event_id = incoming.event().clone();
         let taken = self.taken.contains_key(room.room_id().as_str());
         let sender = incoming.sender().clone();
         let sent = self.trust.sent(&self.client, &sender, event).await;
@@ -205,6 +279,7 @@ impl Channel {
             }
             Verdict::Ignored => {}
         }
+        self.read(room, &event_id);
     }
 
     /// The owner's reply or reaction to `post`, the post of a waiting call: its decision,
@@ -272,22 +347,66 @@ impl Channel {
                 return;
             }
         };
-        let request = TaskRequest {
-            session: Some(session.clone()),
+        if self.tasks.answered(&task_id) {
+            // Read again after a crash; its answer was posted.
+            return;
+        }
+        let handed = Handed {
+            room: room.room_id().to_string(),
+            session,
+            task_id,
             text: message.text,
-            task_id: Some(task_id),
+        };
+        self.hand(room, handed).await;
+    }
+
+    /// Hands `handed` to loopd (again, when it was before a restart) and follows its turn in
+    /// the background.
+    async fn hand(&self, room: &Room, handed: Handed) {
+        if !self.tasks.follow(&handed.task_id) {
+            return;
+        }
+        let again = self.tasks.was_handed(&handed.task_id);
+        let request = TaskRequest {
+            session: Some(handed.session.clone()),
+            text: handed.text.clone(),
+            task_id: Some(handed.task_id.clone()),
         };
         let Some(stream) = self.submit(room, &request).await else {
+            self.tasks.unfollow(&handed.task_id);
             return;
         };
+        let (session, task_id) = (handed.session.clone(), handed.task_id.clone());
+        tracing::info!(%session, task = %task_id, again, "a task was handed to loopd");
+        if let Err(error) = self.tasks.hand(handed) {
+            tracing::error!(%error, "cannot keep that a task was handed over");
+        }
         let follow = Follow {
             room: room.clone(),
             session,
             max_class: self.cfg.matrix.max_class,
             loopd: self.loopd.clone(),
             waiting: self.waiting.clone(),
+            task_id,
+            tasks: self.tasks.clone(),
+            again,
         };
         tokio::spawn(follow.run(stream));
+    }
+
+    /// Follows again every task handed over before a restart and not answered.
+    async fn follow_unanswered(&self) {
+        for handed in self.tasks.unanswered() {
+            let room = RoomId::parse(&handed.room)
+                .ok()
+                .and_then(|id| self.client.get_room(&id));
+            match room {
+                Some(room) => self.hand(&room, handed).await,
+                None => {
+                    tracing::warn!(room = %handed.room, "a task's room is gone; its answer cannot be posted")
+                }
+            }
+        }
     }
 
     /// Hands `request` to loopd, trying again while loopd cannot be reached (the room is told

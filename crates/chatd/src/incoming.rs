@@ -25,6 +25,8 @@ pub enum Incoming {
     Reaction {
         /// Who reacted.
         sender: OwnedUserId,
+        /// The reaction's own event id.
+        event: OwnedEventId,
         /// The event reacted to.
         to: OwnedEventId,
         /// The reaction (an emoji).
@@ -58,11 +60,19 @@ impl Incoming {
             AnySyncMessageLikeEvent::Reaction(SyncReactionEvent::Original(r)) => {
                 Some(Incoming::Reaction {
                     sender: r.sender,
+                    event: r.event_id,
                     to: r.content.relates_to.event_id,
                     key: r.content.relates_to.key,
                 })
             }
             _ => None,
+        }
+    }
+
+    /// Its event id.
+    pub fn event(&self) -> &OwnedEventId {
+        match self {
+            Incoming::Text { event, .. } | Incoming::Reaction { event, .. } => event,
         }
     }
 

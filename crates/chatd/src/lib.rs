@@ -4,17 +4,21 @@
 //!
 //! Modules: [`config`] (`config/chatd.toml`), [`store`] (the state directory), [`login`]
 //! (signing in, keeping the session), [`policy`] (who may speak), [`names`] (a room's session,
-//! a message's task id), [`incoming`] (what an event says), [`reply`] (a turn's events as the
+//! a message's task id), [`incoming`] (what an event says), [`ledger`] (tasks handed over and answered), [`history`]
+//! (a turn read back from the log), [`reply`] (a turn's events as the
 //! room's message), [`approvals`] (calls waiting for the owner, posted and answered in the room),
-//! [`trust`] (an owner's devices the bot trusts), [`turn`] (following a task's turn), [`channel`] (the sync loop), [`notices`] (loopd's
+//! [`trust`] (an owner's devices the bot trusts), [`turn`] (following a task's turn), [`catchup`] (a room read back after a restart), [`channel`] (the sync loop), [`notices`] (loopd's
 //! notifications posted to rooms), [`daemon`] (the process). See `docs/chat.md`.
 
 pub mod approvals;
+pub mod catchup;
 pub mod channel;
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod history;
 pub mod incoming;
+pub mod ledger;
 pub mod login;
 pub mod names;
 pub mod notices;

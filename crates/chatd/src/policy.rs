@@ -44,6 +44,11 @@ impl Policy {
         Policy { bot, owners }
     }
 
+    /// The bot's own id.
+    pub fn bot(&self) -> &UserId {
+        &self.bot
+    }
+
     /// Whether `user` is an owner.
     pub fn is_owner(&self, user: &UserId) -> bool {
         self.owners.iter().any(|owner| owner == user)

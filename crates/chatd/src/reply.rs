@@ -16,7 +16,7 @@ const CALL_LINE_CHARS: usize = 80;
 pub struct Reply {
     calls: Vec<String>,
     answer: String,
-    waits: usize,
+    turn: Option<u64>,
     end: Option<(TurnEnd, Labels)>,
 }
 
@@ -30,8 +30,11 @@ impl Reply {
                 one_line(&tool_call.name, Some(CALL_LINE_CHARS)),
                 one_line(&tool_call.arguments, Some(CALL_LINE_CHARS))
             )),
-            TurnEvent::ApprovalRequested { .. } => self.waits += 1,
-            TurnEvent::Ended { end, context, .. } => self.end = Some((end.clone(), *context)),
+            TurnEvent::Started { turn, .. } => self.turn = Some(*turn),
+            TurnEvent::Ended { turn, end, context } => {
+                self.turn = Some(*turn);
+                self.end = Some((end.clone(), *context));
+            }
             _ => {}
         }
     }
@@ -39,6 +42,24 @@ impl Reply {
     /// Whether the turn has ended.
     pub fn ended(&self) -> bool {
         self.end.is_some()
+    }
+
+    /// The turn's number, once an event said it.
+    pub fn turn(&self) -> Option<u64> {
+        self.turn
+    }
+
+    /// Whether any call or text came.
+    pub fn has_body(&self) -> bool {
+        !self.calls.is_empty() || !self.answer.trim().is_empty()
+    }
+
+    /// This reply's calls and text with `other`'s end: a turn read back from the log, ended
+    /// as the stream said.
+    pub fn ended_as(mut self, other: &Reply) -> Reply {
+        self.turn = other.turn;
+        self.end = other.end.clone();
+        self
     }
 
     /// The message for the room, for a turn of `session` in a room that may see up to

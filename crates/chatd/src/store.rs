@@ -129,6 +129,30 @@ impl Store {
         self.write_json("the notifications posted", "notices.json", cursor)
     }
 
+    /// The last message read in each room: room id → event id (`catchup`).
+    pub fn marks(&self) -> Result<BTreeMap<String, String>, ChatError> {
+        Ok(self
+            .read_json("the last messages read", "marks.json")?
+            .unwrap_or_default())
+    }
+
+    /// Keeps the last message read in each room.
+    pub fn save_marks(&self, marks: &BTreeMap<String, String>) -> Result<(), ChatError> {
+        self.write_json("the last messages read", "marks.json", marks)
+    }
+
+    /// The tasks handed to loopd and answered (`ledger`).
+    pub fn ledger(&self) -> Result<crate::ledger::Ledger, ChatError> {
+        Ok(self
+            .read_json("the tasks handed over", "tasks.json")?
+            .unwrap_or_default())
+    }
+
+    /// Keeps the tasks handed to loopd and answered.
+    pub fn save_ledger(&self, ledger: &crate::ledger::Ledger) -> Result<(), ChatError> {
+        self.write_json("the tasks handed over", "tasks.json", ledger)
+    }
+
     fn read_json<T: DeserializeOwned>(
         &self,
         what: &'static str,

@@ -2,9 +2,11 @@
 //! the owner is posted (`approvals`), and when the turn ends its answer is posted (`reply`).
 
 use crate::approvals::{Posted, Waiting, request_text};
+use crate::history;
+use crate::ledger::Tasks;
 use crate::reply::Reply;
 use boxctl::client::{EventStream, StreamItem};
-use bxcore::{ApprovalId, DataClass, SessionId, TurnEvent};
+use bxcore::{ApprovalId, DataClass, SessionId, TaskId, TurnEvent};
 use matrix_sdk::Room;
 use matrix_sdk::ruma::events::room::message::RoomMessageEventContent;
 
@@ -20,6 +22,13 @@ pub struct Follow {
     pub loopd: boxctl::Client,
     /// The posts of waiting calls, which the sync loop answers.
     pub waiting: Waiting,
+    /// The task's id.
+    pub task_id: TaskId,
+    /// Where it is kept as handed over, and then as answered.
+    pub tasks: Tasks,
+    /// Whether chatd had handed it over before (a restart came between): its answer is read
+    /// back from the log.
+    pub again: bool,
 }
 
 impl Follow {
@@ -44,7 +53,27 @@ impl Follow {
             }
         }
         let _ = self.room.typing_notice(false).await;
+        let reply = self.complete(reply).await;
         say(&self.room, &reply.message(&self.session, self.max_class)).await;
+        tracing::info!(session = %self.session, task = %self.task_id, ended = reply.ended(), "a task's answer was posted");
+        if reply.ended()
+            && let Err(error) = self.tasks.answer(&self.task_id)
+        {
+            tracing::error!(%error, "cannot keep that a task was answered");
+        }
+        self.tasks.unfollow(&self.task_id);
+    }
+
+    /// `streamed`, or, for a task followed again or whose stream brought no text, the turn as
+    /// its log holds it (with the stream's end).
+    async fn complete(&self, streamed: Reply) -> Reply {
+        let (true, Some(turn)) = (self.again || !streamed.has_body(), streamed.turn()) else {
+            return streamed;
+        };
+        match history::turn_reply(&self.loopd, &self.session, turn).await {
+            Some(logged) if streamed.ended() => logged.ended_as(&streamed),
+            _ => streamed,
+        }
     }
 
     async fn take(&self, event: &TurnEvent) {
