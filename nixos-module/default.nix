@@ -193,7 +193,7 @@ in
   # services.boxmaker.rpcWorker, a llama.cpp RPC worker's own unit (docs/scale-out.md);
   # services.boxmaker.llama.host and apiKeyFile: where llama-server listens, and its key.
   # options.nix: the options rendered here; model.nix: services.boxmaker.model and the catalogue.
-  imports = [ ./options.nix ./model.nix ./schedules.nix ./metrics.nix ./web.nix ./secrets.nix ./rpc-worker.nix ./llama-server.nix ];
+  imports = [ ./options.nix ./model.nix ./schedules.nix ./metrics.nix ./web.nix ./secrets.nix ./rpc-worker.nix ./llama-server.nix ./chat.nix ];
 
   # No maintainer attribute set exists for this project (it is not in nixpkgs' maintainer list);
   # the owner of this flake is the module's maintainer.

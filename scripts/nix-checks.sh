@@ -48,11 +48,11 @@ grep -qF 'bash tests/nix/offline-check.sh' flake.nix \
 # shellcheck source=lib/bin-dir.sh
 . ./scripts/lib/bin-dir.sh
 bins=$(cargo_bin_dir)
-for b in loopd brokerd boxd boxctl; do
+for b in loopd brokerd boxd boxctl chatd; do
     [ -x "$bins/$b" ] || { echo "nix-checks: $bins/$b missing: cargo build --workspace --bins" >&2; exit 2; }
 done
 mkdir -p "$work/pkg/bin"
-for b in loopd brokerd boxd boxctl; do ln -s "$bins/$b" "$work/pkg/bin/$b"; done
+for b in loopd brokerd boxd boxctl chatd; do ln -s "$bins/$b" "$work/pkg/bin/$b"; done
 
 echo "nix-checks: evaluate nixos-module with nixpkgs' lib (tests/nix/eval-module.nix)"
 # --read-write-mode: the stand-in writes the rendered TOML into /nix/store (builtins.toFile).
@@ -196,6 +196,9 @@ out="$work/owner-out" bash "$work/owner.sh" >"$work/owner.log" 2>&1 || { cat "$w
 # docs/approvals.md's NixOS snippet (a write_file grant under approve = "always") passes them too.
 python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["approvalsScript"])' "$work/owner.json" >"$work/approvals.sh"
 out="$work/approvals-out" bash "$work/approvals.sh" >"$work/approvals.log" 2>&1 || { cat "$work/approvals.log" >&2; exit 1; }
+# chatd's config, rendered from services.boxmaker.chat.matrix, passes chatd --check-config.
+python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["chatScript"])' "$work/eval.json" >"$work/chat.sh"
+out="$work/chat-out" bash "$work/chat.sh" >"$work/chat.log" 2>&1 || { cat "$work/chat.log" >&2; exit 1; }
 for name in loopd brokerd; do
     file=$(grep -o "/nix/store/[a-z0-9]*-$name.toml" "$work/out/boxd.toml" | head -n1)
     want=$(sha256sum "$file" | cut -d' ' -f1)

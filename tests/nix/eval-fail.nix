@@ -54,6 +54,15 @@ let
       user = base // { boxd.settings = { socket = "/run/boxd.sock"; notify = false; }; };
       message = "services.boxmaker.boxd.settings sets notify, socket, which the module writes itself";
     };
+    # chatd signs in with one credential.
+    chat-two-credentials = {
+      user = base // { chat.matrix = {
+        enable = true; homeserver = "https://matrix.example.org"; user = "@box:example.org";
+        owners = [ "@me:example.org" ];
+        passwordFile = "/run/agenix/p"; accessTokenFile = "/run/agenix/t";
+      }; };
+      message = "services.boxmaker.chat.matrix: set exactly one of passwordFile and accessTokenFile.";
+    };
     boxd-bad-log-level = {
       user = base // { boxd.settings.log.level = "loud"; };
       message = "services.boxmaker.boxd.settings.log.level' is not of type `one of \"trace\", \"debug\", \"info\", \"warn\", \"error\"'";

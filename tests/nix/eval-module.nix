@@ -45,6 +45,21 @@ let
   has = k: v: check "serviceConfig.${k} = ${builtins.toJSON v}" ((sc.${k} or null) == v);
 
   disabled = (evalBox { user = user // { enable = false; }; }).config;
+
+  # chatd (nixos-module/chat.nix): its own unit and user, loopd's group, a credential.
+  matrixKey = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ";
+  chatOf = m: (evalBox { user = user // { chat.matrix = {
+    enable = true;
+    homeserver = "https://matrix.example.org";
+    user = "@box:example.org";
+    owners = [ "@me:example.org" ];
+    notifyRoom = "!abc:example.org";
+    trustedDevices = [{ user = "@me:example.org"; device = "PHONE"; ed25519 = matrixKey; }];
+  } // m; }; }).config;
+  chat = chatOf { passwordFile = "/run/agenix/matrix-box"; };
+  csc = chat.systemd.services.boxmaker-chat.serviceConfig;
+  renderedChatd = c: builtins.readFile (builtins.head
+    (builtins.match ".*/bin/chatd --check-config ([^ \n]*).*" c.services.boxmaker.chat.matrix.configDir.script));
   unitOf = u: (evalBox { user = user // u; }).config.systemd.services.boxmaker.serviceConfig;
 
   # Without the flake's overlay: the options' documentation still renders (NixOS's manual
@@ -393,6 +408,27 @@ let
         e.services.boxmaker.loopd.settings.llama.api_key_file == null
         && !(lib.hasInfix "api_key_file" (builtins.head (builtins.match ".*\n\\[llama]\n([^[]*).*" (renderedLoopd e))))
         && lib.hasInfix "\n[[llama.endpoints]]\napi_key_file = \"/run/agenix/llama-key\"\n" (renderedLoopd e)))
+    (check "chat: chatd in a unit of its own, with a user of its own, in loopd's group, its credential by LoadCredential"
+      (csc.User == "boxmaker-chat" && csc.Group == "boxmaker-chat"
+        && csc.SupplementaryGroups == [ "boxmaker" ]
+        && csc.LoadCredential == [ "matrix-password:/run/agenix/matrix-box" ]
+        && csc.StateDirectory == "boxmaker-chat" && csc.StateDirectoryMode == "0700"
+        && csc.NoNewPrivileges && csc.ProtectSystem == "strict" && csc.MemoryDenyWriteExecute
+        && chat.users.users.boxmaker-chat.isSystemUser
+        && lib.hasSuffix "/chatd.toml" csc.ExecStart
+        && builtins.elem "boxmaker.service" chat.systemd.services.boxmaker-chat.after))
+    (check "chat: chatd.toml names the credential under $CREDENTIALS_DIRECTORY, loopd's socket and the pinned device"
+      (let t = renderedChatd chat; in
+        lib.hasInfix "loopd_socket = \"/run/boxmaker/loopd.sock\"" t
+        && lib.hasInfix "password_file = \"matrix-password\"" t
+        && lib.hasInfix "notify_room = \"!abc:example.org\"" t
+        && lib.hasInfix matrixKey t))
+    (check "chat: an access token instead of a password"
+      (let c = chatOf { accessTokenFile = "/run/agenix/matrix-token"; }; in
+        c.systemd.services.boxmaker-chat.serviceConfig.LoadCredential == [ "matrix-token:/run/agenix/matrix-token" ]
+        && lib.hasInfix "access_token_file = \"matrix-token\"" (renderedChatd c)))
+    (check "chat off: no unit and no user for it"
+      (!(config.systemd.services ? boxmaker-chat) && !(config.users.users ? boxmaker-chat)))
     (check "disabled: no unit, user or package"
       (disabled.systemd.services == { } && disabled.users.users == { } && disabled.environment.systemPackages == [ ]))
   ];
@@ -400,6 +436,7 @@ in
 builtins.seq (builtins.all (x: x) checks) {
   serviceConfig = sc;
   configScript = configs.script;
+  chatScript = chat.services.boxmaker.chat.matrix.configDir.script;
   loopdSettings = cfg.loopd.settings;
   brokerdGrants = builtins.length cfg.grants;
 }

@@ -116,6 +116,11 @@ pub struct RoomEntry {
     pub session: String,
 }
 
+/// An ed25519 key as written for people: whitespace left out (Element groups it by four).
+pub fn normalise_key(key: &str) -> String {
+    key.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
 /// How chatd signs in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
@@ -209,7 +214,7 @@ impl Validate for Config {
                 );
             }
             p.non_empty(&format!("{key}.device"), &pin.device);
-            let ed25519 = crate::trust::normalise_key(&pin.ed25519);
+            let ed25519 = normalise_key(&pin.ed25519);
             let base64 = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/';
             if ed25519.len() != ED25519_BASE64_CHARS || !ed25519.chars().all(base64) {
                 p.push(

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
+/// The ledger's file in the state directory, and what it is called in errors.
+const FILE: &str = "tasks.json";
+const WHAT: &str = "the tasks handed over";
 /// The most tasks kept as handed over and unanswered; past it the oldest is forgotten.
 pub const MAX_HANDED: usize = 256;
 /// The most answered tasks remembered.
@@ -50,7 +53,7 @@ pub struct Tasks {
 impl Tasks {
     /// The ledger kept in `store`.
     pub fn load(store: Store) -> Result<Tasks, ChatError> {
-        let ledger = store.ledger()?;
+        let ledger = store.read_json(WHAT, FILE)?.unwrap_or_default();
         Ok(Tasks {
             store,
             ledger: Arc::new(Mutex::new(ledger)),
@@ -104,7 +107,7 @@ impl Tasks {
             ledger.handed.remove(0);
         }
         ledger.handed.push(handed);
-        self.store.save_ledger(&ledger)
+        self.store.write_json(WHAT, FILE, &*ledger)
     }
 
     /// Keeps that `task`'s answer was posted.
@@ -117,7 +120,7 @@ impl Tasks {
             }
             ledger.answered.push_back(task.clone());
         }
-        self.store.save_ledger(&ledger)
+        self.store.write_json(WHAT, FILE, &*ledger)
     }
 }
 

@@ -6,8 +6,23 @@
 use boxctl::safe_text::{one_line, terminal_safe};
 use bxcore::{DataClass, Labels, SessionId, TurnEnd, TurnEvent};
 
-/// The longest message body posted, in bytes (a Matrix event may be 64 KiB in all).
+/// The longest message body posted, in bytes (a Matrix event may be 64 KiB in all); a longer
+/// answer is posted cut, and whole as a file.
 pub const MAX_MESSAGE_BYTES: usize = 32 * 1024;
+/// The name of the file a long answer is attached as.
+pub const ANSWER_FILE: &str = "answer.txt";
+/// The largest answer attached as a file, in bytes; past it the file is cut too.
+pub const MAX_FILE_BYTES: usize = 4 * 1024 * 1024;
+
+/// What the room gets: a message, and the whole answer as a file when the message had to be
+/// cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The message's body.
+    pub text: String,
+    /// The whole text, to attach as [`ANSWER_FILE`].
+    pub file: Option<String>,
+}
 /// How much of a tool call's arguments its line shows, in characters.
 const CALL_LINE_CHARS: usize = 80;
 
@@ -65,19 +80,24 @@ impl Reply {
     /// The message for the room, for a turn of `session` in a room that may see up to
     /// `max_class`. A turn whose stream broke before its end says so.
     pub fn message(&self, session: &SessionId, max_class: DataClass) -> String {
+        self.outgoing(session, max_class).text
+    }
+
+    /// [`Reply::message`], and the whole answer as a file when the message is cut.
+    pub fn outgoing(&self, session: &SessionId, max_class: DataClass) -> Outgoing {
         let Some((end, labels)) = &self.end else {
-            return format!(
+            return Outgoing::text(format!(
                 "The box lost track of this task before it ended; see `boxctl show {session}`."
-            );
+            ));
         };
         if labels.class > max_class {
-            return format!(
+            return Outgoing::text(format!(
                 "The answer is labelled {} (it was made from {} data), above what this room may \
                  see ({}); read it on the box: `boxctl show {session}`.",
                 class_name(labels.class),
                 class_name(labels.class),
                 class_name(max_class)
-            );
+            ));
         }
         let mut lines = self.calls.clone();
         let answer = terminal_safe(self.answer.trim()).into_owned();
@@ -90,7 +110,15 @@ impl Reply {
         if labels.untrusted {
             lines.push("(made with untrusted data)".into());
         }
-        cap(lines.join("\n"), session)
+        let whole = lines.join("\n");
+        if whole.len() <= MAX_MESSAGE_BYTES {
+            return Outgoing::text(whole);
+        }
+        let note = format!("\n… (cut; the whole answer is attached as {ANSWER_FILE})");
+        Outgoing {
+            text: format!("{}{note}", cut(&whole, MAX_MESSAGE_BYTES - note.len())),
+            file: Some(cut(&whole, MAX_FILE_BYTES)),
+        }
     }
 }
 
@@ -115,17 +143,19 @@ fn class_name(class: DataClass) -> &'static str {
     }
 }
 
-/// `text` cut to [`MAX_MESSAGE_BYTES`] on a character boundary, saying where the rest is.
-fn cap(text: String, session: &SessionId) -> String {
-    if text.len() <= MAX_MESSAGE_BYTES {
-        return text;
+impl Outgoing {
+    fn text(text: String) -> Outgoing {
+        Outgoing { text, file: None }
     }
-    let note = format!("\n… (cut; the whole answer: `boxctl show {session}`)");
-    let mut end = MAX_MESSAGE_BYTES - note.len();
+}
+
+/// `text` cut to at most `max_bytes` on a character boundary.
+fn cut(text: &str, max_bytes: usize) -> String {
+    let mut end = text.len().min(max_bytes);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}{note}", &text[..end])
+    text[..end].to_owned()
 }
 
 #[cfg(test)]

@@ -141,19 +141,8 @@ impl Store {
         self.write_json("the last messages read", "marks.json", marks)
     }
 
-    /// The tasks handed to loopd and answered (`ledger`).
-    pub fn ledger(&self) -> Result<crate::ledger::Ledger, ChatError> {
-        Ok(self
-            .read_json("the tasks handed over", "tasks.json")?
-            .unwrap_or_default())
-    }
-
-    /// Keeps the tasks handed to loopd and answered.
-    pub fn save_ledger(&self, ledger: &crate::ledger::Ledger) -> Result<(), ChatError> {
-        self.write_json("the tasks handed over", "tasks.json", ledger)
-    }
-
-    fn read_json<T: DeserializeOwned>(
+    /// The JSON file `name` (`what` it is, for errors); none when it is missing.
+    pub(crate) fn read_json<T: DeserializeOwned>(
         &self,
         what: &'static str,
         name: &str,
@@ -173,7 +162,8 @@ impl Store {
             })
     }
 
-    fn write_json<T: Serialize>(
+    /// Replaces the JSON file `name` with `value`.
+    pub(crate) fn write_json<T: Serialize>(
         &self,
         what: &'static str,
         name: &str,

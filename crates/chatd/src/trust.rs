@@ -4,7 +4,7 @@
 //! details). A pin holds only while the device's key, as the bot's crypto store knows it, is
 //! the pinned one, so a homeserver cannot swap a device's keys under the same id.
 
-use crate::config::TrustedDevice;
+use crate::config::{TrustedDevice, normalise_key};
 use crate::policy::Sent;
 use matrix_sdk::Client;
 use matrix_sdk::deserialized_responses::{TimelineEvent, VerificationState};
@@ -14,11 +14,6 @@ use matrix_sdk::ruma::UserId;
 #[derive(Debug, Clone, Default)]
 pub struct Trust {
     pins: Vec<TrustedDevice>,
-}
-
-/// An ed25519 key as written for people: whitespace left out (Element groups it by four).
-pub fn normalise_key(key: &str) -> String {
-    key.chars().filter(|c| !c.is_whitespace()).collect()
 }
 
 impl Trust {

@@ -4,10 +4,11 @@
 use crate::approvals::{Posted, Waiting, request_text};
 use crate::history;
 use crate::ledger::Tasks;
-use crate::reply::Reply;
+use crate::reply::{ANSWER_FILE, Reply};
 use boxctl::client::{EventStream, StreamItem};
 use bxcore::{ApprovalId, DataClass, SessionId, TaskId, TurnEvent};
 use matrix_sdk::Room;
+use matrix_sdk::attachment::AttachmentConfig;
 use matrix_sdk::ruma::events::room::message::RoomMessageEventContent;
 
 /// What following a turn needs.
@@ -54,7 +55,22 @@ impl Follow {
         }
         let _ = self.room.typing_notice(false).await;
         let reply = self.complete(reply).await;
-        say(&self.room, &reply.message(&self.session, self.max_class)).await;
+        let out = reply.outgoing(&self.session, self.max_class);
+        say(&self.room, &out.text).await;
+        if let Some(file) = out.file {
+            let attached = self
+                .room
+                .send_attachment(
+                    ANSWER_FILE,
+                    &mime::TEXT_PLAIN_UTF_8,
+                    file.into_bytes(),
+                    AttachmentConfig::new(),
+                )
+                .await;
+            if let Err(error) = attached {
+                tracing::warn!(%error, "cannot attach a long answer");
+            }
+        }
         tracing::info!(session = %self.session, task = %self.task_id, ended = reply.ended(), "a task's answer was posted");
         if reply.ended()
             && let Err(error) = self.tasks.answer(&self.task_id)

@@ -98,11 +98,22 @@ fn control_characters_never_reach_the_room_and_a_long_answer_is_cut() {
     reply.take(&ended(DataClass::Public, false));
     assert_eq!(reply.message(&session(), DataClass::Private), "a[31mb");
     let mut long = Reply::default();
-    long.take(&TurnEvent::Content {
-        text: "é".repeat(MAX_MESSAGE_BYTES),
-    });
+    let text = "é".repeat(MAX_MESSAGE_BYTES);
+    long.take(&TurnEvent::Content { text: text.clone() });
     long.take(&ended(DataClass::Public, false));
-    let message = long.message(&session(), DataClass::Private);
-    assert!(message.len() <= MAX_MESSAGE_BYTES, "{}", message.len());
-    assert!(message.ends_with("(cut; the whole answer: `boxctl show home`)"));
+    let out = long.outgoing(&session(), DataClass::Private);
+    assert!(out.text.len() <= MAX_MESSAGE_BYTES, "{}", out.text.len());
+    assert!(
+        out.text
+            .ends_with("(cut; the whole answer is attached as answer.txt)")
+    );
+    assert_eq!(
+        out.file.as_deref(),
+        Some(text.as_str()),
+        "the file is the whole answer"
+    );
+    let mut secret = Reply::default();
+    secret.take(&TurnEvent::Content { text });
+    secret.take(&ended(DataClass::Secret, false));
+    assert_eq!(secret.outgoing(&session(), DataClass::Private).file, None);
 }

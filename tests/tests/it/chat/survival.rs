@@ -130,3 +130,36 @@ fn chatd_killed_while_a_task_runs_runs_no_message_twice_and_answers_each_once() 
         }
     });
 }
+
+#[test]
+fn while_loopd_is_down_the_room_is_told_once_and_the_task_runs_when_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((synapse, bot)) = homeserver(dir.path()) else {
+        return;
+    };
+    let (mut stack, _) = plain_stack(dir.path());
+    let _chatd = start_chatd(dir.path(), &synapse, &bot, &stack.socket);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let owner = sign_in(&synapse.url, "owner").await;
+        let room_id = room_with(&owner, vec![bot.clone()]).await;
+        wait_membership(&owner, &room_id, &bot, MembershipState::Join).await;
+        // loopd stops (killed); the owner writes meanwhile.
+        drop(stack.loopd.take());
+        let room = owner.get_room(&room_id).unwrap();
+        room.send(RoomMessageEventContent::text_plain("are you there?"))
+            .await
+            .unwrap();
+        let said = wait_messages_from(&owner, &room_id, &bot, 1).await;
+        assert_eq!(said, [chatd::channel::RESTARTING]);
+        stack.start_loopd("").unwrap();
+        let said = wait_messages_from(&owner, &room_id, &bot, 2).await;
+        assert_eq!(
+            said[1], "The answer is 42.",
+            "told once, then answered: {said:?}"
+        );
+        let session = session_of(&room_id, &[]).unwrap();
+        let log = stack.log_text(session.as_str());
+        assert_eq!(log.matches("are you there?").count(), 1, "{log}");
+    });
+}
