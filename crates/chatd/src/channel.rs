@@ -176,12 +176,7 @@ impl Channel {
             else {
                 continue;
             };
-            let mark = self
-                .marks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(room_id)
-                .and_then(|m| EventId::parse(m).ok());
+            let mark = self.mark_of(room_id);
             match catchup::since(&room, mark.as_deref(), self.policy.bot()).await {
                 Ok(events) => {
                     for event in &events {
@@ -220,18 +215,43 @@ impl Channel {
     }
 
     /// Every new message of the batch, room by room, in order.
+    /// A timeline the homeserver cut short ("limited": more came than one sync returns) of a
+    /// room chatd has read before is read back from its mark instead (`catchup`); a newly
+    /// joined room's first timeline is always cut short, and is taken as it is.
     async fn messages(&self, response: &SyncResponse) {
         for (room_id, update) in &response.rooms.joined {
-            if update.timeline.limited {
-                tracing::warn!(room = %room_id, "the homeserver left out some of the room's messages since the last read (a long absence); they are not tasks");
-            }
             let Some(room) = self.client.get_room(room_id) else {
                 continue;
             };
+            let mark = self.mark_of(room_id.as_str());
+            if update.timeline.limited
+                && let Some(mark) = mark
+            {
+                match catchup::since(&room, Some(&mark), self.policy.bot()).await {
+                    Ok(events) => {
+                        for event in &events {
+                            self.event(&room, event).await;
+                        }
+                        continue;
+                    }
+                    Err(error) => {
+                        tracing::warn!(room = %room_id, %error, "the homeserver left out some of the room's messages and they cannot be read back; they are not tasks")
+                    }
+                }
+            }
             for event in &update.timeline.events {
                 self.event(&room, event).await;
             }
         }
+    }
+
+    /// The last message read in `room`, if any.
+    fn mark_of(&self, room: &str) -> Option<OwnedEventId> {
+        self.marks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(room)
+            .and_then(|m| EventId::parse(m).ok())
     }
 
     /// One timeline event of `room`: an owner's answer to a posted call is that call's

@@ -169,7 +169,10 @@ pub(super) async fn wait_membership(
 
 /// The text messages `sender` posted in `room`, oldest first, with their event ids.
 pub(super) async fn posts_from(room: &Room, sender: &UserId) -> Vec<(String, OwnedEventId)> {
-    let page = room.messages(MessagesOptions::backward()).await.unwrap();
+    let mut options = MessagesOptions::backward();
+    // Every message a test posts fits one page.
+    options.limit = 200u32.into();
+    let page = room.messages(options).await.unwrap();
     let mut found: Vec<_> = page
         .chunk
         .iter()

@@ -163,3 +163,45 @@ fn while_loopd_is_down_the_room_is_told_once_and_the_task_runs_when_it_is_back()
         assert_eq!(log.matches("are you there?").count(), 1, "{log}");
     });
 }
+
+#[test]
+fn messages_past_what_one_sync_returns_are_read_back_and_none_is_lost() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    /// More than the homeserver's timeline limit for one sync (Synapse: 10).
+    const MESSAGES: usize = 14;
+    let dir = tempfile::tempdir().unwrap();
+    let Some((synapse, bot)) = homeserver(dir.path()) else {
+        return;
+    };
+    let (stack, _) = plain_stack(dir.path());
+    let chatd = start_chatd(dir.path(), &synapse, &bot, &stack.socket);
+    let pid = Pid::from_raw(i32::try_from(chatd.pid()).unwrap());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let owner = sign_in(&synapse.url, "owner").await;
+        let room_id = room_with(&owner, vec![bot.clone()]).await;
+        wait_membership(&owner, &room_id, &bot, MembershipState::Join).await;
+        let room = owner.get_room(&room_id).unwrap();
+        room.send(RoomMessageEventContent::text_plain("task 0"))
+            .await
+            .unwrap();
+        wait_messages_from(&owner, &room_id, &bot, 1).await;
+        // chatd stops reading (SIGSTOP) while the owner writes more than one sync returns.
+        kill(pid, Signal::SIGSTOP).unwrap();
+        for n in 1..MESSAGES {
+            room.send(RoomMessageEventContent::text_plain(format!("task {n}")))
+                .await
+                .unwrap();
+        }
+        kill(pid, Signal::SIGCONT).unwrap();
+        wait_messages_from(&owner, &room_id, &bot, MESSAGES).await;
+        let log = stack.log_text(session_of(&room_id, &[]).unwrap().as_str());
+        assert_eq!(log.matches("\"type\":\"user\"").count(), MESSAGES, "{log}");
+        for n in 0..MESSAGES {
+            let content = format!("\"content\":\"task {n}\"");
+            assert_eq!(log.matches(&content).count(), 1, "task {n} once: {log}");
+        }
+    });
+    drop(chatd);
+}
