@@ -1,9 +1,11 @@
 //! The channel: reads the rooms from the homeserver and turns each owner's message into a loopd
 //! task, in the room's session, under the message's own task id.
 //!
-//! chatd keeps its own sync position (`store`), and writes it only once every message of the
-//! batch it read is a task loopd has taken: a crash before that reads the batch again, and
-//! loopd runs a task id it already has once (`names::task_id_of`). The first sync of a new
+//! What chatd has read is kept per room as a mark (the last message handled, moved only once
+//! loopd has its task): at the start, and whenever a sync brings only the end of what a room
+//! said, the room is read back from its mark (`catchup`), since the SDK does not hand over
+//! again what it once synced. loopd runs a task id it already has once
+//! (`names::task_id_of`), and `ledger` keeps each answer posted once. The first sync of a new
 //! state directory only takes the rooms' state: what was said before chatd first ran is not a
 //! task.
 
