@@ -4,6 +4,7 @@
 //! one room; an answer counts once, from an owner, through loopd's `POST /v1/approvals/{id}`,
 //! the path `boxctl approve` takes.
 
+use crate::reply::cut;
 use boxctl::safe_text::in_full;
 use bxcore::{ApprovalId, DataClass};
 use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId};
@@ -71,14 +72,6 @@ pub fn answer_in_reaction(key: &str) -> Option<ChatAnswer> {
     } else {
         None
     }
-}
-
-fn cut(text: &str, max_bytes: usize) -> String {
-    let mut end = text.len().min(max_bytes);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
 }
 
 /// The post of `pending` for a room that may see up to `max_class`: the call whole, with how

@@ -150,7 +150,7 @@ impl Outgoing {
 }
 
 /// `text` cut to at most `max_bytes` on a character boundary.
-fn cut(text: &str, max_bytes: usize) -> String {
+pub(crate) fn cut(text: &str, max_bytes: usize) -> String {
     let mut end = text.len().min(max_bytes);
     while !text.is_char_boundary(end) {
         end -= 1;

@@ -302,3 +302,36 @@ fn cli_help_is_in_the_present_tense() {
         assert!(!help.contains(future), "{future:?} in: {help}");
     }
 }
+
+#[test]
+fn cli_check_config_reads_time_zones_from_tzdir_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("zoneinfo");
+    std::fs::create_dir_all(db.join("Box")).unwrap();
+    let tokyo = ["/usr/share/zoneinfo", "/etc/zoneinfo", "/share/zoneinfo"]
+        .iter()
+        .map(|d| std::path::Path::new(d).join("Asia/Tokyo"))
+        .find(|p| p.exists())
+        .expect("the test command installs tzdata");
+    std::fs::copy(tokyo, db.join("Box/Home")).unwrap();
+    let config = dir.path().join("loopd.toml");
+    std::fs::write(
+        &config,
+        "[[schedules]]\nname = \"morning\"\ncron = \"0 7 * * *\"\ntimezone = \"Box/Home\"\n\
+         task = \"Summarise.\"\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let found = loopd(
+        &["--check-config", config],
+        &[("TZDIR", db.to_str().unwrap())],
+    );
+    assert_eq!(found.status.code(), Some(0), "{}", text(&found.stderr));
+    let missing = loopd(&["--check-config", config], &[]);
+    assert_eq!(missing.status.code(), Some(1), "{}", text(&missing.stdout));
+    let said = format!("{}{}", text(&missing.stdout), text(&missing.stderr));
+    assert!(
+        said.contains("\"Box/Home\" is not an IANA time zone name"),
+        "{said}"
+    );
+}
