@@ -301,6 +301,17 @@ pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
             clock(time),
             one_line(content, None)
         )],
+        LogRecord::Overheard {
+            time,
+            from,
+            content,
+            ..
+        } => vec![format!(
+            "{} overheard from {} (untrusted): {}",
+            clock(time),
+            one_line(from, Some(MAX_RESULT_PREVIEW_CHARS)),
+            one_line(content, Some(MAX_RESULT_PREVIEW_CHARS))
+        )],
         LogRecord::Assistant {
             time,
             content,

@@ -143,6 +143,23 @@ pub enum LogRecord {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         task_id: Option<TaskId>,
     },
+    /// Words of someone other than the owner, heard where the task that follows came from (a
+    /// room the owner shares with others), given to the model with that task as untrusted
+    /// text. Written just before the task's [`LogRecord::User`], never inside a turn; its
+    /// labels join the session's context like a tool result's. Never the owner's words: a
+    /// path it names is not one the owner gave.
+    Overheard {
+        /// When it was recorded.
+        time: Timestamp,
+        /// Who said it, as the channel names them (`@bob:example.org`).
+        from: String,
+        /// What they said, neutralised.
+        content: String,
+        /// Its data class.
+        class: DataClass,
+        /// Whether it came from outside: always, today.
+        untrusted: bool,
+    },
     /// One answer of the model.
     Assistant {
         /// When it was complete.
@@ -290,6 +307,7 @@ impl LogRecord {
             LogRecord::EpochStart { .. } => "epoch_start",
             LogRecord::Inherited { .. } => "inherited",
             LogRecord::User { .. } => "user",
+            LogRecord::Overheard { .. } => "overheard",
             LogRecord::Assistant { .. } => "assistant",
             LogRecord::PartialAnswer { .. } => "partial_answer",
             LogRecord::ToolResult { .. } => "tool_result",

@@ -13,6 +13,7 @@ use crate::approvals::{Found, Waiting, answer_in_reaction, answer_in_reply};
 use crate::catchup;
 use crate::config::Config;
 use crate::error::ChatError;
+use crate::heard::Heard;
 use crate::incoming::Incoming;
 use crate::ledger::{Handed, Tasks};
 use crate::names::{session_of, task_id_of};
@@ -61,6 +62,7 @@ pub struct Channel {
     waiting: Waiting,
     trust: Trust,
     tasks: Tasks,
+    heard: Heard,
     marks: Mutex<BTreeMap<String, String>>,
     seen: Mutex<VecDeque<OwnedEventId>>,
 }
@@ -81,6 +83,7 @@ impl Channel {
         let trust = Trust::new(cfg.matrix.trusted_devices.clone());
         let taken = store.taken_rooms()?;
         let tasks = Tasks::load(store.clone())?;
+        let heard = Heard::load(store.clone())?;
         let marks = store.marks()?;
         Ok(Channel {
             cfg,
@@ -92,6 +95,7 @@ impl Channel {
             waiting: Waiting::default(),
             trust,
             tasks,
+            heard,
             marks: Mutex::new(marks),
             seen: Mutex::new(VecDeque::new()),
         })
@@ -298,10 +302,26 @@ impl Channel {
             }
             Verdict::NotOwner => {
                 tracing::info!(room = %room.room_id(), %sender, "a message from someone not an owner is not a task");
+                if let (true, Incoming::Text { body, .. }) = (taken, &incoming) {
+                    self.overheard(room, &event_id, &sender, body);
+                }
             }
             Verdict::Ignored => {}
         }
         self.read(room, &event_id);
+    }
+
+    /// Keeps what `sender`, not an owner, said in `room`, for the owner's next task there.
+    /// Kept before the room's mark moves past it; one that cannot be kept is left out (and
+    /// logged), never made a task.
+    fn overheard(&self, room: &Room, event: &EventId, sender: &UserId, body: &str) {
+        let room_id = room.room_id().as_str();
+        if let Err(error) = self
+            .heard
+            .add(room_id, event.as_str(), sender.as_str(), body)
+        {
+            tracing::error!(room = %room_id, %error, "cannot keep what another member said; it is left out of the next task");
+        }
     }
 
     /// The owner's reply or reaction to `post`, the post of a waiting call: its decision,
@@ -378,6 +398,7 @@ impl Channel {
             session,
             task_id,
             text: message.text,
+            overheard: self.heard.pending(room.room_id().as_str()),
         };
         self.hand(room, handed).await;
     }
@@ -393,6 +414,7 @@ impl Channel {
             session: Some(handed.session.clone()),
             text: handed.text.clone(),
             task_id: Some(handed.task_id.clone()),
+            overheard: handed.overheard.clone(),
         };
         let Some(stream) = self.submit(room, &request).await else {
             self.tasks.unfollow(&handed.task_id);
@@ -400,8 +422,12 @@ impl Channel {
         };
         let (session, task_id) = (handed.session.clone(), handed.task_id.clone());
         tracing::info!(%session, task = %task_id, again, "a task was handed to loopd");
+        let carried = handed.overheard.clone();
         if let Err(error) = self.tasks.hand(handed) {
             tracing::error!(%error, "cannot keep that a task was handed over");
+        }
+        if let Err(error) = self.heard.handed(room.room_id().as_str(), &carried) {
+            tracing::error!(%error, "cannot forget what a task carried; the next task carries it again");
         }
         let follow = Follow {
             room: room.clone(),

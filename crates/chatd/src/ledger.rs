@@ -30,6 +30,9 @@ pub struct Handed {
     pub task_id: TaskId,
     /// Its text (handed again, loopd finds the task by its id).
     pub text: String,
+    /// What others said in the room before it (`heard`), handed with it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overheard: Vec<proto::api::OverheardText>,
 }
 
 /// What `tasks.json` holds.
@@ -136,6 +139,7 @@ mod tests {
             session: SessionId::new("matrix-1").unwrap(),
             task_id: TaskId::new(&format!("mx-{n}")).unwrap(),
             text: format!("task {n}"),
+            overheard: Vec::new(),
         }
     }
 

@@ -4,7 +4,7 @@
 //!
 //! Modules: [`config`] (`config/chatd.toml`), [`store`] (the state directory), [`login`]
 //! (signing in, keeping the session), [`policy`] (who may speak), [`names`] (a room's session,
-//! a message's task id), [`incoming`] (what an event says), [`ledger`] (tasks handed over and answered), [`history`]
+//! a message's task id), [`incoming`] (what an event says), [`ledger`] (tasks handed over and answered), [`heard`] (others' words, for the owner's next task), [`history`]
 //! (a turn read back from the log), [`reply`] (a turn's events as the
 //! room's message), [`approvals`] (calls waiting for the owner, posted and answered in the room),
 //! [`trust`] (an owner's devices the bot trusts), [`turn`] (following a task's turn), [`catchup`] (a room read back after a restart), [`channel`] (the sync loop), [`notices`] (loopd's
@@ -16,6 +16,7 @@ pub mod channel;
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod heard;
 pub mod history;
 pub mod incoming;
 pub mod ledger;

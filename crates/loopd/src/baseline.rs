@@ -116,7 +116,10 @@ pub fn messages_with_carry(
         let answers_a_call = matches!(record, LogRecord::ToolResult { .. });
         let replayed = matches!(
             record,
-            LogRecord::User { .. } | LogRecord::Assistant { .. } | LogRecord::TurnEnd { .. }
+            LogRecord::User { .. }
+                | LogRecord::Overheard { .. }
+                | LogRecord::Assistant { .. }
+                | LogRecord::TurnEnd { .. }
         );
         if !answers_a_call && replayed {
             close_open_calls(&mut open_calls, &mut out);
@@ -125,6 +128,9 @@ pub fn messages_with_carry(
         match record {
             LogRecord::User { content, .. } => out.push(ChatMessage::User {
                 content: content.clone(),
+            }),
+            LogRecord::Overheard { from, content, .. } => out.push(ChatMessage::User {
+                content: crate::untrusted::overheard(from, content),
             }),
             LogRecord::Assistant {
                 content,
@@ -246,6 +252,9 @@ pub fn epoch_labels(session: &Session) -> Labels {
             class, untrusted, ..
         }
         | LogRecord::ToolSummary {
+            class, untrusted, ..
+        }
+        | LogRecord::Overheard {
             class, untrusted, ..
         } = record
         {

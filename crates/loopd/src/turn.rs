@@ -13,12 +13,14 @@ use crate::llama::{ChatEvent, ChatRequest, Completion, InferError};
 use crate::runtime::TurnWork;
 use crate::session::{Session, StoreError};
 use bxcore::{LogRecord, TaskId, Timestamp, TurnEnd, TurnEvent};
+use proto::api::OverheardText;
 use std::time::Instant;
 
 mod approval;
 mod call;
 mod last_request;
 mod last_word;
+mod overheard;
 mod provenance;
 mod repeats;
 
@@ -37,6 +39,11 @@ pub use last_request::{
 };
 pub use last_word::LAST_WORD_INSTRUCTION;
 use last_word::RanOut;
+pub use overheard::OVERHEARD_CLASS;
+/// The record of one overheard message, written now.
+pub fn overheard_record(heard: &OverheardText) -> LogRecord {
+    overheard::record(Timestamp::now(), heard)
+}
 pub use provenance::{
     ARGUMENTS_NOT_JSON, NOT_OWNER_GIVEN, OWNER_WORDS_UNREADABLE, QUOTED_PATH_MAX_CHARS, owner_texts,
 };
@@ -58,16 +65,21 @@ pub enum TurnError {
 
 /// Appends the user record of a new turn; once this returns the task is durable.
 pub fn start_turn(session: &mut Session, text: &str) -> Result<u64, StoreError> {
-    start_task(session, text, None)
+    start_task(session, text, None, &[])
 }
 
 /// [`start_turn`] for a task its client named `task_id`: the record keeps the id, so a later
-/// submission of the same id finds this turn.
+/// submission of the same id finds this turn. What others said before it (`overheard`) is
+/// written first, as untrusted records ([`overheard::record`]), synced with the task's.
 pub fn start_task(
     session: &mut Session,
     text: &str,
     task_id: Option<&TaskId>,
+    overheard: &[OverheardText],
 ) -> Result<u64, StoreError> {
+    for record in overheard::new_records(session.records(), overheard) {
+        session.append_synced_with_next(record)?;
+    }
     let turn = session.last_turn() + 1;
     session.append(LogRecord::User {
         time: Timestamp::now(),

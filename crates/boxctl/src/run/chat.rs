@@ -106,6 +106,7 @@ pub(super) async fn chat(
             session: session.clone(),
             text,
             task_id: Some(fresh_task_id().map_err(Failure::Local)?),
+            overheard: Vec::new(),
         };
         match turn(client, json, task, &mut printer, &mut prompt).await {
             Ok((_, ran_in)) => session = session.or(ran_in),

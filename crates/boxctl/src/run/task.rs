@@ -89,6 +89,7 @@ pub(super) async fn task(
         session,
         text,
         task_id,
+        overheard: Vec::new(),
     };
     let mut printer = EventPrinter::new(reasoning, crate::colour::stdout_colour());
     let mut prompt = match from_stdin {

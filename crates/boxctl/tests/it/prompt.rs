@@ -220,6 +220,7 @@ async fn prompted_task(served: &Served, session: &str, lines: &[&str]) -> (Vec<T
         session: Some(id(session)),
         text: "save a note".into(),
         task_id: None,
+        overheard: Vec::new(),
     };
     let mut stream = client.submit_stream(&task).await.unwrap();
     // The sender lives until the turn ends: stdin stays open.

@@ -16,6 +16,8 @@ pub const FOLLOW_BUFFER_EVENTS: usize = 1024;
 pub struct Pending {
     /// What the user asked.
     pub text: String,
+    /// What others said before it where it came from, written before it as untrusted text.
+    pub overheard: Vec<proto::api::OverheardText>,
     /// Answered when the task's user record is durable (or it cannot run).
     pub reply: oneshot::Sender<Result<Submitted, ApiFailure>>,
     /// Its place among the named tasks, when its client named it.

@@ -63,6 +63,9 @@ impl Engine {
                 "the task's text is empty: say what the task is".into(),
             ));
         }
+        if let Some(why) = proto::api::overheard_problem(&task.overheard) {
+            return Err(ApiFailure::BadRequest(why));
+        }
         let id = match (task.session, &task.task_id) {
             (Some(id), _) => id,
             (None, Some(task_id)) => proto::api::task_session(task_id)
@@ -101,6 +104,7 @@ impl Engine {
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             text: task.text,
+            overheard: task.overheard,
             reply,
             named,
             waiting,

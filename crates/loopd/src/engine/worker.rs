@@ -145,7 +145,7 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         return None;
     }
     let task_id = pending.named.as_ref().map(|t| t.task_id());
-    let turn = match start_task(&mut session, &pending.text, task_id) {
+    let turn = match start_task(&mut session, &pending.text, task_id, &pending.overheard) {
         Ok(turn) => turn,
         Err(e) => {
             tracing::error!(session = %id, error = %e, "cannot record the task");

@@ -214,6 +214,7 @@ impl<B: Backend> Shared<B> {
                 session: Some(begun.session.clone()),
                 text,
                 task_id: Some(begun.task_id.clone()),
+                overheard: Vec::new(),
             };
             // A new session is made by this run or the run does not go: a client that saw
             // its id (`GET /v1/schedules` shows it from now) cannot have made it first. The

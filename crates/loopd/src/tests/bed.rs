@@ -251,6 +251,7 @@ pub async fn run_task(engine: &crate::engine::Engine, id: &SessionId, text: &str
             session: Some(id.clone()),
             text: text.into(),
             task_id: None,
+            overheard: Vec::new(),
         })
         .await
         .unwrap();

@@ -41,6 +41,7 @@ fn a_compaction_asked_for_waits_for_the_running_turn_and_begins_an_epoch() {
             session: Some(id.clone()),
             text: "slow".into(),
             task_id: None,
+            overheard: Vec::new(),
         });
         let _running = tokio::time::timeout(WAIT, slow).await.unwrap().unwrap();
         let answer = tokio::time::timeout(WAIT, engine.compact(&id))

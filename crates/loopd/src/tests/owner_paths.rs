@@ -11,11 +11,12 @@ use crate::session::{Session, Store};
 use crate::subagent::SUBAGENT_PROMPT;
 use crate::tools::tests::asking::AskingPort;
 use crate::tools::{Entry, Registry};
-use crate::turn::{Runtime, Stop, run_turn, start_turn};
+use crate::turn::{Runtime, Stop, run_turn};
 use bxcore::{DataClass, LogRecord, SessionId, Timestamp, ToolOutcome, TurnEnd};
 use proto::ToolSchema;
 use serde_json::json;
 
+mod overheard;
 mod suggested;
 
 /// The refusal of `path` under the default `owner_paths_tools`, word for word.
@@ -87,6 +88,16 @@ impl Bed {
 
     /// Runs the owner's `text` as a turn of `session`.
     fn task(&self, session: &mut Session, text: &str) -> TurnEnd {
+        self.task_after(session, text, &[])
+    }
+
+    /// [`Bed::task`] after others said `overheard` where the task came from.
+    fn task_after(
+        &self,
+        session: &mut Session,
+        text: &str,
+        overheard: &[proto::api::OverheardText],
+    ) -> TurnEnd {
         let blocking = self.fake.blocking();
         let client = self.fake.client();
         let mut registry = Registry::m2b();
@@ -109,7 +120,7 @@ impl Bed {
             owner: &crate::turn::NoOwner,
             meter: &crate::turn::NoMeter,
         };
-        start_turn(session, text).unwrap();
+        crate::turn::start_task(session, text, None, overheard).unwrap();
         run_turn(&rt, session, &Stop::default(), &mut |_| {}).unwrap()
     }
 

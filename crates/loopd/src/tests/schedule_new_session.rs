@@ -130,6 +130,7 @@ fn a_client_that_makes_the_runs_session_first_does_not_get_the_run_into_it() {
             session: Some(session.clone()),
             text: "I was here first".into(),
             task_id: None,
+            overheard: Vec::new(),
         };
         let mut submitted = engine.submit(mine).await.unwrap();
         while let Some(event) = submitted.events.recv().await {

@@ -381,6 +381,7 @@ fn a_new_session_a_client_made_before_the_cut_run_was_submitted_again_does_not_g
             session: Some(session.clone()),
             text: "I was here first".into(),
             task_id: None,
+            overheard: Vec::new(),
         };
         let mut submitted = engine.submit(mine).await.unwrap();
         while submitted.events.recv().await.is_some() {}

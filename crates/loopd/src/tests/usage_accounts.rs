@@ -58,6 +58,7 @@ fn task(session: &str, text: &str) -> TaskRequest {
         session: Some(id(session)),
         text: text.into(),
         task_id: None,
+        overheard: Vec::new(),
     }
 }
 

@@ -352,6 +352,7 @@ fn task_of(session: &str, text: &str) -> Result<TaskRequest, Problem> {
         session,
         text: text.to_string(),
         task_id: None,
+        overheard: Vec::new(),
     })
 }
 

@@ -28,6 +28,7 @@
 
 mod approvals;
 mod kv;
+mod overheard;
 mod schedules;
 mod usage;
 mod web;
@@ -37,6 +38,10 @@ pub use approvals::{
     PendingApproval,
 };
 pub use kv::KvStatus;
+pub use overheard::{
+    MAX_OVERHEARD_FROM_BYTES, MAX_OVERHEARD_PER_TASK, MAX_OVERHEARD_TEXT_BYTES, OverheardText,
+    problem as overheard_problem, speaker_problem,
+};
 pub use schedules::{
     RunOutcome, RunTrigger, ScheduleInfo, ScheduleList, ScheduleRun, ScheduleStarted,
 };
@@ -94,6 +99,11 @@ pub struct TaskRequest {
     /// answer is that task's turn (and its end, once it ended). Its `text` is not looked at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<TaskId>,
+    /// What others said where the task came from, oldest first, since the task before it
+    /// (a shared chat room): written before the task as untrusted text, never as a task. At
+    /// most [`MAX_OVERHEARD_PER_TASK`]. Like `text`, not looked at when `task_id` is known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overheard: Vec<OverheardText>,
 }
 
 /// The prefix of the session a task with a `task_id` and no `session` runs in.

@@ -98,6 +98,7 @@ impl Bed {
             session: Some(SessionId::new(session).unwrap()),
             text: text.into(),
             task_id: None,
+            overheard: Vec::new(),
         };
         self.fake
             .rt

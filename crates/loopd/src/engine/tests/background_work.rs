@@ -83,6 +83,7 @@ impl Bed {
             session: Some(SessionId::new(session).unwrap()),
             text: text.into(),
             task_id: None,
+            overheard: Vec::new(),
         };
         bounded(self.engine.submit(task), "the task's acknowledgement")
             .await

@@ -99,6 +99,7 @@ impl Bed {
             session: Some(SessionId::new(session).unwrap()),
             text: text.into(),
             task_id: None,
+            overheard: Vec::new(),
         }
     }
 
@@ -284,6 +285,7 @@ fn a_named_task_that_already_ran_is_answered_with_its_turn_though_the_day_is_spe
         session: Some(SessionId::new("a").unwrap()),
         text: "hello".into(),
         task_id: Some(bxcore::TaskId::new(task_id).unwrap()),
+        overheard: Vec::new(),
     };
     let submit = |request| {
         bed.fake

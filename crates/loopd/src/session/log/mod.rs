@@ -321,6 +321,10 @@ impl Session {
                 )),
                 None => None,
             },
+            LogRecord::Overheard { .. } if self.open_turn.is_some() => Some(
+                "overheard text comes with a task, before its turn opens, and a turn is open"
+                    .to_string(),
+            ),
             LogRecord::TurnEnd { turn, .. } if self.open_turn != Some(*turn) => {
                 Some(format!("turn {turn} is not open"))
             }

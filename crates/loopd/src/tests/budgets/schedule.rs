@@ -60,6 +60,7 @@ fn a_scheduled_run_refused_by_the_day_budget_reads_failed_with_the_budgets_words
             session: Some(SessionId::new("chat").unwrap()),
             text: "hello".into(),
             task_id: None,
+            overheard: Vec::new(),
         };
         let mut submitted = engine.submit(task).await.unwrap();
         let mut end = None;

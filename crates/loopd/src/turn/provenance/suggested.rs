@@ -8,7 +8,7 @@
 //! An entry that a `list_dir` listing showed whole (a line of it) names something that is
 //! there: writing or running it is the owner's "tidy up this folder", and it stays allowed. A
 //! line of exec's output or of a file is free text anyone could have written, so it is no
-//! entry. The results of `write_file` and loopd's own refusals quote only the model's own
+//! entry. What others said in the owner's room (overheard) is such text too. The results of `write_file` and loopd's own refusals quote only the model's own
 //! path, so they suggest nothing.
 
 use crate::turn::repeats;
@@ -69,7 +69,9 @@ impl Suggestions {
                     }
                     self.texts.push(lower);
                 }
-                LogRecord::ToolSummary { content, .. } => self.texts.push(content.to_lowercase()),
+                LogRecord::ToolSummary { content, .. } | LogRecord::Overheard { content, .. } => {
+                    self.texts.push(content.to_lowercase())
+                }
                 LogRecord::EpochStart { carry, .. } => {
                     let summary = crate::compact::owner_words::split(carry).0;
                     self.texts.push(summary.to_lowercase());

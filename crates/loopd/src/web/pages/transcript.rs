@@ -94,6 +94,18 @@ fn record_item(record: &LogRecord) -> Markup {
         } => html! {
             li.record.note { span.who { "Child of " (parent) } "its context:" (badges(*class, *untrusted)) }
         },
+        LogRecord::Overheard {
+            from,
+            content,
+            class,
+            untrusted,
+            ..
+        } => html! {
+            li.record.note {
+                div.who { "Overheard from " (from) (badges(*class, *untrusted)) }
+                pre.text { (content) }
+            }
+        },
         LogRecord::User { turn, content, .. } => html! {
             li.record.user { div.who { "You, turn " (turn) } pre.text { (content) } }
         },
