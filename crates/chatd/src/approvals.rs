@@ -6,18 +6,13 @@
 
 use crate::reply::cut;
 use boxctl::safe_text::in_full;
-use bxcore::{ApprovalId, DataClass};
-use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId};
+use bxcore::DataClass;
 use proto::api::{ApprovalAnswer, MAX_DENY_REASON_BYTES, OwnerAnswer, PendingApproval};
-use std::sync::{Arc, Mutex};
 
 /// Reactions that approve.
 pub const APPROVE_KEYS: [&str; 3] = ["👍", "👍️", "✅"];
 /// Reactions that deny.
 pub const DENY_KEYS: [&str; 3] = ["👎", "👎️", "❌"];
-/// The most posts of waiting calls remembered; past it the oldest is forgotten (it can still be
-/// answered with `boxctl approve`).
-pub const MAX_POSTED: usize = 256;
 
 /// What the owner said to a posted call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,105 +94,6 @@ pub fn request_text(pending: &PendingApproval, max_class: DataClass) -> String {
             ""
         },
     )
-}
-
-/// A posted call: what it stands for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Posted {
-    /// The approval.
-    pub approval: ApprovalId,
-    /// The room it was posted in; an answer elsewhere does not count.
-    pub room: OwnedRoomId,
-}
-
-/// What an answer to a post finds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Found {
-    /// A call still to be decided: this answer decides it (the post is now answered).
-    Open(Posted),
-    /// A call already decided (here, on the box, or by its timeout).
-    Decided(Posted),
-    /// Not a post of a waiting call (or one forgotten past [`MAX_POSTED`]).
-    NotAPost,
-}
-
-/// One post and whether its call is decided.
-#[derive(Debug, Clone)]
-struct Post {
-    event: OwnedEventId,
-    posted: Posted,
-    decided: bool,
-}
-
-/// The posts of waiting calls, by the post's event id, decided ones too (a late answer to one is
-/// told so, never taken for a task). Shared by the turns that post and the sync loop that reads
-/// the answers.
-#[derive(Debug, Clone, Default)]
-pub struct Waiting {
-    posts: Arc<Mutex<Vec<Post>>>,
-}
-
-impl Waiting {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Post>> {
-        self.posts.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Remembers the post `event` of `posted` (the oldest is forgotten past [`MAX_POSTED`]).
-    pub fn insert(&self, event: OwnedEventId, posted: Posted) {
-        let mut posts = self.lock();
-        if posts.len() >= MAX_POSTED {
-            posts.remove(0);
-        }
-        posts.push(Post {
-            event,
-            posted,
-            decided: false,
-        });
-    }
-
-    /// Whether `event` is a post chatd made of a call (decided or not).
-    pub fn is_post(&self, event: &OwnedEventId) -> bool {
-        self.lock().iter().any(|p| &p.event == event)
-    }
-
-    /// What an answer to `event` finds; an open call is marked decided, so it is answered once.
-    pub fn answer(&self, event: &OwnedEventId) -> Found {
-        let mut posts = self.lock();
-        match posts.iter_mut().find(|p| &p.event == event) {
-            None => Found::NotAPost,
-            Some(post) if post.decided => Found::Decided(post.posted.clone()),
-            Some(post) => {
-                post.decided = true;
-                Found::Open(post.posted.clone())
-            }
-        }
-    }
-
-    /// Opens the post `event` again: loopd did not take the answer that decided it.
-    pub fn reopen(&self, event: &OwnedEventId) {
-        if let Some(post) = self.lock().iter_mut().find(|p| &p.event == event) {
-            post.decided = false;
-        }
-    }
-
-    /// Marks the posts of `approval` decided (its turn says so).
-    pub fn decided(&self, approval: &ApprovalId) {
-        for post in self.lock().iter_mut() {
-            if &post.posted.approval == approval {
-                post.decided = true;
-            }
-        }
-    }
-
-    /// How many posts are remembered.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether none is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
-    }
 }
 
 #[cfg(test)]

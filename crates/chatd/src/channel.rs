@@ -9,7 +9,7 @@
 //! state directory only takes the rooms' state: what was said before chatd first ran is not a
 //! task.
 
-use crate::approvals::{Found, Waiting, answer_in_reaction, answer_in_reply};
+use crate::approvals::{answer_in_reaction, answer_in_reply};
 use crate::catchup;
 use crate::config::Config;
 use crate::error::ChatError;
@@ -18,6 +18,7 @@ use crate::incoming::Incoming;
 use crate::ledger::{Handed, Tasks};
 use crate::names::{session_of, task_id_of};
 use crate::policy::{Policy, Verdict};
+use crate::posts::{Found, Waiting};
 use crate::store::{Store, TakenRooms};
 use crate::trust::Trust;
 use crate::turn::{Follow, say};
@@ -84,6 +85,7 @@ impl Channel {
         let taken = store.taken_rooms()?;
         let tasks = Tasks::load(store.clone())?;
         let heard = Heard::load(store.clone())?;
+        let waiting = Waiting::load(store.clone())?;
         let marks = store.marks()?;
         Ok(Channel {
             cfg,
@@ -92,7 +94,7 @@ impl Channel {
             policy,
             loopd,
             taken,
-            waiting: Waiting::default(),
+            waiting,
             trust,
             tasks,
             heard,
@@ -105,6 +107,14 @@ impl Channel {
     /// after (its state cannot be written).
     pub async fn run(mut self) -> Result<(), ChatError> {
         self.follow_unanswered().await;
+        crate::unposted::post_unposted(
+            &self.client,
+            &self.loopd,
+            &self.cfg,
+            &self.taken,
+            &self.waiting,
+        )
+        .await;
         self.catch_up().await;
         let mut token = self.store.sync_token()?;
         let mut retry_ms = FIRST_RETRY_MS;
@@ -303,25 +313,12 @@ impl Channel {
             Verdict::NotOwner => {
                 tracing::info!(room = %room.room_id(), %sender, "a message from someone not an owner is not a task");
                 if let (true, Incoming::Text { body, .. }) = (taken, &incoming) {
-                    self.overheard(room, &event_id, &sender, body);
+                    self.heard.keep(room.room_id(), &event_id, &sender, body);
                 }
             }
             Verdict::Ignored => {}
         }
         self.read(room, &event_id);
-    }
-
-    /// Keeps what `sender`, not an owner, said in `room`, for the owner's next task there.
-    /// Kept before the room's mark moves past it; one that cannot be kept is left out (and
-    /// logged), never made a task.
-    fn overheard(&self, room: &Room, event: &EventId, sender: &UserId, body: &str) {
-        let room_id = room.room_id().as_str();
-        if let Err(error) = self
-            .heard
-            .add(room_id, event.as_str(), sender.as_str(), body)
-        {
-            tracing::error!(room = %room_id, %error, "cannot keep what another member said; it is left out of the next task");
-        }
     }
 
     /// The owner's reply or reaction to `post`, the post of a waiting call: its decision,

@@ -11,6 +11,7 @@
 use crate::error::ChatError;
 use crate::reply::cut;
 use crate::store::Store;
+use matrix_sdk::ruma::{EventId, RoomId, UserId};
 use proto::api::{
     MAX_OVERHEARD_PER_TASK, MAX_OVERHEARD_TEXT_BYTES, OverheardText, speaker_problem,
 };
@@ -74,6 +75,14 @@ impl Heard {
             lines.remove(0);
         }
         self.store.write_json(WHAT, FILE, &*rooms)
+    }
+
+    /// [`Heard::add`] for the sync loop: what `sender`, not an owner, said in `room`. One that
+    /// cannot be kept is left out of the next task (logged), never made a task.
+    pub fn keep(&self, room: &RoomId, event: &EventId, sender: &UserId, body: &str) {
+        if let Err(error) = self.add(room.as_str(), event.as_str(), sender.as_str(), body) {
+            tracing::error!(%room, %error, "cannot keep what another member said; it is left out of the next task");
+        }
     }
 
     /// What was heard in `room` since its last task, oldest first.

@@ -6,8 +6,9 @@
 //! (signing in, keeping the session), [`policy`] (who may speak), [`names`] (a room's session,
 //! a message's task id), [`incoming`] (what an event says), [`ledger`] (tasks handed over and answered), [`heard`] (others' words, for the owner's next task), [`history`]
 //! (a turn read back from the log), [`reply`] (a turn's events as the
-//! room's message), [`approvals`] (calls waiting for the owner, posted and answered in the room),
-//! [`trust`] (an owner's devices the bot trusts), [`turn`] (following a task's turn), [`catchup`] (a room read back after a restart), [`channel`] (the sync loop), [`notices`] (loopd's
+//! room's message), [`approvals`] (calls waiting for the owner, posted and answered in the room), [`posts`]
+//! (which approval each post stands for, kept across restarts),
+//! [`trust`] (an owner's devices the bot trusts), [`turn`] (following a task's turn), [`unposted`] (calls that wait with no post, posted at the start), [`catchup`] (a room read back after a restart), [`channel`] (the sync loop), [`notices`] (loopd's
 //! notifications posted to rooms), [`daemon`] (the process). See `docs/chat.md`.
 
 pub mod approvals;
@@ -24,7 +25,9 @@ pub mod login;
 pub mod names;
 pub mod notices;
 pub mod policy;
+pub mod posts;
 pub mod reply;
 pub mod store;
 pub mod trust;
 pub mod turn;
+pub mod unposted;

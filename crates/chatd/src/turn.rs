@@ -1,15 +1,17 @@
 //! Following one task's turn in its room: the bot shows it is typing, each call that waits for
 //! the owner is posted (`approvals`), and when the turn ends its answer is posted (`reply`).
 
-use crate::approvals::{Posted, Waiting, request_text};
+use crate::approvals::request_text;
 use crate::history;
 use crate::ledger::Tasks;
+use crate::posts::{Posted, Waiting};
 use crate::reply::{ANSWER_FILE, Reply};
 use boxctl::client::{EventStream, StreamItem};
 use bxcore::{ApprovalId, DataClass, SessionId, TaskId, TurnEvent};
 use matrix_sdk::Room;
 use matrix_sdk::attachment::AttachmentConfig;
 use matrix_sdk::ruma::events::room::message::RoomMessageEventContent;
+use proto::api::PendingApproval;
 
 /// What following a turn needs.
 pub struct Follow {
@@ -100,33 +102,55 @@ impl Follow {
         }
     }
 
-    /// Posts the call waiting as `approval`, as loopd lists it (with its session's label).
-    async fn post_request(&self, approval: &ApprovalId) {
-        let pending = match self.loopd.approvals().await {
-            Ok(list) => list.value.approvals.into_iter().find(|p| &p.id == approval),
+    /// The calls loopd says wait; none when it cannot say (logged).
+    async fn waiting_calls(&self) -> Vec<PendingApproval> {
+        match self.loopd.approvals().await {
+            Ok(list) => list.value.approvals,
             Err(error) => {
                 tracing::warn!(%error, "cannot read the waiting calls from loopd");
-                None
+                Vec::new()
             }
-        };
-        let Some(pending) = pending else {
-            // Decided already, or loopd cannot say: nothing to answer here.
-            return;
-        };
-        let text = request_text(&pending, self.max_class);
-        match self
-            .room
-            .send(RoomMessageEventContent::text_plain(text))
+        }
+    }
+
+    /// Posts the call waiting as `approval`, as loopd lists it (with its session's label).
+    async fn post_request(&self, approval: &ApprovalId) {
+        let pending = self
+            .waiting_calls()
             .await
-        {
-            Ok(sent) => self.waiting.insert(
-                sent.response.event_id,
-                Posted {
-                    approval: approval.clone(),
-                    room: self.room.room_id().to_owned(),
-                },
-            ),
-            Err(error) => tracing::warn!(%error, "cannot post a call waiting for approval"),
+            .into_iter()
+            .find(|p| &p.id == approval);
+        // None: decided already, or loopd cannot say; nothing to answer here.
+        if let Some(pending) = pending {
+            post_call(&self.room, pending, self.max_class, &self.waiting).await;
+        }
+    }
+}
+
+/// Posts the call `pending` to `room` (as `request_text` shows it to a room of `max_class`)
+/// and remembers the post in `waiting`, unless it has a post already or another task is
+/// posting it: each call is posted once.
+pub async fn post_call(
+    room: &Room,
+    pending: PendingApproval,
+    max_class: DataClass,
+    waiting: &Waiting,
+) {
+    if !waiting.claim(&pending.id) {
+        return;
+    }
+    let text = request_text(&pending, max_class);
+    match room.send(RoomMessageEventContent::text_plain(text)).await {
+        Ok(sent) => waiting.insert(
+            sent.response.event_id,
+            Posted {
+                approval: pending.id,
+                room: room.room_id().to_owned(),
+            },
+        ),
+        Err(error) => {
+            tracing::warn!(%error, "cannot post a call waiting for approval");
+            waiting.unclaim(&pending.id);
         }
     }
 }

@@ -2,8 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use bxcore::{CallId, SessionId, Timestamp};
-use matrix_sdk::ruma::{EventId, RoomId};
+use bxcore::{ApprovalId, CallId, SessionId, Timestamp};
 
 fn pending(class: DataClass) -> PendingApproval {
     PendingApproval {
@@ -81,38 +80,4 @@ fn a_call_of_a_session_above_the_rooms_class_is_not_shown() {
     let text = request_text(&pending(DataClass::Secret), DataClass::Private);
     assert!(!text.contains("txt.a"), "{text}");
     assert!(text.contains("boxctl approvals"), "{text}");
-}
-
-#[test]
-fn a_post_is_answered_once_and_remembered_after() {
-    let waiting = Waiting::default();
-    let post = EventId::parse("$post1").unwrap();
-    let posted = Posted {
-        approval: ApprovalId::new("ap-7").unwrap(),
-        room: RoomId::parse("!a:hs").unwrap(),
-    };
-    waiting.insert(post.clone(), posted.clone());
-    assert!(waiting.is_post(&post));
-    assert_eq!(waiting.answer(&post), Found::Open(posted.clone()));
-    assert_eq!(
-        waiting.answer(&post),
-        Found::Decided(posted.clone()),
-        "once"
-    );
-    waiting.reopen(&post);
-    assert_eq!(waiting.answer(&post), Found::Open(posted.clone()));
-    let other = EventId::parse("$post2").unwrap();
-    waiting.insert(other.clone(), posted.clone());
-    waiting.decided(&posted.approval);
-    assert_eq!(waiting.answer(&other), Found::Decided(posted.clone()));
-    assert!(waiting.is_post(&other), "a decided post is still known");
-    assert_eq!(
-        waiting.answer(&EventId::parse("$x").unwrap()),
-        Found::NotAPost
-    );
-    for n in 0..=MAX_POSTED {
-        waiting.insert(EventId::parse(format!("$p{n}")).unwrap(), posted.clone());
-    }
-    assert_eq!(waiting.len(), MAX_POSTED);
-    assert!(!waiting.is_post(&EventId::parse("$p0").unwrap()));
 }
