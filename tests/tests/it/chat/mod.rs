@@ -5,6 +5,7 @@
 //! answer to it is ignored and the owner's decides it once. Owner and stranger are matrix-sdk
 //! clients, as Element would be.
 
+mod answers;
 mod decisions;
 mod rooms;
 mod survival;
