@@ -20,7 +20,10 @@
 #
 # BOXMAKER_MODEL=fake uses fakellama (the scripted double) instead of a real model;
 # BOXMAKER_BIN_DIR=DIR uses binaries already built there instead of building;
-# BOXMAKER_DEV_DIR=DIR keeps the layout there instead of .dev/demo.
+# BOXMAKER_DEV_DIR=DIR keeps the layout there instead of .dev/demo;
+# BOXMAKER_MATRIX=1 adds a Matrix step: Synapse on loopback (installed from PyPI and cached on
+# the first run), chatd as the box's channel, and a question the owner asks in a room
+# (scripts/lib/demo-matrix.sh, docs/chat.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -100,7 +103,10 @@ stop_boxd() {
     wait "$boxd_pid" 2>/dev/null || boxd_rc=$?
     boxd_pid=
 }
+# shellcheck source=lib/demo-matrix.sh
+. ./scripts/lib/demo-matrix.sh
 cleanup() {
+    matrix_stop
     stop_boxd
     [ -z "$tmp_run" ] || rm -rf "$tmp_run"
     [ -z "$tmp_work" ] || rm -rf "$tmp_work"
@@ -352,6 +358,9 @@ for shown in "$session" "$session-wc" "$session-note1" "$session-note2"; do
     echo "\$ boxctl show $shown"
     "$bin/boxctl" show "$shown" || status=$?
 done
+if [ "${BOXMAKER_MATRIX:-}" = 1 ]; then
+    matrix_step
+fi
 # How the box is. Its kv line: the sessions took turns on one main slot, and each one's cache
 # went to a KV file when the next took the slot (docs/kv.md); none came back, so none restored.
 echo

@@ -122,42 +122,24 @@ impl Synapse {
     }
 }
 
+/// `template` (a file of `config/synapse/`) for a homeserver in `dir` on `port`.
+fn filled(template: &str, dir: &Path, port: u16) -> String {
+    template
+        .replace("@DIR@", &dir.display().to_string())
+        .replace("@PORT@", &port.to_string())
+        .replace("@SECRET@", REGISTRATION_SECRET)
+}
+
+/// The homeserver's config: the template the demo fills too.
 fn homeserver_yaml(dir: &Path, port: u16) -> String {
-    let d = dir.display();
-    // Generous rate limits: a test sends quickly, from one address.
-    let limit = "{per_second: 1000, burst_count: 1000}";
-    format!(
-        "server_name: \"{SERVER_NAME}\"\n\
-         pid_file: {d}/homeserver.pid\n\
-         listeners:\n  - port: {port}\n    bind_addresses: ['127.0.0.1']\n    type: http\n    \
-         tls: false\n    x_forwarded: false\n    resources:\n      - names: [client]\n        \
-         compress: false\n\
-         database:\n  name: sqlite3\n  args:\n    database: {d}/homeserver.db\n\
-         log_config: {d}/log.yaml\n\
-         media_store_path: {d}/media\n\
-         signing_key_path: {d}/signing.key\n\
-         registration_shared_secret: \"{REGISTRATION_SECRET}\"\n\
-         report_stats: false\n\
-         trusted_key_servers: []\n\
-         suppress_key_server_warning: true\n\
-         enable_metrics: false\n\
-         federation_domain_whitelist: []\n\
-         rc_message: {limit}\n\
-         rc_login:\n  address: {limit}\n  account: {limit}\n  failed_attempts: {limit}\n\
-         rc_registration: {limit}\n\
-         rc_joins:\n  local: {limit}\n\
-         rc_invites:\n  per_room: {limit}\n  per_user: {limit}\n"
+    filled(
+        include_str!("../../config/synapse/homeserver.yaml"),
+        dir,
+        port,
     )
 }
 
+/// Its log's config.
 fn log_yaml(dir: &Path) -> String {
-    format!(
-        "version: 1\n\
-         formatters:\n  precise:\n    format: '%(asctime)s %(name)s %(levelname)s %(message)s'\n\
-         handlers:\n  file:\n    class: logging.FileHandler\n    formatter: precise\n    \
-         filename: {}/homeserver.log\n\
-         root:\n  level: WARNING\n  handlers: [file]\n\
-         disable_existing_loggers: false\n",
-        dir.display()
-    )
+    filled(include_str!("../../config/synapse/log.yaml"), dir, 0)
 }

@@ -1,5 +1,5 @@
-//! Readiness checks: an HTTP URL answering 200, or a Unix socket accepting a connection; and in
-//! both cases, served by the child boxd started (or one of its descendants), not by whatever
+//! Readiness checks: an HTTP URL answering 200, or a Unix socket accepting a connection, and in
+//! both cases served by the child boxd started (or one of its descendants), not by whatever
 //! else holds the address (a leftover of an earlier boxd, another program).
 //!
 //! A Unix socket's listener is named by the kernel: `SO_PEERCRED` of a connection to it gives
@@ -8,6 +8,9 @@
 //! child and its descendants hold (`/proc/<pid>/fd`). When `/proc` does not tell (unreadable,
 //! or no listening socket found), the 200 is taken as the child's, with a warning: that only
 //! happens where `/proc` is restricted beyond what boxd's own unit does.
+//!
+//! A child that serves nothing boxd could check (chatd) is ready once it has run a given time
+//! without exiting (`running_ms`).
 
 use crate::config::Ready;
 use crate::procs::{self, TcpOwner};
@@ -45,6 +48,13 @@ pub fn poll_delay(n: u32) -> Duration {
 /// Waits, without end, until `ready` says the child `pid` is ready (the caller bounds the
 /// wait). `last` holds what the latest check found, for the caller's error.
 pub async fn wait(ready: &Ready, pid: u32, last: &mut String) {
+    if let Ready::Running(ms) = ready {
+        // The caller races the child's exit against this wait: still running when it ends is
+        // ready.
+        *last = format!("it had not run {ms} ms yet");
+        tokio::time::sleep(Duration::from_millis(*ms)).await;
+        return;
+    }
     let mut checks = 0u32;
     loop {
         let check =
@@ -89,6 +99,8 @@ pub async fn check(ready: &Ready, pid: u32) -> Check {
             }
         }
         Ready::Http(url) => http_ok(url, pid).await,
+        // Time, not a check: `wait` counts it.
+        Ready::Running(_) => Check::Ready,
     }
 }
 

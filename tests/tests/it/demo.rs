@@ -16,11 +16,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-/// Runs the demo with `model` in a fresh dev directory; checks what holds in either mode and
-/// returns its stdout.
-fn demo(model: &str, model_child: &str) -> String {
+/// Runs the demo with `model` in a fresh dev directory (with its Matrix step when `matrix`);
+/// checks what holds in either mode and returns its stdout.
+fn demo(model: &str, model_child: &str, matrix: bool) -> String {
     let dev = tempfile::tempdir().unwrap();
     let out = Command::new(workspace_root().join("scripts/demo.sh"))
+        .env("BOXMAKER_MATRIX", if matrix { "1" } else { "0" })
         .env("BOXMAKER_MODEL", model)
         .env("BOXMAKER_BIN_DIR", bin_dir())
         .env("BOXMAKER_DEV_DIR", dev.path())
@@ -168,7 +169,7 @@ fn names_dir(pid: u32, dir: &Path) -> bool {
 #[test]
 fn the_demo_runs_tasks_with_tool_calls_on_the_double_through_boxd() {
     let _heavy = heavy();
-    let stdout = demo("fake", "fakellama");
+    let stdout = demo("fake", "fakellama", false);
     assert!(stdout.contains("→ clock {}"), "{stdout}");
     assert!(stdout.contains("The echo tool said: banana."), "{stdout}");
     assert!(stdout.contains("turn 1 ended: done"), "{stdout}");
@@ -185,6 +186,26 @@ fn the_demo_runs_tasks_with_tool_calls_on_the_double_through_boxd() {
 }
 
 #[test]
+fn the_demos_matrix_step_asks_the_box_in_a_room_and_leaves_nothing_running() {
+    // Synapse comes from the cache scripts/test.sh fills; without it this skips (or fails,
+    // when the test command requires it).
+    if e2e::synapse::python_or_skip().is_none() {
+        return;
+    }
+    let _heavy = heavy();
+    // demo() checks that no process naming the dev directory (Synapse, chatd) is left.
+    let stdout = demo("fake", "fakellama", true);
+    assert!(
+        stdout.contains("owner> What is 2 + 3? Answer with the number only.\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("box> I am a stand-in for the model: fakellama"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn the_demo_runs_tasks_with_tool_calls_on_the_real_model_through_boxd() {
     // The script fetches (or finds cached) its parts itself; this only says whether a run
     // without them should skip.
@@ -192,7 +213,7 @@ fn the_demo_runs_tasks_with_tool_calls_on_the_real_model_through_boxd() {
         return;
     }
     let _one = one_at_a_time();
-    let stdout = demo("qwen", "llama-server");
+    let stdout = demo("qwen", "llama-server", false);
     assert!(stdout.contains("→ clock"), "{stdout}");
     assert!(stdout.contains("(call 2): banana"), "{stdout}");
     assert!(stdout.contains("turn 2 ended: done"), "{stdout}");

@@ -17,10 +17,15 @@ pub enum Ready {
     Http(String),
     /// Ready when this Unix socket accepts a connection (`ready = { socket = "PATH" }`).
     Socket(PathBuf),
+    /// Ready once it has run this many milliseconds without exiting
+    /// (`ready = { running_ms = 2000 }`): for a child that serves nothing boxd could check,
+    /// such as chatd, a client of loopd's socket.
+    #[serde(rename = "running_ms")]
+    Running(u64),
 }
 
 /// The keys a `ready` table may have, one of them at a time.
-const READY_KINDS: &[&str] = &["http", "socket"];
+const READY_KINDS: &[&str] = &["http", "socket", "running_ms"];
 
 impl<'de> Deserialize<'de> for Ready {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Ready, D::Error> {
@@ -34,7 +39,9 @@ impl<'de> Visitor<'de> for ReadyVisitor {
     type Value = Ready;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a table with one of `http` (a URL) or `socket` (a path)")
+        f.write_str(
+            "a table with one of `http` (a URL), `socket` (a path) or `running_ms` (milliseconds)",
+        )
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ready, A::Error> {
@@ -45,17 +52,20 @@ impl<'de> Visitor<'de> for ReadyVisitor {
             found.push(match kind.as_str() {
                 "http" => Ready::Http(map.next_value()?),
                 "socket" => Ready::Socket(map.next_value()?),
+                "running_ms" => Ready::Running(map.next_value()?),
                 _ => return Err(de::Error::unknown_variant(&kind, READY_KINDS)),
             });
         }
         match (found.pop(), found.is_empty()) {
             (Some(ready), true) => Ok(ready),
             (Some(_), false) => Err(de::Error::custom(
-                "has both `socket` and `http`: a child is ready by exactly one of them \
-                 (`ready = { socket = \"PATH\" }` or `ready = { http = \"URL\" }`)",
+                "has more than one of `socket`, `http` and `running_ms`: a child is ready by \
+                 exactly one of them (`ready = { socket = \"PATH\" }`, `ready = { http = \
+                 \"URL\" }` or `ready = { running_ms = 2000 }`)",
             )),
             (None, _) => Err(de::Error::custom(
-                "is empty: give exactly one of `socket` (a path) or `http` (a URL)",
+                "is empty: give exactly one of `socket` (a path), `http` (a URL) or \
+                 `running_ms` (milliseconds)",
             )),
         }
     }
@@ -169,6 +179,18 @@ impl Child {
         match &self.ready {
             Ready::Http(url) => p.http_url(&key("ready.http"), url),
             Ready::Socket(path) => p.socket_path(&key("ready.socket"), path),
+            Ready::Running(ms) => {
+                p.at_least(&key("ready.running_ms"), *ms, 1);
+                p.check(
+                    *ms < self.start_timeout_ms,
+                    key("ready.running_ms"),
+                    format!(
+                        "is {ms}, not below start_timeout_ms ({}): the child could never be \
+                         ready in time",
+                        self.start_timeout_ms
+                    ),
+                );
+            }
         }
         p.at_least(&key("start_timeout_ms"), self.start_timeout_ms, 1);
         p.check(

@@ -260,3 +260,23 @@ fn with_previous_is_refused_on_the_first_child_and_allowed_after() {
     assert!(!two.children[0].with_previous);
     assert!(two.children[1].with_previous);
 }
+
+#[test]
+fn config_a_child_ready_by_running_time_must_be_ready_before_its_start_timeout() {
+    let found = invalid(
+        "[[children]]\nname = \"chatd\"\ncommand = \"chatd\"\nready = { running_ms = 0 }\n\
+         [[children]]\nname = \"slow\"\ncommand = \"slow\"\nready = { running_ms = 5000 }\n\
+         start_timeout_ms = 5000\n",
+    );
+    assert_eq!(
+        keys(&found),
+        [
+            "children[0].ready.running_ms",
+            "children[1].ready.running_ms"
+        ]
+    );
+    assert!(
+        found[1].message.contains("not below start_timeout_ms"),
+        "{found:?}"
+    );
+}

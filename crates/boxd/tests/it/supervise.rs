@@ -265,6 +265,31 @@ fn a_child_exiting_before_it_is_ready_fails_boxd() {
 }
 
 #[test]
+fn a_child_ready_by_running_time_is_ready_once_it_ran_that_long_and_not_if_it_exits() {
+    let mut s = Setup::new(RESTART);
+    s.raw(
+        "[[children]]\nname = \"client\"\ncommand = \"/bin/sh\"\n\
+         args = [\"-c\", \"exec sleep 60\"]\nready = { running_ms = 200 }\n",
+    );
+    let mut boxd = s.start(&[]);
+    support::wait_until("boxd to say all are ready", || {
+        boxd.stderr().contains("all children are ready")
+    });
+    boxd.signal(Signal::SIGTERM);
+    assert_eq!(boxd.wait_exit().code(), Some(0), "{}", boxd.stderr());
+
+    let mut s = Setup::new(RESTART);
+    s.raw(
+        "[[children]]\nname = \"quitter\"\ncommand = \"/bin/sh\"\n\
+         args = [\"-c\", \"exit 3\"]\nready = { running_ms = 2000 }\n",
+    );
+    let mut boxd = s.start(&[]);
+    assert_eq!(boxd.wait_exit().code(), Some(1));
+    let err = boxd.stderr();
+    assert!(err.contains("quitter: exited before it was ready"), "{err}");
+}
+
+#[test]
 fn a_child_that_cannot_be_started_fails_boxd_naming_it() {
     let mut s = Setup::new(RESTART);
     let sock = s.sock("never");
