@@ -24,10 +24,16 @@ const FILE: &str = "heard.json";
 const WHAT: &str = "what others said in the rooms";
 /// How a speaker whose id loopd could not quote in its mark is named.
 pub const SOMEONE: &str = "another-member";
+/// The most bytes of what is heard, as JSON, in all rooms; past it the oldest messages go
+/// first, whichever room they were said in. Well below what the state directory reads back (1 MiB), so
+/// many busy rooms never make the file one chatd cannot start with.
+pub const MAX_HEARD_JSON_BYTES: usize = 256 * 1024;
 
 /// One message heard.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Line {
+    /// Its place among all the messages heard, in every room: the oldest has the lowest.
+    pub seq: u64,
     /// Its event id.
     pub event: String,
     /// What loopd is given.
@@ -56,15 +62,25 @@ impl Heard {
     /// disk when this returns.
     pub fn add(&self, room: &str, event: &str, from: &str, text: &str) -> Result<(), ChatError> {
         let mut rooms = self.rooms.lock().unwrap_or_else(|p| p.into_inner());
-        let lines = rooms.entry(room.to_owned()).or_default();
-        if lines.iter().any(|l| l.event == event) {
+        if rooms
+            .get(room)
+            .is_some_and(|lines| lines.iter().any(|l| l.event == event))
+        {
             return Ok(());
         }
+        let seq = 1 + rooms
+            .values()
+            .flatten()
+            .map(|l| l.seq)
+            .max()
+            .unwrap_or_default();
+        let lines = rooms.entry(room.to_owned()).or_default();
         let from = match speaker_problem(from) {
             None => from.to_owned(),
             Some(_) => SOMEONE.to_owned(),
         };
         lines.push(Line {
+            seq,
             event: event.to_owned(),
             heard: OverheardText {
                 from,
@@ -74,6 +90,7 @@ impl Heard {
         if lines.len() > MAX_OVERHEARD_PER_TASK {
             lines.remove(0);
         }
+        fit(&mut rooms);
         self.store.write_json(WHAT, FILE, &*rooms)
     }
 
@@ -108,6 +125,27 @@ impl Heard {
             rooms.remove(room);
         }
         self.store.write_json(WHAT, FILE, &*rooms)
+    }
+}
+
+/// Drops the oldest messages, of any room, until `rooms` is at most [`MAX_HEARD_JSON_BYTES`]
+/// of JSON.
+fn fit(rooms: &mut BTreeMap<String, Vec<Line>>) {
+    while serde_json::to_vec(&*rooms).map_or(0, |json| json.len()) > MAX_HEARD_JSON_BYTES {
+        // Each room's lines are oldest first: the oldest of all heads some room.
+        let Some(oldest) = rooms
+            .iter()
+            .filter_map(|(room, lines)| Some((lines.first()?.seq, room.clone())))
+            .min()
+            .map(|(_, room)| room)
+        else {
+            return;
+        };
+        let lines = rooms.entry(oldest.clone()).or_default();
+        lines.remove(0);
+        if lines.is_empty() {
+            rooms.remove(&oldest);
+        }
     }
 }
 
@@ -148,5 +186,31 @@ mod tests {
         assert!(pending[0].text.len() <= MAX_OVERHEARD_TEXT_BYTES);
         assert_eq!(proto::api::overheard_problem(&pending), None);
         assert!(kept.pending("!other:x").is_empty());
+    }
+
+    #[test]
+    fn many_busy_rooms_stay_within_the_bytes_the_state_directory_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let kept = heard(&state);
+        // Control characters take six bytes each as JSON.
+        let text = "\u{1}".repeat(MAX_OVERHEARD_TEXT_BYTES);
+        for room in 0..30 {
+            for event in 0..3 {
+                kept.add(
+                    &format!("!r{room}:x"),
+                    &format!("${event}"),
+                    "@bob:x",
+                    &text,
+                )
+                .unwrap();
+            }
+        }
+        let size = std::fs::metadata(state.join(FILE)).unwrap().len();
+        assert!(size < 1024 * 1024, "{size} bytes");
+        assert!(
+            !heard(&state).pending("!r29:x").is_empty(),
+            "the newest are kept"
+        );
     }
 }

@@ -131,7 +131,7 @@ fn a_ready_table_with_both_kinds_is_refused_at_the_childs_key() {
     let found = problems(load_from::<Config>(f.path(), ENV_PREFIX, Vec::new()).unwrap_err());
     assert_eq!(keys(&found), ["children[1].ready"], "{found:?}");
     let message = &found[0].message;
-    for word in ["has both `socket` and `http`", "exactly one"] {
+    for word in ["has more than one of `socket`, `http`", "exactly one"] {
         assert!(message.contains(word), "{word}: {message}");
     }
     let f = file("[[children]]\nname = \"a\"\ncommand = \"a\"\nready = {}\n");
