@@ -8,6 +8,7 @@
 use crate::audit::{AUDIT_SYNC_INTERVAL_MS, AuditLog};
 use crate::broker::Broker;
 use crate::builtin::exec::{NOT_PROBED, Sandbox};
+use crate::checkpoints::Checkpoints;
 use crate::config::Config;
 use crate::mcp::McpServers;
 use crate::policy::ApprovalTable;
@@ -98,10 +99,15 @@ async fn serve_with(
     let (tools, probe) = build_tools(cfg, mcp)?;
     // The pending approvals kept in the state dir: a restart while the owner decides keeps them.
     let approvals = ApprovalTable::kept_in(&cfg.approvals, &cfg.state_dir);
+    // What writes changed, for undo: a store that cannot be opened stops brokerd, since every
+    // write would otherwise be refused or unrecorded.
+    let checkpoints = Checkpoints::open(&cfg.state_dir, cfg.checkpoints.clone())
+        .context("cannot open the checkpoints of writes ([checkpoints])")?;
     let broker = Arc::new(
         Broker::new(cfg, tools, Arc::clone(audit))?
             .with_secrets(secrets)
-            .with_approvals(approvals),
+            .with_approvals(approvals)
+            .with_checkpoints(Arc::new(checkpoints)),
     );
     broker.metrics().watch_mcp(mcp);
     let options = ServerOptions::from_config(cfg)?;

@@ -19,6 +19,7 @@
 pub mod audit;
 pub mod broker;
 pub mod builtin;
+pub mod checkpoints;
 pub mod config;
 pub mod daemon;
 pub mod logging;

@@ -67,6 +67,9 @@ pub struct CallContext<'a> {
     /// The secrets brokerd holds now: what the grant's placeholders are filled from, and what
     /// a hop the tool makes on its own (a redirect) is checked against.
     pub secrets: &'a Secrets,
+    /// Where a tool that changes files records what it changed (`write_file`); none: not
+    /// recorded (checkpoints off, or a test of the tool alone).
+    pub record: Option<&'a crate::checkpoints::Recorder>,
 }
 
 /// The future a tool call returns.

@@ -16,6 +16,7 @@ pub use redact::AUTHENTICATED_NOTE;
 
 use crate::audit::{ApprovalScope, AuditEvent, AuditLog, AuditRecord};
 use crate::builtin::exec::Sandbox;
+use crate::checkpoints::{Checkpoints, Recorder};
 use crate::config::{BUILTIN_TOOLS, Config, EXEC_TOOL, Grant, Limits};
 use crate::metrics::{self, Metrics};
 use crate::policy::{
@@ -56,6 +57,8 @@ pub struct Broker {
     named_tools: HashSet<String>,
     /// The secrets grants attach, and the guard over them (replaced whole on SIGHUP).
     secrets: SecretStore,
+    /// Where writes are recorded for undo; none: not recorded.
+    checkpoints: Option<Arc<Checkpoints>>,
 }
 
 /// Whether a request's tool ran: an allowed call's duration is observed, from the request to
@@ -89,7 +92,22 @@ impl Broker {
             metrics: Arc::new(Metrics::new()),
             named_tools,
             secrets: SecretStore::default(),
+            checkpoints: None,
         })
+    }
+
+    /// This broker recording what its calls write in `checkpoints` (the daemon's, under its
+    /// state dir).
+    pub fn with_checkpoints(self, checkpoints: Arc<Checkpoints>) -> Broker {
+        Broker {
+            checkpoints: Some(checkpoints),
+            ..self
+        }
+    }
+
+    /// The checkpoint store, when writes are recorded.
+    pub fn checkpoints(&self) -> Option<&Arc<Checkpoints>> {
+        self.checkpoints.as_ref()
     }
 
     /// This broker holding `secrets` (`[[secrets]]`, loaded by the daemon).
@@ -232,6 +250,7 @@ impl Broker {
             result_cap_bytes: self.limits.result_cap_bytes,
             timeout_ms: self.limits.call_timeout_ms,
             secrets: &secrets,
+            record: None,
         };
         if let Err(error) = tool.check(&arguments, ctx) {
             // Refused on its arguments and grant alone: the tool never ran.
@@ -305,12 +324,20 @@ impl Broker {
             tracing::error!(session = %request.session, call = %request.call, tool = %request.tool, "{e}; the call does not run");
             return (ToolResponse::failed(AUDIT_FAILED_MESSAGE), Ran::No);
         }
+        // A write is recorded under the turn it counts for: a subagent's under its parent's.
+        let counted = request.counted_turn();
+        let recorder = self.checkpoints.as_ref().map(|store| Recorder {
+            store: Arc::clone(store),
+            session: counted.session,
+            turn: counted.turn,
+            call: request.call.0,
+        });
         let ran = self
             .run(
                 Arc::clone(&tool),
                 grant,
                 arguments.clone(),
-                secrets,
+                (secrets, recorder),
                 &mut redaction,
             )
             .await;

@@ -3,6 +3,7 @@
 
 use super::Broker;
 use super::redact::Redaction;
+use crate::checkpoints::Recorder;
 use crate::config::Grant;
 use crate::result::{from_error, grant_labels, labelled};
 use crate::secrets::Secrets;
@@ -25,13 +26,14 @@ pub(super) struct RunOutcome {
 
 impl Broker {
     /// Runs an allowed call on its own task (a panic in the tool fails the call, not brokerd),
-    /// stopped at `limits.call_timeout_ms`, with `secrets` for the grant's placeholders.
+    /// stopped at `limits.call_timeout_ms`, with `secrets` for the grant's placeholders and
+    /// `recorder` where what it writes is recorded.
     pub(super) async fn run(
         &self,
         tool: Arc<dyn Tool>,
         grant: Arc<Grant>,
         arguments: Value,
-        secrets: Arc<Secrets>,
+        (secrets, recorder): (Arc<Secrets>, Option<Recorder>),
         redaction: &mut Redaction,
     ) -> RunOutcome {
         let cap_bytes = self.limits.result_cap_bytes;
@@ -44,6 +46,7 @@ impl Broker {
                 result_cap_bytes: cap_bytes,
                 timeout_ms,
                 secrets: &secrets,
+                record: recorder.as_ref(),
             };
             tool.call(&arguments, ctx).await
         }));

@@ -189,8 +189,17 @@ impl Tool for WriteFile {
         Box::pin(async move {
             let (arg, content, overwrite) = write_arguments(arguments)?;
             let roots = ctx.grant.paths.clone();
+            let record = ctx
+                .record
+                .filter(|r| r.store.enabled())
+                .map(|r| (r.clone(), ctx.grant.result_class));
             blocking("write_file", ctx.timeout_ms, move || {
-                write::write_file(&arg, &roots, &content, overwrite)
+                let target = write::Target {
+                    arg: &arg,
+                    roots: &roots,
+                    record: record.as_ref().map(|(r, class)| (r, *class)),
+                };
+                write::write_file(&target, &content, overwrite)
             })
             .await
         })

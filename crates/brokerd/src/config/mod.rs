@@ -61,6 +61,8 @@ pub struct Config {
     /// `[[secrets]]`: the credentials brokerd holds and grants attach (`docs/secrets.md`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<SecretConfig>,
+    /// `[checkpoints]`: what writes changed, kept for undo (`docs/undo.md`).
+    pub checkpoints: crate::checkpoints::CheckpointSettings,
 }
 
 impl Default for Config {
@@ -77,6 +79,7 @@ impl Default for Config {
             approvals: ApprovalSettings::default(),
             metrics: bxmetrics::MetricsConfig::default(),
             secrets: Vec::new(),
+            checkpoints: crate::checkpoints::CheckpointSettings::default(),
         }
     }
 }
@@ -165,6 +168,8 @@ impl Validate for Config {
         self.check_placeholders(&mut p);
         self.http_fetch.check(&mut p);
         self.approvals.check(&mut p);
+        p.at_least("checkpoints.max_bytes", self.checkpoints.max_bytes, 1);
+        p.at_least("checkpoints.keep_turns", self.checkpoints.keep_turns, 1);
         if let Err(e) = self.metrics.check() {
             p.push(e.key(), e.to_string());
         }

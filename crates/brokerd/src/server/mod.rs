@@ -29,6 +29,7 @@ mod catalogue;
 pub mod descent;
 mod peer;
 mod routes;
+mod undo;
 
 pub use bxhttp::SocketError;
 pub use bxhttp::peer::peer_allowed;

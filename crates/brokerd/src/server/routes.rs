@@ -1,5 +1,6 @@
 //! The routes: `POST /v1/call`, `GET /v1/catalogue?session=ID` (with its version, see
-//! [`super::catalogue`]), `GET /v1/health`; JSON in
+//! [`super::catalogue`]), `GET /v1/health`, `POST /v1/undo` and `GET /v1/diff` (see
+//! [`super::undo`]); JSON in
 //! (size-capped) and out, errors as `proto::api::ApiError`; and `GET /metrics`, Prometheus
 //! text ([`bxmetrics::scrape`]).
 
@@ -13,7 +14,7 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use proto::api::error_kind;
-use proto::{BrokerHealth, ToolRequest};
+use proto::{BrokerHealth, ToolRequest, UndoRequest};
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -47,8 +48,8 @@ where
 {
     let path = request.uri().path();
     let allowed = match path {
-        "/v1/call" => Method::POST,
-        "/v1/catalogue" | "/v1/health" | "/metrics" => Method::GET,
+        "/v1/call" | "/v1/undo" => Method::POST,
+        "/v1/catalogue" | "/v1/diff" | "/v1/health" | "/metrics" => Method::GET,
         _ => return Err(Problem::no_such_path(path)),
     };
     if request.method() != allowed {
@@ -64,6 +65,13 @@ where
                 exec: Some(broker.exec_status()),
             };
             Ok(json(StatusCode::OK, &health))
+        }
+        "/v1/diff" => super::undo::diff(&broker, request.uri().query()),
+        "/v1/undo" => {
+            let asked: UndoRequest =
+                bxhttp::request::read_json(request, &NAMES, max_body_bytes, "an UndoRequest")
+                    .await?;
+            super::undo::undo(broker, asked).await
         }
         "/v1/catalogue" => {
             let session = session_query(request.uri().query())?;

@@ -62,6 +62,7 @@ async fn call_capped(
         result_cap_bytes: cap,
         timeout_ms: TIMEOUT_MS,
         secrets: &brokerd::secrets::Secrets::default(),
+        record: None,
     };
     tool.call(&args, ctx).await
 }

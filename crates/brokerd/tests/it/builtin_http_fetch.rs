@@ -46,6 +46,7 @@ async fn fetch_with(
         result_cap_bytes: cap,
         timeout_ms,
         secrets: &brokerd::secrets::Secrets::default(),
+        record: None,
     };
     tool.call(&args, ctx).await
 }

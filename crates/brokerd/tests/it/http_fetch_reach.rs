@@ -113,6 +113,7 @@ async fn fetch(grant: &Grant, url: &str) -> Result<ToolOutput, ToolError> {
         result_cap_bytes: CAP,
         timeout_ms: TIMEOUT_MS,
         secrets: &brokerd::secrets::Secrets::default(),
+        record: None,
     };
     tool().call(&json!({ "url": url }), ctx).await
 }

@@ -93,6 +93,7 @@ async fn run(
         result_cap_bytes: CAP,
         timeout_ms: TIMEOUT_MS,
         secrets,
+        record: None,
     };
     tool.check(&args, ctx).map_err(|e| (Step::Check, e))?;
     tool.call(&args, ctx).await.map_err(|e| (Step::Call, e))
@@ -280,6 +281,7 @@ async fn every_way_the_model_tries_to_send_a_secret_out_is_refused_before_connec
             result_cap_bytes: CAP,
             timeout_ms: TIMEOUT_MS,
             secrets: &secrets(),
+            record: None,
         };
         let r = bed.tool.call(&args, ctx).await.map_err(|e| (Step::Call, e));
         assert_leak(&r, Step::Call, place);

@@ -69,6 +69,7 @@ async fn call_with(
         result_cap_bytes: cap,
         timeout_ms,
         secrets: &brokerd::secrets::Secrets::default(),
+        record: None,
     };
     tool.call(&args, ctx).await
 }

@@ -90,6 +90,7 @@ async fn call(tool: &dyn Tool, args: Value, secrets: &Secrets) -> Result<String,
         result_cap_bytes: 64 * 1024,
         timeout_ms: 10_000,
         secrets,
+        record: None,
     };
     tool.check(&args, ctx)?;
     tool.call(&args, ctx).await.map(|out| out.content)
@@ -150,6 +151,7 @@ async fn mcp_arguments_carrying_a_secret_are_denied_leak_and_never_reach_the_ser
             result_cap_bytes: 64 * 1024,
             timeout_ms: 10_000,
             secrets: &secrets,
+            record: None,
         };
         for refused in [
             hello.check(&args, ctx),

@@ -22,7 +22,9 @@ pub use bxhttp::pool::{MAX_IDLE_CONNECTIONS, MAX_IDLE_MS};
 use bytes::Bytes;
 pub use catalogues::{Catalogues, MAX_HELD_CATALOGUES};
 use http_body_util::Full;
-use proto::{BrokerHealth, Catalogue, ToolRequest, ToolResponse};
+use proto::{
+    BrokerHealth, Catalogue, DiffAnswer, ToolRequest, ToolResponse, UndoAnswer, UndoRequest,
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -191,6 +193,40 @@ impl Broker {
         })
     }
 
+    /// Undoes (or, dry, lists) what the session's turns from `request.from_turn` on wrote.
+    pub async fn undo(&self, request: &UndoRequest) -> Result<UndoAnswer, BrokerError> {
+        let body = serde_json::to_vec(request).map_err(|e| BrokerError::BadAnswer {
+            status: 0,
+            message: format!("cannot encode the request: {e}"),
+        })?;
+        let answer = self
+            .exchange("POST", "/v1/undo", Some(body), self.call_timeout_ms)
+            .await?;
+        serde_json::from_slice(&answer).map_err(|e| BrokerError::BadAnswer {
+            status: 200,
+            message: format!("not an undo answer: {e}"),
+        })
+    }
+
+    /// What `session`'s writes changed (only turn `turn`'s when given), as diffs.
+    pub async fn diff(
+        &self,
+        session: &SessionId,
+        turn: Option<u64>,
+    ) -> Result<DiffAnswer, BrokerError> {
+        let path = match turn {
+            Some(turn) => format!("/v1/diff?session={session}&turn={turn}"),
+            None => format!("/v1/diff?session={session}"),
+        };
+        let answer = self
+            .exchange("GET", &path, None, self.call_timeout_ms)
+            .await?;
+        serde_json::from_slice(&answer).map_err(|e| BrokerError::BadAnswer {
+            status: 200,
+            message: format!("not a diff answer: {e}"),
+        })
+    }
+
     /// Sends one request (on a kept connection when one is open, at most once) and reads a
     /// 200 answer's body; the whole exchange is cut at `timeout_ms`.
     async fn exchange(
@@ -235,12 +271,16 @@ impl Broker {
     }
 }
 
-/// The body of a 200 answer; any other status is an error carrying the body's words.
+/// The body of a 200 answer; any other status is an error carrying the body's words (the
+/// message of an error body brokerd wrote, else the body as it is).
 fn ok_body(answer: Answer) -> Result<Bytes, BrokerError> {
     if answer.status != 200 {
+        let message = serde_json::from_slice::<proto::api::ApiError>(&answer.body)
+            .map(|e| e.error.message)
+            .unwrap_or_else(|_| String::from_utf8_lossy(&answer.body).into_owned());
         return Err(BrokerError::BadAnswer {
             status: answer.status,
-            message: String::from_utf8_lossy(&answer.body).into_owned(),
+            message,
         });
     }
     Ok(answer.body)

@@ -426,6 +426,9 @@ pub mod error_kind {
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
     /// 409: the session's queue is full.
     pub const BUSY: &str = "busy";
+    /// 409: what is on disk is not what the request expects (an undo of files changed since
+    /// the turns wrote them, or whose earlier content is no longer kept; writes not recorded).
+    pub const CONFLICT: &str = "conflict";
     /// 429: too many tasks wait across all sessions (`api.max_waiting_tasks`).
     pub const TOO_MANY_TASKS: &str = "too_many_tasks";
     /// 429: a budget is spent: `[budgets] max_generated_tokens_per_day` refuses new tasks

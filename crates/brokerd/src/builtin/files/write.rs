@@ -22,7 +22,9 @@
 use super::beneath::{self, Root};
 use super::io_failed;
 use super::paths::{self, Resolved};
+use crate::checkpoints::{CheckpointError, NewWrite, Pending, Recorder};
 use crate::tool::{ToolError, ToolOutput};
+use bxcore::DataClass;
 use rustix::fs::{
     AtFlags, FileType, Mode, OFlags, RenameFlags, fchmod, linkat, openat, renameat, renameat_with,
     statat, unlinkat,
@@ -61,14 +63,22 @@ impl Drop for TempName<'_> {
     }
 }
 
+/// What a write is to: the path as the model gave it, the grant's roots, and where the write is
+/// recorded for undo (with the class of the grant's results), if anywhere.
+pub(crate) struct Target<'a> {
+    pub(crate) arg: &'a Path,
+    pub(crate) roots: &'a [PathBuf],
+    pub(crate) record: Option<(&'a Recorder, DataClass)>,
+}
+
 /// `write_file`'s work.
 pub(crate) fn write_file(
-    arg: &Path,
-    roots: &[PathBuf],
+    target: &Target<'_>,
     content: &str,
     overwrite: bool,
 ) -> Result<ToolOutput, ToolError> {
-    let resolved = paths::resolve_allowed(arg, roots)?;
+    let arg = target.arg;
+    let resolved = paths::resolve_allowed(arg, target.roots)?;
     let failed = |e: Errno| io_failed("write", arg, &e.into());
     let exists_error = || {
         ToolError::Failed(format!(
@@ -130,11 +140,33 @@ pub(crate) fn write_file(
     }
     file.sync_all().map_err(|e| io_failed("write", arg, &e))?;
     drop(file);
-    if !put_in_place(&mut temp, name, overwrite).map_err(failed)? {
-        return Err(exists_error());
+    // Recorded before the rename, settled after: see `checkpoints` for the crash points.
+    let pending = match target.record {
+        Some((recorder, class)) => {
+            let before = match old_mode {
+                Some(mode) => Some((read_old(&dir, name, arg, recorder)?, mode)),
+                None => None,
+            };
+            Some(record_write(
+                recorder, class, &resolved, before, content, arg,
+            )?)
+        }
+        None => None,
+    };
+    let placed = put_in_place(&mut temp, name, overwrite)
+        .map_err(failed)
+        .and_then(|placed| if placed { Ok(()) } else { Err(exists_error()) });
+    if let Err(error) = placed {
+        if let (Some(pending), Some((recorder, _))) = (pending, target.record) {
+            settle(recorder.store.abandon(pending), arg);
+        }
+        return Err(error);
     }
     drop(temp);
     rustix::fs::fsync(&dir).map_err(failed)?;
+    if let (Some(pending), Some((recorder, _))) = (pending, target.record) {
+        settle(recorder.store.done(pending), arg);
+    }
     Ok(ToolOutput {
         content: format!(
             "wrote {} bytes to {}",
@@ -143,6 +175,71 @@ pub(crate) fn write_file(
         ),
         truncated: false,
     })
+}
+
+/// The content of the file `name` in `dir`, which the write replaces, for its checkpoint: read
+/// through the directory's fd, following no symlink, at most the store's `max_bytes` (a larger
+/// file is not written: its undo could not be kept).
+fn read_old(
+    dir: &OwnedFd,
+    name: &OsStr,
+    arg: &Path,
+    recorder: &Recorder,
+) -> Result<Vec<u8>, ToolError> {
+    use std::io::Read;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd =
+        openat(dir, name, flags, Mode::empty()).map_err(|e| io_failed("write", arg, &e.into()))?;
+    let cap = recorder.store.max_bytes();
+    let mut old = Vec::new();
+    File::from(fd)
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut old)
+        .map_err(|e| io_failed("write", arg, &e))?;
+    if old.len() as u64 > cap {
+        return Err(ToolError::Failed(format!(
+            "not written: {} is larger than [checkpoints] max_bytes ({cap} bytes), so what it \
+             holds now could not be kept for an undo",
+            arg.display()
+        )));
+    }
+    Ok(old)
+}
+
+/// Records the write of `content` over `before` as pending. A failure refuses the write: the
+/// owner counts on undoing what a turn changed.
+fn record_write(
+    recorder: &Recorder,
+    class: DataClass,
+    resolved: &Resolved,
+    before: Option<(Vec<u8>, u32)>,
+    content: &str,
+    arg: &Path,
+) -> Result<Pending, ToolError> {
+    let write = NewWrite {
+        session: &recorder.session,
+        turn: recorder.turn,
+        call: recorder.call,
+        root: &resolved.root,
+        rel: &resolved.rel,
+        before: before.as_ref().map(|(old, mode)| (old.as_slice(), *mode)),
+        after: content.as_bytes(),
+        class,
+    };
+    recorder.store.begin(&write).map_err(|e| {
+        tracing::error!(error = %e, "cannot record a write's checkpoint; the write is refused");
+        ToolError::Failed(format!(
+            "not written: {} could not be recorded for an undo (brokerd's log says why)",
+            arg.display()
+        ))
+    })
+}
+
+/// Logs a checkpoint that could not be settled: the next start settles it from the file.
+fn settle(result: Result<(), CheckpointError>, arg: &Path) {
+    if let Err(error) = result {
+        tracing::error!(%error, path = %arg.display(), "cannot settle a write's checkpoint; the next start of brokerd settles it");
+    }
 }
 
 /// Moves the temporary file onto `name` in its directory: over what is there with `overwrite`,

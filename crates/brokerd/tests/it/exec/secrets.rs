@@ -97,6 +97,7 @@ async fn call_tool(
         result_cap_bytes: 64 * 1024,
         timeout_ms: 30_000,
         secrets: &secrets,
+        record: None,
     };
     tool.check(&args, ctx)?;
     tool.call(&args, ctx).await.map(|out| out.content)
