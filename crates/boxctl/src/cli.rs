@@ -213,6 +213,34 @@ pub enum Command {
         #[arg(value_name = "ID")]
         id: SessionId,
     },
+    /// Undo a session's last turns and the files they wrote
+    ///
+    /// The turns leave the conversation, and every file the turns changed through write_file comes back as it was before them,
+    /// newest write first; a file the turns made is removed. When a file was changed since
+    /// by something else, nothing is undone and the file is named. The turns stay in the
+    /// log (`boxctl show`), marked undone; the model no longer sees them.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Undo {
+        /// The session.
+        #[arg(value_name = "ID")]
+        id: SessionId,
+        /// How many of the last turns.
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        turns: u64,
+        /// List what would be put back, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Show what a session's turns wrote, as unified diffs
+    #[command(after_help = EXIT_CODES_HELP)]
+    Diff {
+        /// The session.
+        #[arg(value_name = "ID")]
+        id: SessionId,
+        /// Only this turn.
+        #[arg(long, value_name = "N")]
+        turn: Option<u64>,
+    },
     /// Compact a session's conversation into a summary now
     ///
     /// Its conversation so far becomes a summary that a new epoch starts from (after the

@@ -274,6 +274,33 @@ impl Client {
         self.answer(Method::POST, &path, None, Head::AtTurn).await
     }
 
+    /// `POST /v1/sessions/{id}/undo`: the last `asked.turns` turns undone (or, dry, what
+    /// would be put back). loopd answers once the tasks queued before it have run: waited for
+    /// like a compaction.
+    pub async fn undo(
+        &self,
+        id: &SessionId,
+        asked: &proto::UndoTurns,
+    ) -> Result<Answer<proto::UndoAnswer>, ClientError> {
+        let path = format!("/v1/sessions/{id}/undo");
+        let body = to_json(asked)?;
+        self.answer(Method::POST, &path, Some(body), Head::AtTurn)
+            .await
+    }
+
+    /// `GET /v1/sessions/{id}/diff[?turn=N]`: what the session's turns wrote, as diffs.
+    pub async fn diff(
+        &self,
+        id: &SessionId,
+        turn: Option<u64>,
+    ) -> Result<Answer<proto::DiffAnswer>, ClientError> {
+        let path = match turn {
+            Some(turn) => format!("/v1/sessions/{id}/diff?turn={turn}"),
+            None => format!("/v1/sessions/{id}/diff"),
+        };
+        self.call(Method::GET, &path, None).await
+    }
+
     /// `POST /v1/web/link`: a one-time sign-in link for the web console.
     pub async fn web_link(&self) -> Result<Answer<WebLink>, ClientError> {
         self.call(Method::POST, "/v1/web/link", None).await

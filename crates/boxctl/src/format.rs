@@ -439,6 +439,15 @@ pub fn record_lines(record: &LogRecord, show_reasoning: bool) -> Vec<String> {
         LogRecord::Note { time, text } => {
             vec![format!("{} note: {}", clock(time), one_line(text, None))]
         }
+        LogRecord::Undone {
+            time,
+            from_turn,
+            to_turn,
+            files,
+        } => vec![format!(
+            "{} ── turns {from_turn} to {to_turn} undone ({files} file(s) put back); the model no longer sees them",
+            clock(time)
+        )],
     }
 }
 

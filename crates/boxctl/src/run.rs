@@ -16,6 +16,7 @@ pub mod failure;
 mod generate;
 mod schedules;
 mod task;
+mod undo;
 mod web;
 
 pub use chat::{ChatLine, QUIT, chat_line};
@@ -58,6 +59,10 @@ pub async fn run(cli: Cli) -> u8 {
         } => show(&client, json, &id, follow, reasoning).await,
         Command::Cancel { id } => cancel(&client, json, &id).await,
         Command::Compact { id } => compact(&client, json, &id).await,
+        Command::Undo { id, turns, dry_run } => {
+            undo::undo(&client, json, &id, proto::UndoTurns { turns, dry_run }).await
+        }
+        Command::Diff { id, turn } => undo::diff(&client, json, &id, turn).await,
         Command::Status => status(&client, json).await,
         Command::Memory => memory(&client, json).await,
         Command::Notifications => notifications(&client, json).await,

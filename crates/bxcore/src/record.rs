@@ -289,6 +289,19 @@ pub enum LogRecord {
         /// The baseline.
         baseline: serde_json::Value,
     },
+    /// The owner undid turns `from_turn` to `to_turn` (`boxctl undo`): brokerd put back the
+    /// files they wrote, and the model's next context leaves those turns out. Written between
+    /// turns. Their records stay in the log, for the record, and their labels still count.
+    Undone {
+        /// When.
+        time: Timestamp,
+        /// The first turn undone.
+        from_turn: u64,
+        /// The last turn undone.
+        to_turn: u64,
+        /// How many files were put back.
+        files: u64,
+    },
     /// A remark for people reading the log (a failed compaction, a recovery); never sent to
     /// the model.
     Note {
@@ -316,6 +329,7 @@ impl LogRecord {
             LogRecord::ApprovalRequested { .. } => "approval_requested",
             LogRecord::ApprovalDecided { .. } => "approval_decided",
             LogRecord::Baseline { .. } => "baseline",
+            LogRecord::Undone { .. } => "undone",
             LogRecord::Note { .. } => "note",
         }
     }

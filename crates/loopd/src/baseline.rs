@@ -112,7 +112,8 @@ pub fn messages_with_carry(
     let mut held: Vec<String> = Vec::new();
     // Untrusted results are sent marked, naming their tool (`untrusted`).
     let tools = crate::untrusted::tools_of_calls(records);
-    for record in records {
+    // Turns the owner undid are left out.
+    for record in crate::undone::kept(records) {
         let answers_a_call = matches!(record, LogRecord::ToolResult { .. });
         let replayed = matches!(
             record,
@@ -176,6 +177,7 @@ pub fn messages_with_carry(
             | LogRecord::ApprovalRequested { .. }
             | LogRecord::ApprovalDecided { .. }
             | LogRecord::Baseline { .. }
+            | LogRecord::Undone { .. }
             | LogRecord::Note { .. } => {}
         }
     }

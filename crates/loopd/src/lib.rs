@@ -32,6 +32,7 @@ pub(crate) mod text;
 pub mod tools;
 pub(crate) mod toolset;
 pub mod turn;
+pub(crate) mod undone;
 pub(crate) mod untrusted;
 pub mod web;
 pub mod zone;

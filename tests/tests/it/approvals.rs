@@ -29,7 +29,7 @@ pub(crate) fn write(path: &Path, content: &str) -> String {
 }
 
 /// A fakellama step that writes `content` to `path` through `call_tool`, over what is there.
-fn overwrite(path: &Path, content: &str) -> String {
+pub(crate) fn overwrite(path: &Path, content: &str) -> String {
     call_tool(
         "write_file",
         &serde_json::json!({ "path": path, "content": content, "overwrite": true }).to_string(),

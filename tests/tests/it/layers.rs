@@ -25,7 +25,7 @@ const LOOPD_LAYERS: &[(&str, &[&str])] = &[
     ("tools", &["tools", "broker"]),
     (
         "results and notes",
-        &["outputs", "untrusted", "toolset", "memory"],
+        &["outputs", "untrusted", "undone", "toolset", "memory"],
     ),
     ("context", &["baseline", "budget", "runtime"]),
     ("accounts", &["meter"]),

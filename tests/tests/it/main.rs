@@ -43,4 +43,5 @@ mod slow_clients;
 mod subagent_labels;
 mod task_ids;
 mod turns;
+mod undo;
 mod web_console;

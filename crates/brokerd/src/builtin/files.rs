@@ -23,6 +23,7 @@ pub(crate) mod beneath;
 pub(crate) mod paths;
 pub(crate) mod read;
 pub(crate) mod text;
+pub mod undo;
 pub(crate) mod write;
 
 use crate::tool::{CallContext, CallFuture, Tool, ToolError, ToolOutput};

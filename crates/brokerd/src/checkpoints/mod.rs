@@ -16,7 +16,6 @@
 
 pub mod diff;
 mod store;
-pub mod undo;
 
 use bxcore::{DataClass, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};

@@ -4,7 +4,8 @@
 
 use super::routes::Body;
 use crate::broker::Broker;
-use crate::checkpoints::{diff, undo};
+use crate::builtin::files::undo;
+use crate::checkpoints::diff;
 use bxcore::SessionId;
 use bxhttp::answer::{Problem, json};
 use http::{Response, StatusCode};

@@ -36,6 +36,9 @@ pub enum ApiFailure {
     /// 409: the session's queue is full.
     #[error("{0}")]
     Busy(String),
+    /// 409: what is on disk is not what the request expects (an undo of files changed since).
+    #[error("{0}")]
+    Conflict(String),
     /// 503: loopd cannot serve it now (shutting down, store failing).
     #[error("{0}")]
     Unavailable(String),
@@ -93,6 +96,23 @@ pub trait Backend: Send + Sync + 'static {
     fn follow(&self, id: &SessionId) -> Result<broadcast::Receiver<TurnEvent>, ApiFailure>;
     /// Cancels the running turn of session `id` and drops its queued tasks.
     fn cancel(&self, id: &SessionId) -> Result<CancelAnswer, ApiFailure>;
+    /// Undoes the last turns of session `id` (`asked`), behind the tasks queued for it: brokerd
+    /// puts back what they wrote, then they leave the model's context (`docs/undo.md`). A file
+    /// changed since is [`ApiFailure::Conflict`], naming it. The default serves no undo.
+    fn undo(
+        &self,
+        id: &SessionId,
+        asked: proto::UndoTurns,
+    ) -> impl Future<Output = Result<proto::UndoAnswer, ApiFailure>> + Send {
+        let _ = (id, asked);
+        async { Err(ApiFailure::NotFound("undo is not served here".into())) }
+    }
+    /// What session `id`'s turns wrote (turn `turn`'s only, when given), as diffs. The default
+    /// serves none.
+    fn diff(&self, id: &SessionId, turn: Option<u64>) -> Result<proto::DiffAnswer, ApiFailure> {
+        let _ = (id, turn);
+        Err(ApiFailure::NotFound("diff is not served here".into()))
+    }
     /// Compacts session `id` into a new epoch, behind the tasks queued for it (a full queue is
     /// [`ApiFailure::Busy`]); resolves once the epoch's start is durable. A session with
     /// nothing to compact is [`ApiFailure::BadRequest`].

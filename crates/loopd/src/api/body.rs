@@ -15,6 +15,7 @@ impl From<ApiFailure> for Problem {
             ApiFailure::Forbidden(_) => (StatusCode::FORBIDDEN, error_kind::FORBIDDEN),
             ApiFailure::NotFound(_) => (StatusCode::NOT_FOUND, error_kind::NOT_FOUND),
             ApiFailure::Busy(_) => (StatusCode::CONFLICT, error_kind::BUSY),
+            ApiFailure::Conflict(_) => (StatusCode::CONFLICT, error_kind::CONFLICT),
             ApiFailure::Unavailable(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, error_kind::UNAVAILABLE)
             }

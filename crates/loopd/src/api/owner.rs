@@ -45,6 +45,8 @@ pub(super) enum OwnerAct {
     Link,
     /// End every browser session (`POST /v1/web/revoke`).
     Revoke,
+    /// Undo a session's last turns (`POST /v1/sessions/{id}/undo`): it rewrites files.
+    Undo,
 }
 
 impl OwnerAct {
@@ -54,6 +56,7 @@ impl OwnerAct {
             OwnerAct::Answer => "answer approvals",
             OwnerAct::Link => "get a web console link",
             OwnerAct::Revoke => "end the browser sessions",
+            OwnerAct::Undo => "undo turns",
         }
     }
 
@@ -61,7 +64,7 @@ impl OwnerAct {
     fn retry(self) -> &'static str {
         match self {
             OwnerAct::Answer => "answer again",
-            OwnerAct::Link | OwnerAct::Revoke => "ask again",
+            OwnerAct::Link | OwnerAct::Revoke | OwnerAct::Undo => "ask again",
         }
     }
 }

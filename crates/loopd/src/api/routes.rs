@@ -6,6 +6,7 @@ use super::sse::{follow_stream, task_stream};
 use super::{ApiFailure, ApiOptions, Backend, MAX_PAGE_RECORDS, UsageQuery};
 use bxcore::{ApprovalId, SessionId};
 use http::{Method, Request, Response, StatusCode, header};
+use proto::UndoTurns;
 use proto::api::{TaskRequest, reserved};
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -35,6 +36,8 @@ enum Route<'a> {
     Events(&'a str),
     Cancel(&'a str),
     Compact(&'a str),
+    Undo(&'a str),
+    Diff(&'a str),
     Status,
     Memory,
     Notifications,
@@ -64,6 +67,8 @@ impl Route<'_> {
             ["sessions", id, "events"] => Route::Events(id),
             ["sessions", id, "cancel"] => Route::Cancel(id),
             ["sessions", id, "compact"] => Route::Compact(id),
+            ["sessions", id, "undo"] => Route::Undo(id),
+            ["sessions", id, "diff"] => Route::Diff(id),
             ["status"] => Route::Status,
             ["memory"] => Route::Memory,
             ["notifications"] => Route::Notifications,
@@ -85,6 +90,7 @@ impl Route<'_> {
             Route::Tasks
             | Route::Cancel(_)
             | Route::Compact(_)
+            | Route::Undo(_)
             | Route::Approval(_)
             | Route::ScheduleRun(_)
             | Route::SchedulePause(_)
@@ -95,6 +101,7 @@ impl Route<'_> {
             | Route::Approvals
             | Route::Schedules
             | Route::Session(_)
+            | Route::Diff(_)
             | Route::Events(_)
             | Route::Status
             | Route::Memory
@@ -103,6 +110,24 @@ impl Route<'_> {
             | Route::Metrics => Method::GET,
         }
     }
+}
+
+/// `turn` of `?turn=N`, if given; anything else in the query is an error that says what.
+fn turn_query(query: Option<&str>) -> Result<Option<u64>, String> {
+    let mut turn = None;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("turn", value)) => {
+                turn = Some(
+                    value
+                        .parse()
+                        .map_err(|_| format!("turn={value:?} is not a turn number"))?,
+                );
+            }
+            _ => return Err(format!("unknown query parameter {pair:?}; use turn=N")),
+        }
+    }
+    Ok(turn)
 }
 
 /// `from` and `limit` of `?from=N&limit=M`: `limit` defaults to `default_limit` and is capped
@@ -251,6 +276,18 @@ where
         }
         Route::Cancel(raw) => answer(backend.cancel(&session_id(raw)?)),
         Route::Compact(raw) => answer(backend.compact(&session_id(raw)?).await),
+        Route::Undo(raw) => {
+            let id = session_id(raw)?;
+            // It rewrites the owner's files: never for a tool's process (brokerd's descendant).
+            owner_peer(ctx, &request, OwnerAct::Undo).await?;
+            let asked: UndoTurns = read_json(request, ctx.options.max_body_bytes).await?;
+            answer(backend.undo(&id, asked).await)
+        }
+        Route::Diff(raw) => {
+            let id = session_id(raw)?;
+            let turn = turn_query(request.uri().query()).map_err(Problem::bad_request)?;
+            answer(blocking(backend, move |b| b.diff(&id, turn)).await)
+        }
         Route::Status => json(StatusCode::OK, &backend.status().await),
         Route::Memory => answer(blocking(backend, |b| b.memory()).await),
         Route::Notifications => answer(blocking(backend, |b| b.notifications()).await),

@@ -15,7 +15,7 @@
 mod catalogues;
 
 use crate::blocking::{Blocking, OnRuntimeThread};
-use crate::tools::ToolPort;
+use crate::tools::{PortRefusal, ToolPort};
 use bxcore::SessionId;
 use bxhttp::pool::{Answer, Pool};
 pub use bxhttp::pool::{MAX_IDLE_CONNECTIONS, MAX_IDLE_MS};
@@ -323,5 +323,29 @@ impl ToolPort for Broker {
                 ToolResponse::failed(e.to_string())
             }
         }
+    }
+
+    fn undo(&self, request: &UndoRequest) -> Result<UndoAnswer, PortRefusal> {
+        self.blocking
+            .wait(Broker::undo(self, request))
+            .map_err(refusal)
+    }
+
+    fn diff(&self, session: &SessionId, turn: Option<u64>) -> Result<DiffAnswer, PortRefusal> {
+        self.blocking
+            .wait(Broker::diff(self, session, turn))
+            .map_err(refusal)
+    }
+}
+
+/// brokerd's 409 (a file changed since, content no longer kept, writes not recorded) in its
+/// own words; anything else as brokerd being unavailable.
+fn refusal(error: BrokerError) -> PortRefusal {
+    match error {
+        BrokerError::BadAnswer {
+            status: 409,
+            message,
+        } => PortRefusal::Conflict(message),
+        other => PortRefusal::Unavailable(other.to_string()),
     }
 }

@@ -151,7 +151,8 @@ fn message_lines(epoch: &[LogRecord], open_turn: Option<u64>) -> Vec<String> {
         .collect();
     let mut tools: HashMap<&str, &str> = HashMap::new();
     let mut lines = Vec::new();
-    for record in epoch {
+    // Turns the owner undid are not carried.
+    for record in crate::undone::kept(epoch) {
         match record {
             LogRecord::User { turn, content, .. } => {
                 if Some(*turn) != open_turn {
@@ -208,6 +209,7 @@ fn message_lines(epoch: &[LogRecord], open_turn: Option<u64>) -> Vec<String> {
             | LogRecord::ApprovalRequested { .. }
             | LogRecord::ApprovalDecided { .. }
             | LogRecord::Baseline { .. }
+            | LogRecord::Undone { .. }
             | LogRecord::Note { .. } => {}
         }
     }

@@ -50,6 +50,12 @@ pub enum Work {
     Task(Pending),
     /// A compaction; answered when the new epoch's start is durable (or it cannot be).
     Compact(oneshot::Sender<Result<CompactAnswer, ApiFailure>>),
+    /// An undo of the last turns; answered once brokerd put the files back and the
+    /// `undone` record is durable (or it cannot be).
+    Undo(
+        proto::UndoTurns,
+        oneshot::Sender<Result<proto::UndoAnswer, ApiFailure>>,
+    ),
 }
 
 impl Work {
@@ -58,6 +64,9 @@ impl Work {
         match self {
             Work::Task(pending) => pending.refuse(why),
             Work::Compact(reply) => {
+                let _ = reply.send(Err(why));
+            }
+            Work::Undo(_, reply) => {
                 let _ = reply.send(Err(why));
             }
         }

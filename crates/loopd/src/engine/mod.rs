@@ -10,6 +10,8 @@
 
 pub(crate) mod approvals;
 mod compact;
+mod tool_source;
+pub use tool_source::ToolSource;
 mod day;
 mod idle;
 mod lane;
@@ -20,19 +22,19 @@ mod submit;
 mod task_ids;
 #[cfg(test)]
 mod tests;
+mod undo;
 mod unwind;
 mod waiting;
 mod worker;
 
 use crate::api::{ApiFailure, Backend, MAX_PAGE_RECORDS, Submitted, UsageQuery};
 use crate::blocking::{Blocking, OnRuntimeThread};
-use crate::broker::Broker;
 use crate::config::Config;
 use crate::meter::Meter;
 use crate::route::{Lease, Router};
 use crate::schedule::Scheduler;
 use crate::session::{Store, StoreError};
-use crate::tools::{Registry, ToolPort};
+use crate::tools::{PortRefusal, ToolPort};
 use bxcore::{ApprovalId, SessionId, TurnEvent};
 use lane::{Lane, Work};
 use proto::api::{
@@ -64,42 +66,6 @@ pub struct EngineParts {
     pub blocking: Blocking,
     /// The metrics and usage accounts every task reports to.
     pub meter: Arc<Meter>,
-}
-
-/// Where the tools of a task come from.
-pub enum ToolSource {
-    /// No broker: the in-process fake tools, with this fixed registry.
-    Fake(Registry),
-    /// brokerd: each task's registry is made from the catalogue brokerd offers its session.
-    Broker {
-        /// The client of brokerd.
-        broker: Broker,
-        /// brokerd's tools that go straight into the tools array.
-        core_tools: Vec<String>,
-    },
-}
-
-impl ToolSource {
-    /// The registry for a task of `session`. A broker that cannot be asked leaves loopd's own
-    /// tools only; its calls would fail anyway, and the turn can still answer.
-    fn registry(&self, session: &SessionId, blocking: &Blocking) -> Registry {
-        match self {
-            ToolSource::Fake(registry) => registry.clone(),
-            ToolSource::Broker { broker, core_tools } => {
-                match blocking.wait(broker.catalogue(session)) {
-                    Ok(catalogue) => crate::toolset::registry(&catalogue, core_tools),
-                    Err(e) => {
-                        tracing::warn!(%session, error = %e, "no catalogue from brokerd; loopd's own tools only");
-                        let empty = proto::Catalogue {
-                            session: session.clone(),
-                            tools: Vec::new(),
-                        };
-                        crate::toolset::registry(&empty, core_tools)
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// The engine; cheap to clone.
@@ -358,6 +324,35 @@ impl Backend for Engine {
 
     async fn submit_unattended_new(&self, task: TaskRequest) -> Result<Submitted, ApiFailure> {
         self.submit_task(task, submit::How::UNATTENDED_NEW).await
+    }
+
+    async fn undo(
+        &self,
+        id: &SessionId,
+        asked: proto::UndoTurns,
+    ) -> Result<proto::UndoAnswer, ApiFailure> {
+        self.inner.known(id)?;
+        let (reply, answer) = oneshot::channel();
+        self.queue(id, Work::Undo(asked, reply))?;
+        answer
+            .await
+            .map_err(|_| ApiFailure::Internal("the undo was dropped before it ran".into()))?
+    }
+
+    fn diff(&self, id: &SessionId, turn: Option<u64>) -> Result<proto::DiffAnswer, ApiFailure> {
+        self.inner.known(id)?;
+        // The port waits for brokerd with `Blocking`, which only a thread outside the async
+        // runtime may do (the API's blocking pool is inside it), as turn threads are.
+        let port = Arc::clone(&self.inner.parts.port);
+        let session = id.clone();
+        let asked = std::thread::spawn(move || port.diff(&session, turn));
+        let answer = asked
+            .join()
+            .map_err(|_| ApiFailure::Internal("the diff's thread failed".into()))?;
+        answer.map_err(|refusal| match refusal {
+            PortRefusal::Unavailable(why) => ApiFailure::Unavailable(why),
+            other => ApiFailure::Conflict(other.to_string()),
+        })
     }
 
     async fn compact(&self, id: &SessionId) -> Result<CompactAnswer, ApiFailure> {

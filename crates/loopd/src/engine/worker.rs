@@ -32,6 +32,7 @@ pub(super) fn work(inner: &Arc<Inner>, id: &SessionId, first: Work, stop: Arc<St
         let _ = unwind::catch("a session's work", id, || match work {
             Work::Task(pending) => run_one(inner, id, pending, &stop),
             Work::Compact(reply) => super::compact::run(inner, id, reply, &stop),
+            Work::Undo(asked, reply) => super::undo::run(inner, id, &asked, reply),
         });
         let mut lanes = inner.lock_lanes();
         task = lanes.get_mut(id).and_then(|lane| lane.next());

@@ -63,4 +63,36 @@ pub trait ToolPort: Send + Sync {
         let _ = session;
         None
     }
+
+    /// Undoes (or, dry, lists) what the session's turns from `request.from_turn` on wrote
+    /// (brokerd's checkpoints, `docs/undo.md`). A port that records no writes says so.
+    fn undo(&self, request: &proto::UndoRequest) -> Result<proto::UndoAnswer, PortRefusal> {
+        let _ = request;
+        Err(PortRefusal::NotRecorded)
+    }
+
+    /// What the session's writes changed (turn `turn`'s only, when given), as diffs.
+    fn diff(
+        &self,
+        session: &bxcore::SessionId,
+        turn: Option<u64>,
+    ) -> Result<proto::DiffAnswer, PortRefusal> {
+        let _ = (session, turn);
+        Err(PortRefusal::NotRecorded)
+    }
+}
+
+/// Why a port did not undo or show writes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortRefusal {
+    /// It records no writes (no brokerd, or its checkpoints are off).
+    #[error("no writes are recorded here: undo and diff need brokerd with [checkpoints] on")]
+    NotRecorded,
+    /// What is on disk is not what the undo expects: a file changed since, or its earlier
+    /// content no longer kept. brokerd's words.
+    #[error("{0}")]
+    Conflict(String),
+    /// brokerd could not be asked, or failed.
+    #[error("brokerd: {0}")]
+    Unavailable(String),
 }

@@ -321,6 +321,9 @@ impl Session {
                 )),
                 None => None,
             },
+            LogRecord::Undone { .. } if self.open_turn.is_some() => {
+                Some("an undo is written between turns, and a turn is open".to_string())
+            }
             LogRecord::Overheard { .. } if self.open_turn.is_some() => Some(
                 "overheard text comes with a task, before its turn opens, and a turn is open"
                     .to_string(),

@@ -194,6 +194,14 @@ fn record_item(record: &LogRecord) -> Markup {
         LogRecord::Baseline { epoch, .. } => html! {
             li.record.note { "Epoch " (epoch) "'s system prompt and tools" }
         },
+        LogRecord::Undone {
+            from_turn,
+            to_turn,
+            files,
+            ..
+        } => html! {
+            li.record.note { "Turns " (from_turn) " to " (to_turn) " undone: " (files) " file(s) put back" }
+        },
         LogRecord::Note { text, .. } => html! { li.record.note { (text) } },
     }
 }

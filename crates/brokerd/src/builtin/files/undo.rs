@@ -1,4 +1,4 @@
-//! Undoing the writes of a session's last turns: every file put back as it was before the
+//! Undoing the writes of a session's last turns (the records of `crate::checkpoints`): every file put back as it was before the
 //! turns, in the reverse order of the writes, or nothing at all when a file was changed since
 //! by something else (its content is not what the last write left) or what it held before is
 //! no longer kept.
@@ -9,8 +9,8 @@
 //! file is back, so an undo cut short by a crash can be run again: what is back is skipped, the
 //! rest still matches.
 
-use super::{CheckpointError, Checkpoints, Record, State, digest};
-use crate::builtin::files::beneath::Root;
+use super::beneath::Root;
+use crate::checkpoints::{CheckpointError, Checkpoints, Record, State, digest};
 use bxcore::SessionId;
 use proto::PutBack;
 use rustix::fs::{AtFlags, Mode, OFlags, fchmod, openat, renameat, unlinkat};

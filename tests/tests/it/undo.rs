@@ -1,0 +1,85 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Undo and diff through the whole stack: two turns write files through brokerd's
+//! `write_file`; `boxctl diff` shows each write, `boxctl undo --dry-run` lists what would come
+//! back and changes nothing, `boxctl undo` puts the files back byte for byte (a file a turn
+//! made is removed) and marks the turns undone in the log; a file changed since by something
+//! else blocks the undo, named, and nothing is changed.
+
+use crate::approvals::{overwrite, reply, write};
+use crate::injection::common::{stack_with_brokerd, start_brokerd};
+use e2e::show;
+
+#[test]
+fn undo_puts_back_what_the_last_turns_wrote_and_a_file_changed_since_blocks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (notes, new) = (out.join("notes.txt"), out.join("new.txt"));
+    std::fs::write(&notes, "original\n").unwrap();
+    let grants = format!("[[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\n");
+    let _brokerd = start_brokerd(dir.path(), &grants);
+    let steps = [
+        ("user", "first", overwrite(&notes, "first\n")),
+        ("tool", "wrote", reply("One.")),
+        ("user", "second", overwrite(&notes, "second\n")),
+        ("tool", "wrote", write(&new, "new\n")),
+        ("tool", "new.txt", reply("Two.")),
+    ];
+    let stack = stack_with_brokerd(dir.path(), &steps, "");
+    let run = |args: &[&str]| stack.boxctl(args);
+    let ok = |args: &[&str]| {
+        let got = run(args);
+        assert_eq!(got.status.code(), Some(0), "{args:?}: {}", show(&got));
+        String::from_utf8_lossy(&got.stdout).into_owned()
+    };
+    let in_out = out.display().to_string();
+    ok(&[
+        "task",
+        "--session",
+        "s",
+        &format!("first: write the notes in {in_out}"),
+    ]);
+    ok(&[
+        "task",
+        "--session",
+        "s",
+        &format!("second: write the notes in {in_out}"),
+    ]);
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).ok();
+    assert_eq!(read(&notes).as_deref(), Some("second\n"));
+    assert_eq!(read(&new).as_deref(), Some("new\n"));
+
+    let diff = ok(&["diff", "s", "--turn", "2"]);
+    assert!(diff.contains("-first\n+second\n"), "{diff}");
+    assert!(diff.contains("+++ b") && diff.contains("new.txt"), "{diff}");
+
+    let dry = ok(&["undo", "s", "--dry-run"]);
+    assert!(dry.contains("would put back"), "{dry}");
+    assert!(dry.contains(&format!("remove {}", new.display())), "{dry}");
+    assert_eq!(
+        read(&notes).as_deref(),
+        Some("second\n"),
+        "a dry run changes nothing"
+    );
+
+    let undone = ok(&["undo", "s"]);
+    assert!(undone.contains("undid turn 2 of s"), "{undone}");
+    assert_eq!(read(&notes).as_deref(), Some("first\n"));
+    assert_eq!(read(&new), None, "the file turn 2 made is gone");
+    assert!(stack.log_text("s").contains("\"type\":\"undone\""));
+
+    // The owner edits the notes: undoing turn 1 now would lose that edit, so nothing is done.
+    std::fs::write(&notes, "the owner's edit\n").unwrap();
+    let refused = run(&["undo", "s", "--turns", "2"]);
+    assert_ne!(refused.status.code(), Some(0), "{}", show(&refused));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("notes.txt was changed since turn 1"),
+        "{said}"
+    );
+    assert_eq!(read(&notes).as_deref(), Some("the owner's edit\n"));
+
+    std::fs::write(&notes, "first\n").unwrap();
+    ok(&["undo", "s", "--turns", "2"]);
+    assert_eq!(read(&notes).as_deref(), Some("original\n"));
+}
