@@ -19,7 +19,7 @@
 //! line with reason `approval_refused` and the id as sent.
 
 use bxcore::{ApprovalId, CallId, DenyReason, Labels, SessionId, Timestamp};
-use proto::{ToolRequest, ToolResponse};
+use proto::{ToolRequest, ToolResponse, UndoRequest};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
@@ -38,6 +38,9 @@ pub const AUDIT_SYNC_INTERVAL_MS: u64 = 1_000;
 /// The audit log file's mode: brokerd's user only.
 pub const AUDIT_FILE_MODE: u32 = 0o600;
 
+/// The `tool` of an undo's audit line.
+pub const UNDO_TOOL: &str = "undo";
+
 /// The state dir's mode when brokerd creates it.
 pub const STATE_DIR_MODE: u32 = 0o700;
 
@@ -50,6 +53,9 @@ pub enum AuditEvent {
     /// What came of an allowed call. (Lines written before the two events existed recorded only
     /// this, and read as it.)
     Finished,
+    /// The owner undid a session's turns (`POST /v1/undo`), written before any file is put
+    /// back: `tool` is `undo`, `turn` the first turn undone, `detail` how many files.
+    Undo,
 }
 
 fn finished() -> AuditEvent {
@@ -243,6 +249,29 @@ impl AuditRecord {
     }
 
     /// A line about `request` at `event` with `decision`, and nothing more to say.
+    /// The line of an undo of `session`'s turns from `from_turn` on, putting back `files`
+    /// files (its arguments' digest is the request's).
+    pub fn undo(request: &UndoRequest, files: usize, started: Instant) -> AuditRecord {
+        let arguments = serde_json::to_string(request).unwrap_or_default();
+        let as_call = ToolRequest {
+            session: request.session.clone(),
+            turn: request.from_turn,
+            call: CallId(0),
+            tool: UNDO_TOOL.to_owned(),
+            arguments,
+            context: Labels::PUBLIC,
+            counts_for: None,
+            approval: None,
+        };
+        let mut line =
+            AuditRecord::line(AuditEvent::Undo, &as_call, AuditDecision::Allowed, started);
+        line.detail = Some(format!(
+            "undo of turns {} on: {files} file(s) put back",
+            request.from_turn
+        ));
+        line
+    }
+
     fn line(
         event: AuditEvent,
         request: &ToolRequest,

@@ -2,8 +2,8 @@
 //! Undo and diff through the whole stack: two turns write files through brokerd's
 //! `write_file`; `boxctl diff` shows each write, `boxctl undo --dry-run` lists what would come
 //! back and changes nothing, `boxctl undo` puts the files back byte for byte (a file a turn
-//! made is removed) and marks the turns undone in the log; a file changed since by something
-//! else blocks the undo, named, and nothing is changed.
+//! made is removed), marks the turns undone in the log and is in brokerd's audit log; a file
+//! changed since by something else blocks the undo, named, and nothing is changed.
 
 use crate::approvals::{overwrite, reply, write};
 use crate::injection::common::{stack_with_brokerd, start_brokerd};
@@ -67,6 +67,15 @@ fn undo_puts_back_what_the_last_turns_wrote_and_a_file_changed_since_blocks_it()
     assert_eq!(read(&notes).as_deref(), Some("first\n"));
     assert_eq!(read(&new), None, "the file turn 2 made is gone");
     assert!(stack.log_text("s").contains("\"type\":\"undone\""));
+    // brokerd's audit log holds the undo; the dry run changed nothing and is not in it.
+    let audit = std::fs::read_to_string(dir.path().join("brokerd-state/audit.jsonl")).unwrap();
+    let undos: Vec<&str> = audit
+        .lines()
+        .filter(|l| l.contains("\"event\":\"undo\""))
+        .collect();
+    assert_eq!(undos.len(), 1, "{audit}");
+    assert!(undos[0].contains("\"tool\":\"undo\"") && undos[0].contains("\"turn\":2"));
+    assert!(undos[0].contains("2 file(s) put back"), "{}", undos[0]);
 
     // The owner edits the notes: undoing turn 1 now would lose that edit, so nothing is done.
     std::fs::write(&notes, "the owner's edit\n").unwrap();

@@ -3,6 +3,7 @@
 //! `boxctl undo` and `boxctl diff` into these, and records an undo in the session's log.
 
 use super::routes::Body;
+use crate::audit::AuditRecord;
 use crate::broker::Broker;
 use crate::builtin::files::undo;
 use crate::checkpoints::diff;
@@ -12,6 +13,7 @@ use http::{Response, StatusCode};
 use proto::api::error_kind;
 use proto::{DiffAnswer, UndoAnswer, UndoRequest};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The answer when writes are not recorded.
 const NOT_RECORDED: &str = "brokerd records no writes ([checkpoints] enabled = false): there is \
@@ -30,8 +32,20 @@ pub(super) async fn undo(
         ));
     };
     let asked = request.clone();
+    let started = Instant::now();
     let done = tokio::task::spawn_blocking(move || {
-        undo::undo(&store, &asked.session, asked.from_turn, asked.dry_run)
+        // Checked first (a dry run), then audited, then done: an undo the audit log cannot
+        // record changes nothing, as a call it cannot record does not run.
+        let plan = undo::undo(&store, &asked.session, asked.from_turn, true)?;
+        if asked.dry_run {
+            return Ok(plan);
+        }
+        let line = AuditRecord::undo(&asked, plan.len(), started);
+        if let Err(e) = broker.audit().append(&line) {
+            tracing::error!(session = %asked.session, "{e}; the undo is not done");
+            return Err(undo::UndoError::NotAudited(e.to_string()));
+        }
+        undo::undo(&store, &asked.session, asked.from_turn, false)
     })
     .await
     .map_err(|e| internal(format!("the undo's task failed: {e}")))?;

@@ -56,6 +56,9 @@ pub enum UndoError {
         #[source]
         source: std::io::Error,
     },
+    /// brokerd's audit log could not record the undo, so nothing was done.
+    #[error("nothing was undone: brokerd's audit log cannot record it ({0})")]
+    NotAudited(String),
     /// The store could not be written.
     #[error(transparent)]
     Store(#[from] CheckpointError),
