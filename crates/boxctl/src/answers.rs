@@ -69,6 +69,10 @@ pub fn status_text(status: &Status) -> String {
     if let Some(exec) = &broker.exec {
         text.push_str(&format!("        exec: {}\n", one_line(exec, None)));
     }
+    // What brokerd keeps for `boxctl undo` (docs/undo.md).
+    if let Some(checkpoints) = &broker.checkpoints {
+        text.push_str(&format!("        undo: {}\n", one_line(checkpoints, None)));
+    }
     let health = match (&llama.ok, &llama.error) {
         (true, _) => "ok".to_string(),
         (false, Some(e)) => format!("NOT OK: {}", one_line(e, None)),

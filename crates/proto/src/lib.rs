@@ -26,6 +26,11 @@ pub struct BrokerHealth {
     /// is in no catalogue and every call of it is denied). Absent from a brokerd before issue 15.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<String>,
+    /// What brokerd keeps of writes for undo, as a status line: e.g. `4 write(s) of 2
+    /// session(s) kept, 12 KiB of 64 MiB` (and how many the bounds dropped), or `off`. Absent
+    /// from a brokerd before checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<String>,
 }
 
 /// The protocol version; it is the `/v1` in every path.

@@ -76,6 +76,9 @@ fn undo_puts_back_what_the_last_turns_wrote_and_a_file_changed_since_blocks_it()
     assert_eq!(undos.len(), 1, "{audit}");
     assert!(undos[0].contains("\"tool\":\"undo\"") && undos[0].contains("\"turn\":2"));
     assert!(undos[0].contains("2 file(s) put back"), "{}", undos[0]);
+    // The status says what brokerd keeps: turn 1's write is still there.
+    let status = ok(&["status"]);
+    assert!(status.contains("        undo: 1 write(s) of 1 session(s) kept"), "{status}");
 
     // The owner edits the notes: undoing turn 1 now would lose that edit, so nothing is done.
     std::fs::write(&notes, "the owner's edit\n").unwrap();

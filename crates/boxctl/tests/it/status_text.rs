@@ -46,6 +46,7 @@ fn brokerd(exec: Option<&str>) -> BrokerStatus {
         ok: true,
         note: "tools run under brokerd's grants".into(),
         exec: exec.map(str::to_string),
+        checkpoints: None,
     }
 }
 
@@ -64,6 +65,7 @@ fn format_status_names_loopd_broker_and_llama() {
         ok: true,
         note: "fake tools (no broker configured)".into(),
         exec: None,
+        checkpoints: None,
     };
     assert_eq!(
         status_text(&status(fake)),
@@ -102,6 +104,17 @@ fn format_status_puts_the_exec_walls_under_the_broker() {
     let older = status_text(&status(brokerd(None)));
     assert!(!older.contains("exec"), "{older}");
     assert!(older.contains(&format!("{broker_line}llama   ")), "{older}");
+    // What brokerd keeps for undo, under the broker too.
+    let kept = "4 write(s) of 2 session(s) kept, 120 of 67108864 bytes";
+    let mut with_undo = brokerd(Some("bubblewrap + Landlock v4"));
+    with_undo.checkpoints = Some(kept.into());
+    let text = status_text(&status(with_undo));
+    assert!(
+        text.contains(&format!(
+            "        exec: bubblewrap + Landlock v4\n        undo: {kept}\nllama   "
+        )),
+        "{text}"
+    );
 }
 
 #[test]

@@ -194,6 +194,31 @@ impl Checkpoints {
             .collect()
     }
 
+    /// What is kept, as `boxctl status` shows it: records, sessions, bytes against
+    /// `max_bytes`, and the records the bounds dropped since brokerd started.
+    pub fn status_line(&self) -> String {
+        if !self.settings.enabled {
+            return "off".to_owned();
+        }
+        let inner = self.lock();
+        let records: Vec<&Record> = inner.records.values().collect();
+        let sessions: HashSet<&SessionId> = records.iter().map(|r| &r.session).collect();
+        let mut line = format!(
+            "{} write(s) of {} session(s) kept, {} of {} bytes",
+            records.len(),
+            sessions.len(),
+            blob_bytes(&records),
+            self.settings.max_bytes
+        );
+        if inner.dropped > 0 {
+            line.push_str(&format!(
+                "; {} dropped, oldest first, past [checkpoints] max_bytes or keep_turns",
+                inner.dropped
+            ));
+        }
+        line
+    }
+
     /// How many records the bounds dropped since brokerd started.
     pub fn dropped(&self) -> u64 {
         self.lock().dropped

@@ -63,6 +63,11 @@ where
             let health = BrokerHealth {
                 status: "ok".to_owned(),
                 exec: Some(broker.exec_status()),
+                checkpoints: Some(
+                    broker
+                        .checkpoints()
+                        .map_or_else(|| "off".to_owned(), |store| store.status_line()),
+                ),
             };
             Ok(json(StatusCode::OK, &health))
         }

@@ -70,15 +70,17 @@ async fn broker_status(tools: &super::ToolSource) -> BrokerStatus {
             ok: true,
             note: crate::tools::FAKE_TOOLS_NOTE.to_string(),
             exec: None,
+            checkpoints: None,
         },
         super::ToolSource::Broker { broker, .. } => {
-            let (ok, note, exec) = match broker.health().await {
+            let (ok, note, exec, checkpoints) = match broker.health().await {
                 Ok(health) => (
                     true,
                     "tools run under brokerd's grants".to_string(),
                     health.exec,
+                    health.checkpoints,
                 ),
-                Err(e) => (false, e.to_string(), None),
+                Err(e) => (false, e.to_string(), None, None),
             };
             BrokerStatus {
                 kind: "brokerd".to_string(),
@@ -86,6 +88,7 @@ async fn broker_status(tools: &super::ToolSource) -> BrokerStatus {
                 ok,
                 note,
                 exec,
+                checkpoints,
             }
         }
     }

@@ -301,6 +301,10 @@ pub struct BrokerStatus {
     /// absent with fake tools or when brokerd did not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<String>,
+    /// brokerd's checkpoints for undo, as its health answer says them
+    /// (`proto::BrokerHealth::checkpoints`); absent with fake tools or when brokerd did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<String>,
 }
 
 /// The model server as loopd sees it.

@@ -241,6 +241,7 @@ impl Backend for Stub {
                 ok: true,
                 note: "tools run under brokerd's grants".into(),
                 exec: Some("bubblewrap + Landlock v4".into()),
+                checkpoints: None,
             },
             llama: LlamaStatus {
                 url: "http://127.0.0.1:8080".into(),

@@ -297,6 +297,7 @@ pub fn status() -> Status {
             ok: true,
             note: "fake tools (no broker configured)".into(),
             exec: None,
+            checkpoints: None,
         },
         llama: LlamaStatus {
             url: "http://127.0.0.1:8080".into(),
