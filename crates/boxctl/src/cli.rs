@@ -231,6 +231,23 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Start a new session as a copy of one, up to a turn
+    ///
+    /// The new session's conversation is the old one's up to the end of that turn (the last
+    /// ended one by default), with its labels; the old session goes on unchanged. Files are
+    /// not forked: both sessions work on the same files.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Fork {
+        /// The session to copy.
+        #[arg(value_name = "ID")]
+        id: SessionId,
+        /// The last turn copied.
+        #[arg(long, value_name = "TURN")]
+        at: Option<u64>,
+        /// The new session's id (loopd names it when absent).
+        #[arg(long = "as", value_name = "NEW")]
+        new_session: Option<SessionId>,
+    },
     /// Show what a session's turns wrote, as unified diffs
     #[command(after_help = EXIT_CODES_HELP)]
     Diff {

@@ -288,6 +288,19 @@ impl Client {
             .await
     }
 
+    /// `POST /v1/sessions/{id}/fork`: a new session starting as a copy of this one. loopd
+    /// answers once the tasks queued before it have run: waited for like a compaction.
+    pub async fn fork(
+        &self,
+        id: &SessionId,
+        asked: &proto::ForkRequest,
+    ) -> Result<Answer<proto::ForkAnswer>, ClientError> {
+        let path = format!("/v1/sessions/{id}/fork");
+        let body = to_json(asked)?;
+        self.answer(Method::POST, &path, Some(body), Head::AtTurn)
+            .await
+    }
+
     /// `GET /v1/sessions/{id}/diff[?turn=N]`: what the session's turns wrote, as diffs.
     pub async fn diff(
         &self,

@@ -63,6 +63,11 @@ pub async fn run(cli: Cli) -> u8 {
             undo::undo(&client, json, &id, proto::UndoTurns { turns, dry_run }).await
         }
         Command::Diff { id, turn } => undo::diff(&client, json, &id, turn).await,
+        Command::Fork {
+            id,
+            at,
+            new_session,
+        } => undo::fork(&client, json, &id, proto::ForkRequest { at, new_session }).await,
         Command::Status => status(&client, json).await,
         Command::Memory => memory(&client, json).await,
         Command::Notifications => notifications(&client, json).await,

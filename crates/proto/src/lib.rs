@@ -12,7 +12,9 @@ pub use tool::{
     ApprovalAsk, ApprovalUse, CALL_TOOL, Catalogue, CatalogueTool, FIND_TOOL, LOOPD_TOOLS,
     READ_OUTPUT, SUBAGENT, ToolRequest, ToolResponse, ToolSchema, TurnRef,
 };
-pub use undo::{DiffAnswer, FileDiff, PutBack, UndoAnswer, UndoRequest, UndoTurns};
+pub use undo::{
+    DiffAnswer, FileDiff, ForkAnswer, ForkRequest, PutBack, UndoAnswer, UndoRequest, UndoTurns,
+};
 
 /// What brokerd's `GET /v1/health` answers: that it is up, and whether its `exec` tool can run
 /// (issue 15).

@@ -1,6 +1,6 @@
 //! Undo and diff of what a session's turns wrote: brokerd's `POST /v1/undo` and
 //! `GET /v1/diff`, and loopd's `POST /v1/sessions/{id}/undo` and `GET /v1/sessions/{id}/diff`
-//! that reach them (`docs/undo.md`).
+//! that reach them; and loopd's `POST /v1/sessions/{id}/fork` (`docs/undo.md`).
 
 use bxcore::SessionId;
 use serde::{Deserialize, Serialize};
@@ -78,4 +78,31 @@ pub struct DiffAnswer {
     pub session: SessionId,
     /// One per write still kept, oldest first.
     pub files: Vec<FileDiff>,
+}
+
+/// loopd's `POST /v1/sessions/{id}/fork`: a new session whose log starts as a copy of this
+/// one's up to the end of turn `at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    /// The last turn copied; absent: the last turn that ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<u64>,
+    /// The new session's id; absent: loopd names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_session: Option<SessionId>,
+}
+
+/// A fork made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkAnswer {
+    /// The new session.
+    pub session: SessionId,
+    /// The session it was forked from.
+    pub from: SessionId,
+    /// The last turn copied.
+    pub at: u64,
+    /// How many records were copied (the header not counted).
+    pub records: u64,
 }

@@ -3,7 +3,8 @@
 //! `write_file`; `boxctl diff` shows each write, `boxctl undo --dry-run` lists what would come
 //! back and changes nothing, `boxctl undo` puts the files back byte for byte (a file a turn
 //! made is removed), marks the turns undone in the log and is in brokerd's audit log; a file
-//! changed since by something else blocks the undo, named, and nothing is changed.
+//! changed since by something else blocks the undo, named, and nothing is changed. A fork
+//! copies the conversation up to a turn into a new session.
 
 use crate::approvals::{overwrite, reply, write};
 use crate::injection::common::{stack_with_brokerd, start_brokerd};
@@ -78,7 +79,10 @@ fn undo_puts_back_what_the_last_turns_wrote_and_a_file_changed_since_blocks_it()
     assert!(undos[0].contains("2 file(s) put back"), "{}", undos[0]);
     // The status says what brokerd keeps: turn 1's write is still there.
     let status = ok(&["status"]);
-    assert!(status.contains("        undo: 1 write(s) of 1 session(s) kept"), "{status}");
+    assert!(
+        status.contains("        undo: 1 write(s) of 1 session(s) kept"),
+        "{status}"
+    );
 
     // The owner edits the notes: undoing turn 1 now would lose that edit, so nothing is done.
     std::fs::write(&notes, "the owner's edit\n").unwrap();
@@ -94,4 +98,43 @@ fn undo_puts_back_what_the_last_turns_wrote_and_a_file_changed_since_blocks_it()
     std::fs::write(&notes, "first\n").unwrap();
     ok(&["undo", "s", "--turns", "2"]);
     assert_eq!(read(&notes).as_deref(), Some("original\n"));
+}
+
+#[test]
+fn a_fork_starts_as_the_conversation_up_to_its_turn_and_goes_its_own_way() {
+    let stack = e2e::Stack::start(e2e::StackOptions {
+        script: "default_reply = \"Noted.\"\n".into(),
+        ..e2e::StackOptions::default()
+    })
+    .unwrap();
+    let ok = |args: &[&str]| {
+        let got = stack.boxctl(args);
+        assert_eq!(got.status.code(), Some(0), "{args:?}: {}", show(&got));
+        String::from_utf8_lossy(&got.stdout).into_owned()
+    };
+    ok(&["task", "--session", "s", "alpha fact: the code is 1234"]);
+    ok(&["task", "--session", "s", "beta fact: the code is 9999"]);
+
+    let made = ok(&["fork", "s", "--at", "1", "--as", "f"]);
+    assert!(made.starts_with("forked s at turn 1 into f ("), "{made}");
+    let fork = stack.log_text("f");
+    assert!(fork.contains("alpha fact"), "{fork}");
+    assert!(!fork.contains("beta fact"), "{fork}");
+    assert!(fork.contains("forked from session s at turn 1"), "{fork}");
+
+    // Its own next turn, while the source is unchanged.
+    ok(&["task", "--session", "f", "gamma: what is the code?"]);
+    let fork = stack.log_text("f");
+    assert!(
+        fork.contains("\"turn\":2") && fork.contains("gamma"),
+        "{fork}"
+    );
+    assert!(!stack.log_text("s").contains("gamma"));
+
+    // A turn that did not end, or an id taken, is refused saying why.
+    let refused = stack.boxctl(&["fork", "s", "--at", "7"]);
+    assert_ne!(refused.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no ended turn 7"));
+    let taken = stack.boxctl(&["fork", "s", "--as", "f"]);
+    assert!(String::from_utf8_lossy(&taken.stderr).contains("session f exists already"));
 }

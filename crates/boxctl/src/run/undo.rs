@@ -1,5 +1,5 @@
-//! `boxctl undo` and `boxctl diff`: what a session's turns wrote, put back or shown
-//! (`docs/undo.md`).
+//! `boxctl undo` and `boxctl diff`: what a session's turns wrote, put back or shown; and
+//! `boxctl fork`, a new session from one's conversation (`docs/undo.md`).
 
 use super::failure::Failure;
 use super::{out, out_line};
@@ -7,7 +7,7 @@ use crate::cli::EXIT_OK;
 use crate::client::Client;
 use crate::safe_text::terminal_safe;
 use bxcore::SessionId;
-use proto::{UndoAnswer, UndoTurns};
+use proto::{ForkRequest, UndoAnswer, UndoTurns};
 
 /// `boxctl undo ID [--turns N] [--dry-run]`.
 pub async fn undo(
@@ -43,6 +43,26 @@ pub async fn diff(
     for file in &answer.value.files {
         out_line(&format!("# turn {}", file.turn))?;
         out(&terminal_safe(&file.diff))?;
+    }
+    Ok(EXIT_OK)
+}
+
+/// `boxctl fork ID [--at TURN] [--as NEW]`.
+pub async fn fork(
+    client: &Client,
+    json: bool,
+    id: &SessionId,
+    asked: ForkRequest,
+) -> Result<u8, Failure> {
+    let answer = client.fork(id, &asked).await?;
+    if json {
+        out_line(&answer.raw)?;
+    } else {
+        let made = &answer.value;
+        out_line(&format!(
+            "forked {} at turn {} into {} ({} records copied)",
+            made.from, made.at, made.session, made.records
+        ))?;
     }
     Ok(EXIT_OK)
 }

@@ -107,6 +107,16 @@ pub trait Backend: Send + Sync + 'static {
         let _ = (id, asked);
         async { Err(ApiFailure::NotFound("undo is not served here".into())) }
     }
+    /// A new session whose log starts as a copy of session `id`'s up to the end of a turn
+    /// (`asked`), behind the tasks queued for `id`. The default serves no fork.
+    fn fork(
+        &self,
+        id: &SessionId,
+        asked: proto::ForkRequest,
+    ) -> impl Future<Output = Result<proto::ForkAnswer, ApiFailure>> + Send {
+        let _ = (id, asked);
+        async { Err(ApiFailure::NotFound("fork is not served here".into())) }
+    }
     /// What session `id`'s turns wrote (turn `turn`'s only, when given), as diffs. The default
     /// serves none.
     fn diff(&self, id: &SessionId, turn: Option<u64>) -> Result<proto::DiffAnswer, ApiFailure> {

@@ -6,8 +6,8 @@ use super::sse::{follow_stream, task_stream};
 use super::{ApiFailure, ApiOptions, Backend, MAX_PAGE_RECORDS, UsageQuery};
 use bxcore::{ApprovalId, SessionId};
 use http::{Method, Request, Response, StatusCode, header};
-use proto::UndoTurns;
 use proto::api::{TaskRequest, reserved};
+use proto::{ForkRequest, UndoTurns};
 use std::convert::Infallible;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -37,6 +37,7 @@ enum Route<'a> {
     Cancel(&'a str),
     Compact(&'a str),
     Undo(&'a str),
+    Fork(&'a str),
     Diff(&'a str),
     Status,
     Memory,
@@ -68,6 +69,7 @@ impl Route<'_> {
             ["sessions", id, "cancel"] => Route::Cancel(id),
             ["sessions", id, "compact"] => Route::Compact(id),
             ["sessions", id, "undo"] => Route::Undo(id),
+            ["sessions", id, "fork"] => Route::Fork(id),
             ["sessions", id, "diff"] => Route::Diff(id),
             ["status"] => Route::Status,
             ["memory"] => Route::Memory,
@@ -91,6 +93,7 @@ impl Route<'_> {
             | Route::Cancel(_)
             | Route::Compact(_)
             | Route::Undo(_)
+            | Route::Fork(_)
             | Route::Approval(_)
             | Route::ScheduleRun(_)
             | Route::SchedulePause(_)
@@ -282,6 +285,14 @@ where
             owner_peer(ctx, &request, OwnerAct::Undo).await?;
             let asked: UndoTurns = read_json(request, ctx.options.max_body_bytes).await?;
             answer(backend.undo(&id, asked).await)
+        }
+        Route::Fork(raw) => {
+            let id = session_id(raw)?;
+            let asked: ForkRequest = read_json(request, ctx.options.max_body_bytes).await?;
+            if let Some(why) = asked.new_session.as_ref().and_then(reserved::reason) {
+                return Err(Problem::bad_request(why));
+            }
+            answer(backend.fork(&id, asked).await)
         }
         Route::Diff(raw) => {
             let id = session_id(raw)?;

@@ -56,6 +56,12 @@ pub enum Work {
         proto::UndoTurns,
         oneshot::Sender<Result<proto::UndoAnswer, ApiFailure>>,
     ),
+    /// A fork into the named new session; answered once its log is durable.
+    Fork(
+        proto::ForkRequest,
+        SessionId,
+        oneshot::Sender<Result<proto::ForkAnswer, ApiFailure>>,
+    ),
 }
 
 impl Work {
@@ -67,6 +73,9 @@ impl Work {
                 let _ = reply.send(Err(why));
             }
             Work::Undo(_, reply) => {
+                let _ = reply.send(Err(why));
+            }
+            Work::Fork(_, _, reply) => {
                 let _ = reply.send(Err(why));
             }
         }

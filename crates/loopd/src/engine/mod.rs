@@ -10,6 +10,7 @@
 
 pub(crate) mod approvals;
 mod compact;
+mod fork;
 mod tool_source;
 pub use tool_source::ToolSource;
 mod day;
@@ -34,7 +35,7 @@ use crate::meter::Meter;
 use crate::route::{Lease, Router};
 use crate::schedule::Scheduler;
 use crate::session::{Store, StoreError};
-use crate::tools::{PortRefusal, ToolPort};
+use crate::tools::ToolPort;
 use bxcore::{ApprovalId, SessionId, TurnEvent};
 use lane::{Lane, Work};
 use proto::api::{
@@ -331,28 +332,19 @@ impl Backend for Engine {
         id: &SessionId,
         asked: proto::UndoTurns,
     ) -> Result<proto::UndoAnswer, ApiFailure> {
-        self.inner.known(id)?;
-        let (reply, answer) = oneshot::channel();
-        self.queue(id, Work::Undo(asked, reply))?;
-        answer
-            .await
-            .map_err(|_| ApiFailure::Internal("the undo was dropped before it ran".into()))?
+        undo::ask(self, id, asked).await
+    }
+
+    async fn fork(
+        &self,
+        id: &SessionId,
+        asked: proto::ForkRequest,
+    ) -> Result<proto::ForkAnswer, ApiFailure> {
+        fork::ask(self, id, asked).await
     }
 
     fn diff(&self, id: &SessionId, turn: Option<u64>) -> Result<proto::DiffAnswer, ApiFailure> {
-        self.inner.known(id)?;
-        // The port waits for brokerd with `Blocking`, which only a thread outside the async
-        // runtime may do (the API's blocking pool is inside it), as turn threads are.
-        let port = Arc::clone(&self.inner.parts.port);
-        let session = id.clone();
-        let asked = std::thread::spawn(move || port.diff(&session, turn));
-        let answer = asked
-            .join()
-            .map_err(|_| ApiFailure::Internal("the diff's thread failed".into()))?;
-        answer.map_err(|refusal| match refusal {
-            PortRefusal::Unavailable(why) => ApiFailure::Unavailable(why),
-            other => ApiFailure::Conflict(other.to_string()),
-        })
+        undo::diff(self, id, turn)
     }
 
     async fn compact(&self, id: &SessionId) -> Result<CompactAnswer, ApiFailure> {

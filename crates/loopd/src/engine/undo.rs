@@ -9,12 +9,49 @@
 //! back: the owner runs the undo again, which finds nothing left to put back and writes the
 //! record.
 
-use super::{Inner, store_failure};
+use super::lane::Work;
+use super::{Engine, Inner, store_failure};
 use crate::api::ApiFailure;
 use crate::tools::PortRefusal;
 use bxcore::{LogRecord, SessionId, Timestamp};
-use proto::{UndoAnswer, UndoRequest, UndoTurns};
+use proto::{DiffAnswer, UndoAnswer, UndoRequest, UndoTurns};
+use std::sync::Arc;
 use tokio::sync::oneshot;
+
+/// Queues the undo of `asked` behind session `id`'s tasks, and waits for it.
+pub(super) async fn ask(
+    engine: &Engine,
+    id: &SessionId,
+    asked: UndoTurns,
+) -> Result<UndoAnswer, ApiFailure> {
+    engine.inner.known(id)?;
+    let (reply, answer) = oneshot::channel();
+    engine.queue(id, Work::Undo(asked, reply))?;
+    answer
+        .await
+        .map_err(|_| ApiFailure::Internal("the undo was dropped before it ran".into()))?
+}
+
+/// What session `id`'s turns wrote, from brokerd.
+pub(super) fn diff(
+    engine: &Engine,
+    id: &SessionId,
+    turn: Option<u64>,
+) -> Result<DiffAnswer, ApiFailure> {
+    engine.inner.known(id)?;
+    // The port waits for brokerd with `Blocking`, which only a thread outside the async
+    // runtime may do (the API's blocking pool is inside it), as turn threads are.
+    let port = Arc::clone(&engine.inner.parts.port);
+    let session = id.clone();
+    let asked = std::thread::spawn(move || port.diff(&session, turn));
+    let answer = asked
+        .join()
+        .map_err(|_| ApiFailure::Internal("the diff's thread failed".into()))?;
+    answer.map_err(|refusal| match refusal {
+        PortRefusal::Unavailable(why) => ApiFailure::Unavailable(why),
+        other => ApiFailure::Conflict(other.to_string()),
+    })
+}
 
 /// The undo of `asked` in session `id`; answers `reply`.
 pub fn run(

@@ -33,6 +33,7 @@ pub(super) fn work(inner: &Arc<Inner>, id: &SessionId, first: Work, stop: Arc<St
             Work::Task(pending) => run_one(inner, id, pending, &stop),
             Work::Compact(reply) => super::compact::run(inner, id, reply, &stop),
             Work::Undo(asked, reply) => super::undo::run(inner, id, &asked, reply),
+            Work::Fork(asked, new, reply) => super::fork::run(inner, id, (&asked, &new), reply),
         });
         let mut lanes = inner.lock_lanes();
         task = lanes.get_mut(id).and_then(|lane| lane.next());

@@ -18,6 +18,7 @@
 //! | `POST /v1/schedules/{name}/pause` | | [`ScheduleInfo`] once the paused flag is durable |
 //! | `POST /v1/schedules/{name}/resume` | | [`ScheduleInfo`] once the flag is durable |
 //! | `POST /v1/sessions/{id}/undo` | [`crate::UndoTurns`] | [`crate::UndoAnswer`] once brokerd put the files back and the `undone` record is durable; 409 `conflict` when a file was changed since (named); refused to a tool's process |
+//! | `POST /v1/sessions/{id}/fork` | [`crate::ForkRequest`] | [`crate::ForkAnswer`] once the new session's log is durable (queued behind the session's tasks); 400 for a turn that did not end or an id that exists |
 //! | `GET /v1/sessions/{id}/diff[?turn=N]` | | [`crate::DiffAnswer`]: what the session's turns wrote, as unified diffs |
 //! | `POST /v1/approvals/{id}` | [`ApprovalAnswer`] | [`ApprovalAnswered`] once the decision is in the session log; 404 when no call waits under that id (answered, timed out, void, or never asked) |
 //! | `POST /v1/web/link` | | [`WebLink`]: a one-time sign-in link for the web console; 400 when `[web] listen` is unset |

@@ -142,7 +142,10 @@ fn past_keep_turns_or_max_bytes_the_oldest_go_first_and_are_counted() {
     assert_eq!(turns, [2, 3]);
     assert_eq!(store.dropped(), 1);
     let line = store.status_line();
-    assert!(line.starts_with("2 write(s) of 1 session(s) kept, 12 of "), "{line}");
+    assert!(
+        line.starts_with("2 write(s) of 1 session(s) kept, 12 of "),
+        "{line}"
+    );
     assert!(line.contains("; 1 dropped, oldest first"), "{line}");
 
     // 10 bytes: each write's 4 new bytes fit twice, not three times.
