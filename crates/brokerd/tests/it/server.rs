@@ -69,7 +69,12 @@ async fn server_health_catalogue_and_calls() {
         (
             StatusCode::OK,
             // A tool set made without a probe has no sandbox: exec fails closed.
-            serde_json::json!({"status": "ok", "exec": "unavailable: the sandbox was not probed"})
+            serde_json::json!({
+                "status": "ok",
+                "exec": "unavailable: the sandbox was not probed",
+                // A broker made without the daemon's checkpoint store records no writes.
+                "checkpoints": "off"
+            })
         )
     );
 

@@ -33,7 +33,7 @@ async fn without_bubblewrap_exec_is_offered_to_no_one_and_denied_with_the_reason
     assert!(!names.iter().any(|n| n == "exec"), "{names:?}");
     assert_eq!(
         health,
-        json!({"status": "ok", "exec": format!("unavailable: {reason}")})
+        json!({"status": "ok", "exec": format!("unavailable: {reason}"), "checkpoints": "off"})
     );
 }
 
@@ -49,7 +49,10 @@ async fn with_the_sandbox_exec_is_in_the_catalogue_and_health_names_the_walls() 
     let (names, health) = served(b, &tree.root.join("brokerd.sock")).await;
     assert!(names.iter().any(|n| n == "exec"), "{names:?}");
     assert!(described.starts_with("bubblewrap"), "{described}");
-    assert_eq!(health, json!({"status": "ok", "exec": described}));
+    assert_eq!(
+        health,
+        json!({"status": "ok", "exec": described, "checkpoints": "off"})
+    );
 }
 
 #[test]

@@ -49,6 +49,9 @@ impl Drop for Started {
 /// Runs brokerd on `grants` (TOML) with a `PATH` holding only a `bwrap` that marks
 /// `dir/marks/bwrap-ran` and fails; with `gated`, it fails only once `dir/marks/gate` exists.
 /// Returns once brokerd says it serves.
+/// What the daemon's health says of its checkpoints before any write.
+const NONE_KEPT: &str = "0 write(s) of 0 session(s) kept, 0 of 67108864 bytes";
+
 fn start_with_bwrap(dir: &Path, grants: &str, gated: bool) -> Started {
     let bin = dir.join("bin");
     std::fs::create_dir(&bin).unwrap();
@@ -112,7 +115,11 @@ async fn without_a_grant_of_exec_bubblewrap_is_never_started_and_health_says_why
     assert!(!started.marker.exists(), "the probe started bubblewrap");
     assert_eq!(
         health,
-        json!({"status": "ok", "exec": "unavailable: not probed, since no grant names exec"})
+        json!({
+            "status": "ok",
+            "exec": "unavailable: not probed, since no grant names exec",
+            "checkpoints": NONE_KEPT
+        })
     );
 }
 
@@ -136,7 +143,7 @@ async fn brokerd_answers_while_its_sandbox_is_probed_and_health_says_probing() {
     let started = start_with_bwrap(dir.path(), EXEC_GRANT, true);
     assert_eq!(
         started.health().await,
-        json!({"status": "ok", "exec": "probing"})
+        json!({"status": "ok", "exec": "probing", "checkpoints": NONE_KEPT})
     );
     std::fs::write(&started.gate, "").unwrap();
     let health = started.settled_health().await;

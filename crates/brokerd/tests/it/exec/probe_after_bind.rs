@@ -78,7 +78,10 @@ async fn a_probe_that_never_settles_leaves_exec_denied_and_nothing_runs() {
     assert!(!marker.exists());
     let (names, health) = served(b, &tree.root.join("brokerd.sock")).await;
     assert!(!names.iter().any(|n| n == "exec"), "{names:?}");
-    assert_eq!(health, json!({"status": "ok", "exec": "probing"}));
+    assert_eq!(
+        health,
+        json!({"status": "ok", "exec": "probing", "checkpoints": "off"})
+    );
 }
 
 #[tokio::test]
