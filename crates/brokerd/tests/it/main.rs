@@ -10,6 +10,7 @@ mod broker_record;
 mod broker_sources;
 mod builtin_files;
 mod builtin_http_fetch;
+mod checkpoint_kills;
 mod cli;
 mod duplicate_keys;
 mod exec;

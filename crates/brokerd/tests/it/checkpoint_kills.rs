@@ -1,0 +1,142 @@
+//! kill -9 of brokerd while `write_file` writes: each round starts brokerd, asks it to write a
+//! large file over the last round's, kills it (SIGKILL) at one of two points, as soon as the
+//! write's temporary file appears (before its checkpoint) or as soon as its checkpoint is
+//! recorded pending (before or after the rename: whichever the kill lands on), starts it again and checks that the file and the records agree: the new content with its
+//! record, or the old content and no record; never a new file without one, nor a half.
+
+use brokerd::daemon::SERVING;
+use http::Method;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Rounds of write-and-kill.
+const ROUNDS: u8 = 4;
+/// How long the test waits for brokerd to serve, or for a write to start, in milliseconds.
+const WAIT_MS: u64 = 20_000;
+/// The size of each write (under `write_file`'s 1 MiB): large enough to take a while.
+const WRITE_BYTES: usize = 900 * 1024;
+
+/// brokerd on `dir`'s config, once it says it serves.
+fn start(dir: &Path) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_brokerd"))
+        .args(["--config", &dir.join("brokerd.toml").display().to_string()])
+        .args(["--socket", &dir.join("brokerd.sock").display().to_string()])
+        .args(["--state-dir", &dir.join("state").display().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let (send, serving) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if line.contains(SERVING) {
+                let _ = send.send(());
+            }
+        }
+    });
+    let served = serving.recv_timeout(Duration::from_millis(WAIT_MS));
+    assert!(served.is_ok(), "brokerd did not serve");
+    child
+}
+
+/// Whether round `round`'s checkpoint is recorded, pending, in `state`'s index.
+fn recorded(state: &Path, round: u8) -> bool {
+    std::fs::read_to_string(state.join("checkpoints/index.jsonl")).is_ok_and(|index| {
+        index.lines().any(|line| {
+            line.contains("\"state\":\"pending\"") && line.contains(&format!("\"turn\":{round},"))
+        })
+    })
+}
+
+/// Whether a write's temporary file is in `root`.
+fn writing(root: &Path) -> bool {
+    std::fs::read_dir(root).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".brokerd-write-")
+        })
+    })
+}
+
+#[tokio::test]
+async fn a_kill_during_a_write_leaves_the_old_file_and_no_record_or_the_new_file_and_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let root: PathBuf = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let file = root.join("big.txt");
+    std::fs::write(&file, "x".repeat(WRITE_BYTES)).unwrap();
+    std::fs::write(
+        dir.path().join("brokerd.toml"),
+        format!("[[grants]]\ntool = \"write_file\"\npaths = [{root:?}]\n"),
+    )
+    .unwrap();
+    let socket = dir.path().join("brokerd.sock");
+    for round in 1..=ROUNDS {
+        // A killed write leaves its temporary file (nothing removes it); the next round must
+        // see its own.
+        for entry in std::fs::read_dir(&root).unwrap().flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".brokerd-write-")
+            {
+                std::fs::remove_file(entry.path()).unwrap();
+            }
+        }
+        let old = std::fs::read(&file).unwrap();
+        let new = char::from(b'a' + round).to_string().repeat(WRITE_BYTES);
+        let mut child = start(dir.path());
+        let arguments = serde_json::json!({ "path": file, "content": new, "overwrite": true });
+        let call =
+            crate::common::request("s", u64::from(round), "write_file", &arguments.to_string());
+        let body = serde_json::to_vec(&call).unwrap();
+        let asked = socket.clone();
+        let sent = tokio::spawn(async move {
+            crate::common::http(&asked, Method::POST, "/v1/call", Some(body)).await
+        });
+        // Killed once the write is under way (odd rounds: its temporary file; even rounds: its
+        // pending checkpoint), or once it is over when it was too quick to see.
+        let state = dir.path().join("state");
+        let at_point = || match round % 2 {
+            1 => writing(&root),
+            _ => recorded(&state, round),
+        };
+        let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
+        while !at_point() && !sent.is_finished() {
+            assert!(Instant::now() < deadline, "the write never started");
+            tokio::task::yield_now().await;
+        }
+        kill(
+            Pid::from_raw(i32::try_from(child.id()).unwrap()),
+            Signal::SIGKILL,
+        )
+        .unwrap();
+        child.wait().unwrap();
+        sent.abort();
+
+        let mut again = start(dir.path());
+        let path = format!("/v1/diff?session=s&turn={round}");
+        let (status, diff) = crate::common::http_json(&socket, Method::GET, &path, None).await;
+        assert_eq!(status, http::StatusCode::OK, "{diff}");
+        let records = diff["files"].as_array().unwrap().len();
+        let now = std::fs::read(&file).unwrap();
+        if now == new.as_bytes() {
+            assert_eq!(records, 1, "round {round}: the new file has no record");
+        } else {
+            assert_eq!(now, old, "round {round}: the file is neither old nor new");
+            assert_eq!(
+                records, 0,
+                "round {round}: a record of a write that did not happen"
+            );
+        }
+        let _ = again.kill();
+        again.wait().unwrap();
+    }
+}
