@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! kill -9 of brokerd while `write_file` writes: each round starts brokerd, asks it to write a
 //! large file over the last round's, kills it (SIGKILL) at one of two points, as soon as the
 //! write's temporary file appears (before its checkpoint) or as soon as its checkpoint is
