@@ -2,8 +2,9 @@
 //! kill -9 of brokerd while `write_file` writes: each round starts brokerd, asks it to write a
 //! large file over the last round's, kills it (SIGKILL) at one of two points, as soon as the
 //! write's temporary file appears (before its checkpoint) or as soon as its checkpoint is
-//! recorded pending (before or after the rename: whichever the kill lands on), starts it again and checks that the file and the records agree: the new content with its
-//! record, or the old content and no record; never a new file without one, nor a half.
+//! recorded pending (before or after the rename: whichever the kill lands on), starts it
+//! again and checks that the file and the records agree: the new content with its record, or
+//! the old content and no record; never a new file without one, nor a half.
 
 use brokerd::daemon::SERVING;
 use http::Method;
