@@ -21,6 +21,7 @@ pub mod limits;
 pub mod line_editor;
 pub mod listing;
 pub mod prompt;
+pub mod records;
 pub mod run;
 pub mod safe_text;
 pub mod schedules;

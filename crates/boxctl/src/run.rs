@@ -3,8 +3,9 @@
 use crate::answers::{cancel_text, sessions_table, status_text};
 use crate::cli::{Cli, Command, EXIT_OK};
 use crate::client::{Client, ClientError, EventStream, StreamItem};
-use crate::format::{EventPrinter, record_lines};
+use crate::format::EventPrinter;
 use crate::prompt::Prompt;
+use crate::records::record_lines;
 use bxcore::{ApprovalId, SessionId, TurnEvent};
 use failure::Failure;
 use proto::api::{ApprovalAnswer, OwnerAnswer, SSE_PING_COMMENT};

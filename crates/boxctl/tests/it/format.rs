@@ -3,9 +3,10 @@
 
 use boxctl::answers::{cancel_text, sessions_table};
 use boxctl::format::{
-    EventPrinter, MAX_RESULT_PREVIEW_CHARS, Printed, one_line, record_lines, terminal_safe,
-    tool_call_line, tool_result_line,
+    EventPrinter, MAX_RESULT_PREVIEW_CHARS, Printed, one_line, terminal_safe, tool_call_line,
+    tool_result_line,
 };
+use boxctl::records::record_lines;
 use bxcore::{
     CallId, DataClass, DenyReason, LogRecord, SessionId, Timestamp, ToolCall, ToolOutcome, TurnEnd,
     TurnEvent,

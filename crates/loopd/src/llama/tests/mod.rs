@@ -10,4 +10,5 @@ mod quiet;
 mod ready;
 pub(crate) mod support;
 mod tls;
+#[cfg(test)]
 pub(crate) mod tls_proxy;
