@@ -6,11 +6,9 @@
 //! again and checks that the file and the records agree: the new content with its record, or
 //! the old content and no record; never a new file without one, nor a half.
 
-use brokerd::daemon::SERVING;
 use http::Method;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,17 +30,7 @@ fn start(dir: &Path) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let (send, serving) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            if line.contains(SERVING) {
-                let _ = send.send(());
-            }
-        }
-    });
-    let served = serving.recv_timeout(Duration::from_millis(WAIT_MS));
-    assert!(served.is_ok(), "brokerd did not serve");
+    crate::common::wait_serving(&mut child, WAIT_MS);
     child
 }
 

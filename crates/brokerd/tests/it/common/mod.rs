@@ -243,3 +243,27 @@ pub async fn http_json(
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)));
     (status, value)
 }
+
+/// Waits (at most `wait_ms`) until `child`, a brokerd started with its stderr piped, logs that
+/// it serves; its stderr is read on to the end on a thread of its own.
+pub fn wait_serving(child: &mut std::process::Child, wait_ms: u64) {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().expect("brokerd's stderr is piped");
+    let lines = std::io::BufReader::new(stderr).lines();
+    let (send, serving) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if line.contains(brokerd::daemon::SERVING) {
+                let _ = send.send(());
+            }
+        }
+    });
+    let waited = std::time::Instant::now();
+    let served = serving.recv_timeout(std::time::Duration::from_millis(wait_ms));
+    assert!(
+        served.is_ok(),
+        "brokerd did not say {:?} within {:?}",
+        brokerd::daemon::SERVING,
+        waited.elapsed()
+    );
+}

@@ -3,14 +3,11 @@
 //! health says why it did not probe. The `bwrap` on the daemon's `PATH` here is a script that
 //! leaves a marker when anything starts it.
 
-use brokerd::daemon::SERVING;
 use http::Method;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// How long the test waits for brokerd to say it serves, in milliseconds.
 const SERVING_WAIT_MS: u64 = 20_000;
@@ -87,18 +84,7 @@ fn start_with_bwrap(dir: &Path, grants: &str, gated: bool) -> Started {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let (send, serving) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            if line.contains(SERVING) {
-                let _ = send.send(());
-            }
-        }
-    });
-    let waited = Instant::now();
-    let served = serving.recv_timeout(Duration::from_millis(SERVING_WAIT_MS));
-    assert!(served.is_ok(), "no {SERVING:?} in {:?}", waited.elapsed());
+    crate::common::wait_serving(&mut child, SERVING_WAIT_MS);
     Started {
         child,
         socket,
