@@ -134,6 +134,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("api.sock");
         drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        // A process another test forks at that moment holds the listener's fd until it execs,
+        // and the socket answers until then: wait (bounded) until nothing does.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::os::unix::net::UnixStream::connect(&path).is_ok() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the dropped socket still answers"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let listener = bind_socket(&NAMES, &path, 0o600, None).unwrap();
         assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
         let err = bind_socket(&NAMES, &path, 0o600, None).unwrap_err();
