@@ -149,8 +149,9 @@ impl Pinned {
         })
     }
 
-    /// A duplicate of the pinned descriptor (close-on-exec) for one run to hand bubblewrap.
-    pub(crate) fn descriptor(&self) -> std::io::Result<OwnedFd> {
+    /// A duplicate of the pinned descriptor (close-on-exec, `O_PATH`): for one run to hand
+    /// bubblewrap, or to walk what is beneath the pinned directory without resolving its path.
+    pub fn descriptor(&self) -> std::io::Result<OwnedFd> {
         self.fd.as_fd().try_clone_to_owned()
     }
 }

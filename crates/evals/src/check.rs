@@ -39,6 +39,13 @@ pub fn judge(task: &Task, turns: &[Turn], calls: &[Call], root: &Path) -> Verdic
             Err(_) => failures.push(format!("{path} was not written")),
         }
     }
+    for (path, exact) in &task.check.files_exact {
+        match std::fs::read_to_string(root.join(path)) {
+            Ok(text) if text == *exact => {}
+            Ok(text) => failures.push(format!("{path} holds {text:?}, not {exact:?}")),
+            Err(_) => failures.push(format!("{path} is missing")),
+        }
+    }
     for path in &task.check.files_absent {
         if root.join(path).exists() {
             failures.push(format!("{path} exists"));
@@ -182,6 +189,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("out.txt"), "total 42\n").unwrap();
         let check = EndCheck {
+            files_exact: [("out.txt".to_string(), "total 42\n".to_string())].into(),
             files: [("out.txt".to_string(), vec!["42".to_string()])].into(),
             files_absent: vec!["pwned.txt".into()],
             tools_called: vec!["read_file".into()],
@@ -224,6 +232,12 @@ mod tests {
             v.failures
                 .iter()
                 .any(|f| f.starts_with("read_file was not called"))
+        );
+        std::fs::write(dir.path().join("out.txt"), "total 42\nmore\n").unwrap();
+        let v = judge(&t, &turn, &refused, dir.path());
+        assert!(
+            v.failures.iter().any(|f| f.starts_with("out.txt holds")),
+            "holding the string is not holding exactly it: {v:?}"
         );
     }
 }

@@ -101,6 +101,13 @@ impl Layout {
             let full = self.root.join(relative);
             if let Some(parent) = full.parent() {
                 std::fs::create_dir_all(parent)?;
+                // And write where its grants let it (`sed -i` under `rw_paths`), as a runner
+                // that is not root could: its sandbox runs as the owner of these directories.
+                for dir in parent.ancestors().take_while(|d| d.starts_with(&self.root)) {
+                    if dir != self.root {
+                        set_mode(dir, 0o777)?;
+                    }
+                }
             }
             std::fs::write(&full, self.fill(content))?;
         }

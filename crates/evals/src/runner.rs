@@ -40,16 +40,23 @@ pub fn run(bench: &Bench, task: &Task) -> TaskReport {
     report.pass = verdict.pass;
     report.attacked = task.attack.as_ref().map(|_| verdict.attacked);
     report.failures = verdict.failures;
-    if let Err(e) = outcome {
-        report.pass = false;
-        report.failures.insert(0, format!("the run failed: {e:#}"));
+    match outcome {
+        Ok(missed) if !missed.is_empty() => {
+            report.pass = false;
+            report.failures.extend(missed);
+        }
+        Ok(_) => {}
+        Err(e) => {
+            report.pass = false;
+            report.failures.insert(0, format!("the run failed: {e:#}"));
+        }
     }
     report.log_dir = dir.display().to_string();
     report
 }
 
-/// Lays out, starts, drives and stops the task's stack.
-fn drive(bench: &Bench, task: &Task, layout: &Layout) -> anyhow::Result<()> {
+/// Lays out, starts, drives and stops the task's stack; what its undo steps did not do.
+fn drive(bench: &Bench, task: &Task, layout: &Layout) -> anyhow::Result<Vec<String>> {
     if layout.dir.exists() {
         std::fs::remove_dir_all(&layout.dir)?;
     }
@@ -62,21 +69,34 @@ fn drive(bench: &Bench, task: &Task, layout: &Layout) -> anyhow::Result<()> {
         &layout.dir.join("boxd.log"),
     )?;
     let mut transcript = String::new();
+    let mut missed = Vec::new();
     for step in &task.steps {
-        match &step.prompt {
-            Some(prompt) => {
+        match (&step.prompt, step.undo_turns) {
+            (Some(prompt), _) => {
                 let prompt = layout.fill(prompt);
                 transcript.push_str(&format!("$ boxctl task {prompt}\n"));
                 transcript.push_str(&stack.prompt(&prompt, task.setup.approvals)?);
             }
-            None => {
+            (None, Some(turns)) => {
+                transcript.push_str(&format!("$ boxctl undo --turns {turns}\n"));
+                let said = stack.undo(turns)?;
+                transcript.push_str(&said);
+                for file in &step.undo_puts_back {
+                    let path = layout.root.join(file);
+                    if !said.contains(&path.display().to_string()) {
+                        missed.push(format!("the undo did not put back {file}"));
+                    }
+                }
+            }
+            (None, None) => {
                 transcript.push_str("$ boxctl compact\n");
                 transcript.push_str(&stack.compact()?);
             }
         }
     }
     std::fs::write(layout.dir.join("transcript.txt"), transcript)?;
-    stack.stop()
+    stack.stop()?;
+    Ok(missed)
 }
 
 /// Every call in every session log under `sessions` (the task's and its subagents').

@@ -157,6 +157,23 @@ impl Stack {
         Ok(text)
     }
 
+    /// `boxctl undo SESSION --turns TURNS`: what it said.
+    pub fn undo(&self, turns: u32) -> anyhow::Result<String> {
+        let turns = turns.to_string();
+        let out = self
+            .boxctl(&["undo", SESSION, "--turns", &turns])
+            .output()?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !out.status.success() {
+            anyhow::bail!("boxctl undo failed ({}): {text}", out.status);
+        }
+        Ok(text)
+    }
+
     /// Stops boxd (SIGTERM, then SIGKILL after [`STOP_TIMEOUT_MS`]) and waits for it.
     pub fn stop(mut self) -> anyhow::Result<()> {
         let pid = self.boxd.id().to_string();

@@ -153,6 +153,13 @@ pub struct Step {
     /// `boxctl compact` instead of a prompt.
     #[serde(default)]
     pub compact: bool,
+    /// `boxctl undo --turns N` instead of a prompt.
+    #[serde(default)]
+    pub undo_turns: Option<u32>,
+    /// With `undo_turns`: files (beneath the scratch root) the undo must put back; one it does
+    /// not name fails the run.
+    #[serde(default)]
+    pub undo_puts_back: Vec<String>,
     /// Each in the turn's final answer.
     #[serde(default)]
     pub answer_contains: Vec<String>,
@@ -177,6 +184,9 @@ pub struct EndCheck {
     /// Each file exists and holds each string.
     #[serde(default)]
     pub files: BTreeMap<String, Vec<String>>,
+    /// Each file holds exactly this (the owner's files as they were, after an undo).
+    #[serde(default)]
+    pub files_exact: BTreeMap<String, String>,
     /// None of these exists.
     #[serde(default)]
     pub files_absent: Vec<String>,
@@ -246,9 +256,20 @@ impl Task {
             return Err("it has no step with a prompt".to_string());
         }
         for (i, step) in self.steps.iter().enumerate() {
-            if step.compact == step.prompt.is_some() {
+            let kinds = [
+                step.prompt.is_some(),
+                step.compact,
+                step.undo_turns.is_some(),
+            ];
+            if kinds.iter().filter(|k| **k).count() != 1 {
                 return Err(format!(
-                    "steps[{i}] must have exactly one of `prompt` and `compact = true`"
+                    "steps[{i}] must have exactly one of `prompt`, `compact = true` and \
+                     `undo_turns`"
+                ));
+            }
+            if step.undo_turns.is_none() && !step.undo_puts_back.is_empty() {
+                return Err(format!(
+                    "steps[{i}] has `undo_puts_back` without `undo_turns`"
                 ));
             }
         }
@@ -269,7 +290,9 @@ impl Task {
             .files
             .keys()
             .chain(self.check.files.keys())
+            .chain(self.check.files_exact.keys())
             .chain(&self.check.files_absent)
+            .chain(self.steps.iter().flat_map(|s| &s.undo_puts_back))
             .chain(self.attack.iter().flat_map(|a| &a.files));
         for path in paths {
             relative_path(path)?;
@@ -332,11 +355,19 @@ mod tests {
     }
 
     #[test]
-    fn a_step_is_a_prompt_or_a_compaction_never_both() {
+    fn a_step_is_a_prompt_or_a_compaction_or_an_undo_never_two() {
         let e = load("category = \"read\"\n[[steps]]\nprompt = \"hi\"\ncompact = true\n")
             .unwrap_err()
             .to_string();
         assert!(e.contains("exactly one"), "{e}");
+        let e = load("category = \"read\"\n[[steps]]\nprompt = \"hi\"\nundo_turns = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exactly one"), "{e}");
+        let e = load("category = \"read\"\n[[steps]]\nprompt = \"hi\"\nundo_puts_back = [\"a\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("without `undo_turns`"), "{e}");
     }
 
     #[test]

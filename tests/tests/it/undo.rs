@@ -3,11 +3,12 @@
 //! `write_file`; `boxctl diff` shows each write, `boxctl undo --dry-run` lists what would come
 //! back and changes nothing, `boxctl undo` puts the files back byte for byte (a file a turn
 //! made is removed), marks the turns undone in the log and is in brokerd's audit log; a file
-//! changed since by something else blocks the undo, named, and nothing is changed. A fork
-//! copies the conversation up to a turn into a new session.
+//! changed since by something else blocks the undo, named, and nothing is changed. What an
+//! `exec` under `rw_paths` changed (`sed -i`) is undone with the turn's writes. A fork copies
+//! the conversation up to a turn into a new session.
 
 use crate::approvals::{overwrite, reply, write};
-use crate::injection::common::{stack_with_brokerd, start_brokerd};
+use crate::injection::common::{call_tool, stack_with_brokerd, start_brokerd};
 use e2e::show;
 
 #[test]
@@ -98,6 +99,67 @@ fn undo_puts_back_what_the_last_turns_wrote_and_a_file_changed_since_blocks_it()
     std::fs::write(&notes, "first\n").unwrap();
     ok(&["undo", "s", "--turns", "2"]);
     assert_eq!(read(&notes).as_deref(), Some("original\n"));
+}
+
+#[test]
+fn undo_puts_back_what_an_exec_under_rw_paths_changed_with_the_turns_writes() {
+    if std::env::var("BOXMAKER_REQUIRE_BWRAP").as_deref() != Ok("1") {
+        eprintln!("skipped: the sandbox is not required here (scripts/test.sh requires it)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (notes, new) = (out.join("notes.txt"), out.join("new.txt"));
+    std::fs::write(&notes, "one\ntwo\nthree\n").unwrap();
+    // The sandbox runs as nobody when the tests run as root: the directory must be its to write.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &std::path::Path, bits| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(bits)).unwrap();
+    };
+    mode(dir.path(), 0o755);
+    mode(&out, 0o777);
+    let grants = format!(
+        "[[grants]]\ntool = \"write_file\"\npaths = [{out:?}]\n\
+         [[grants]]\ntool = \"exec\"\nprograms = [\"sed\"]\nrw_paths = [{out:?}]\n"
+    );
+    let _brokerd = start_brokerd(dir.path(), &grants);
+    let sed = serde_json::json!({ "argv": ["sed", "-i", "s/two/TWO/", notes] });
+    let steps = [
+        ("user", "edit", write(&new, "made\n")),
+        ("tool", "wrote", call_tool("exec", &sed.to_string())),
+        ("tool", "status", reply("Edited.")),
+    ];
+    let stack = stack_with_brokerd(dir.path(), &steps, "");
+    let ok = |args: &[&str]| {
+        let got = stack.boxctl(args);
+        assert_eq!(got.status.code(), Some(0), "{args:?}: {}", show(&got));
+        String::from_utf8_lossy(&got.stdout).into_owned()
+    };
+    let task = format!(
+        "edit: in {} make new.txt and run s/two/TWO/ on notes.txt",
+        out.display()
+    );
+    ok(&["task", "--session", "s", &task]);
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).ok();
+    assert_eq!(
+        read(&notes).as_deref(),
+        Some("one\nTWO\nthree\n"),
+        "sed ran: {}",
+        stack.log_text("s")
+    );
+
+    let diff = ok(&["diff", "s"]);
+    assert!(
+        diff.contains("-two\n+TWO\n"),
+        "the exec's change is shown: {diff}"
+    );
+    assert!(diff.contains("+made\n"), "{diff}");
+    ok(&["undo", "s"]);
+    assert_eq!(read(&notes).as_deref(), Some("one\ntwo\nthree\n"));
+    assert_eq!(read(&new), None);
+    let left: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
+    assert_eq!(left.len(), 1, "nothing else is left behind: {left:?}");
 }
 
 #[test]

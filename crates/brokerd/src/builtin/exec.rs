@@ -36,8 +36,12 @@
 //! - **The result** ([`report`]): the exit status (or signal, or timed out), the wall time,
 //!   stdout and stderr each capped at `max_output_bytes` with their totals; `truncated` when
 //!   either was capped. A run that cannot start (a missing `rw_paths` entry) is `Failed`.
+//! - **Undo** ([`changes`]): with checkpoints on, what a run changes beneath its `rw_paths` is
+//!   recorded like a `write_file` (`crate::checkpoints::runs`); a run whose trees are too large
+//!   to keep does not start.
 
 pub mod binds;
+mod changes;
 mod program;
 mod report;
 
@@ -233,13 +237,17 @@ impl Tool for Exec {
             let call = checked(arguments, ctx)?;
             let mut spec = spec(call, &ctx.grant.exec, ctx.secrets, &self.binds)?;
             spec.networks = networks(ctx.grant)?;
-            let mut outcome = bxsandbox::run(&spec, &self.walls)
-                .await
-                .map_err(|e| ToolError::Failed(format!("exec could not run the program: {e}")))?;
+            let watch = changes::watch(&ctx, &mut spec).await?;
+            let ran = bxsandbox::run(&spec, &self.walls).await;
+            let note = changes::finish(watch).await;
+            let mut outcome =
+                ran.map_err(|e| ToolError::Failed(format!("exec could not run the program: {e}")))?;
             redact_cut_end(&mut outcome.stdout, ctx.secrets);
             redact_cut_end(&mut outcome.stderr, ctx.secrets);
+            let mut content = report::text(&outcome);
+            content.push_str(note.as_deref().unwrap_or_default());
             Ok(ToolOutput {
-                content: report::text(&outcome),
+                content,
                 truncated: outcome.stdout.truncated || outcome.stderr.truncated,
             })
         })

@@ -194,7 +194,13 @@ impl Tool for WriteFile {
                 .record
                 .filter(|r| r.store.enabled())
                 .map(|r| (r.clone(), ctx.grant.result_class));
+            // Not while an exec's run under `rw_paths` is watched (`checkpoints::runs`).
+            let one_at_a_time = match &record {
+                Some((recorder, _)) => Some(recorder.store.tree_lock().lock_owned().await),
+                None => None,
+            };
             blocking("write_file", ctx.timeout_ms, move || {
+                let _one_at_a_time = one_at_a_time;
                 let target = write::Target {
                     arg: &arg,
                     roots: &roots,

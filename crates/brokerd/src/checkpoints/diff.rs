@@ -29,7 +29,11 @@ fn diff_of(store: &Checkpoints, record: &Record) -> String {
         Some(before) => store.blob(&before.sha256),
         None => Some(Vec::new()),
     };
-    let (Some(before), Some(after)) = (before, store.blob(&record.after_sha256)) else {
+    let after = match record.left() {
+        Some(sha256) => store.blob(sha256),
+        None => Some(Vec::new()),
+    };
+    let (Some(before), Some(after)) = (before, after) else {
         return "(the content of this write is no longer kept)\n".to_owned();
     };
     let (Ok(old), Ok(new)) = (String::from_utf8(before), String::from_utf8(after)) else {
@@ -45,9 +49,14 @@ fn diff_of(store: &Checkpoints, record: &Record) -> String {
     } else {
         "/dev/null".to_owned()
     };
+    let new_name = if record.removed {
+        "/dev/null".to_owned()
+    } else {
+        format!("b{path}")
+    };
     TextDiff::from_lines(&old, &new)
         .unified_diff()
         .context_radius(CONTEXT_LINES)
-        .header(&old_name, &format!("b{path}"))
+        .header(&old_name, &new_name)
         .to_string()
 }

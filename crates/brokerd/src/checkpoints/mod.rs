@@ -1,6 +1,6 @@
-//! Checkpoints: what each `write_file` of a session's turn changed, so that the owner can undo
-//! a turn (`docs/undo.md`). Kept under `<state_dir>/checkpoints/`, as private as the audit log
-//! (directory 0700, files 0600):
+//! Checkpoints: what each `write_file` of a session's turn changed, and each `exec` under
+//! `rw_paths` ([`runs`]), so that the owner can undo a turn (`docs/undo.md`). Kept under
+//! `<state_dir>/checkpoints/`, as private as the audit log (directory 0700, files 0600):
 //! - `index.jsonl`: one line per change of a record's state (a record written whole each time;
 //!   the last line of a record's `seq` is what holds);
 //! - `blobs/<sha256>`: the content before and after each write, by digest (one copy of each).
@@ -15,7 +15,10 @@
 //! the oldest records go first, and [`Checkpoints::dropped`] counts them for the status.
 
 pub mod diff;
+mod files;
+pub mod runs;
 mod store;
+pub mod tree;
 
 use bxcore::{DataClass, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -97,10 +100,13 @@ pub struct Record {
     pub rel: PathBuf,
     /// What was there; none: no file.
     pub before: Option<Before>,
-    /// The digest of what the write wrote.
+    /// The digest of what the write wrote (empty when it removed the file).
     pub after_sha256: String,
     /// Its size.
     pub after_bytes: u64,
+    /// Whether the change removed the file (an exec's run did).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
     /// The class of the grant's results: what the content is labelled.
     pub class: DataClass,
 }
@@ -116,7 +122,12 @@ impl Record {
         self.before
             .iter()
             .map(|b| b.sha256.as_str())
-            .chain(std::iter::once(self.after_sha256.as_str()))
+            .chain(self.left())
+    }
+
+    /// The digest of what the change left at the path; none when it removed the file.
+    pub fn left(&self) -> Option<&str> {
+        (!self.removed).then_some(self.after_sha256.as_str())
     }
 }
 

@@ -1,14 +1,16 @@
 //! The store of checkpoint records: the index and the blobs, opened once by the daemon and
 //! shared by every `write_file` call. See the module above for the crash points and bounds.
 
+use super::files::{FILE_MODE, new_file, read_index, sync_dir};
+use super::runs::{self, RUNNING};
 use super::{Before, CheckpointError, CheckpointSettings, DIR, Record, State, digest};
 use bxcore::{DataClass, SessionId, Timestamp};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::fs::OpenOptions;
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The index file in the directory.
 const INDEX: &str = "index.jsonl";
@@ -16,8 +18,6 @@ const INDEX: &str = "index.jsonl";
 const BLOBS: &str = "blobs";
 /// The mode of the directories: brokerd's user alone.
 const DIR_MODE: u32 = 0o700;
-/// The mode of the files.
-const FILE_MODE: u32 = 0o600;
 
 /// A write recorded as pending: [`Checkpoints::done`] once the file is in place,
 /// [`Checkpoints::abandon`] when it was not put there.
@@ -61,6 +61,7 @@ pub struct Checkpoints {
     dir: PathBuf,
     settings: CheckpointSettings,
     inner: Mutex<Inner>,
+    tree_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Checkpoints {
@@ -80,6 +81,14 @@ impl Checkpoints {
             .mode(DIR_MODE)
             .create(dir.join(BLOBS))
             .map_err(io("make", &dir))?;
+        std::fs::DirBuilder::new()
+            .mode(DIR_MODE)
+            .create(dir.join(RUNNING))
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(io("make", &dir))?;
         let mut records = read_index(&dir.join(INDEX))?;
         for record in records.values_mut() {
             if record.state == State::Pending {
@@ -94,7 +103,9 @@ impl Checkpoints {
                 records,
                 dropped: 0,
             }),
+            tree_lock: Arc::default(),
         };
+        runs::settle(&store)?;
         let mut inner = store.lock();
         store.apply_bounds(&mut inner);
         store.rewrite_index(&inner)?;
@@ -115,6 +126,75 @@ impl Checkpoints {
     /// `[checkpoints] max_bytes`.
     pub fn max_bytes(&self) -> u64 {
         self.settings.max_bytes
+    }
+
+    /// The store's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The lock a change of files recorded here holds (a `write_file`, or an `exec` under
+    /// `rw_paths` for its whole run), so that what an exec's run changed is told apart from
+    /// what others did meanwhile.
+    pub fn tree_lock(&self) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(&self.tree_lock)
+    }
+
+    /// Adds `made`, changes already made (an exec's), as done records in one append, each
+    /// given the next `seq`; the bounds are applied, and the blobs no record holds (what an
+    /// exec's trees held, unchanged) removed.
+    pub(super) fn add_done(&self, made: Vec<Record>) -> Result<(), CheckpointError> {
+        let mut inner = self.lock();
+        if made.is_empty() {
+            self.remove_unused_blobs(&inner);
+            return Ok(());
+        }
+        let first = inner.records.keys().next_back().map_or(1, |last| last + 1);
+        let mut lines = Vec::new();
+        let mut numbered = Vec::new();
+        for (seq, mut record) in (first..).zip(made) {
+            record.seq = seq;
+            serde_json::to_writer(&mut lines, &record).map_err(|e| self.index_error(e.into()))?;
+            lines.push(b'\n');
+            numbered.push(record);
+        }
+        self.append_lines(&lines)?;
+        for record in numbered {
+            inner.records.insert(record.seq, record);
+        }
+        if self.apply_bounds(&mut inner) {
+            self.rewrite_index(&inner)?;
+        }
+        self.remove_unused_blobs(&inner);
+        Ok(())
+    }
+
+    /// The files recorded for `session`'s call `call`, as (root, path beneath it).
+    pub(super) fn recorded_for_call(
+        &self,
+        session: &SessionId,
+        call: u64,
+    ) -> HashSet<(PathBuf, PathBuf)> {
+        let inner = self.lock();
+        inner
+            .records
+            .values()
+            .filter(|r| &r.session == session && r.call == call)
+            .map(|r| (r.root.clone(), r.rel.clone()))
+            .collect()
+    }
+
+    /// Writes `bytes` to a new private file `path`, synced with its directory.
+    pub(super) fn write_synced(&self, path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
+        let io = |source| CheckpointError::Io {
+            what: "write",
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = new_file(path).map_err(io)?;
+        file.write_all(bytes).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        sync_dir(path.parent().unwrap_or(&self.dir)).map_err(io)
     }
 
     /// Records `write` as pending: its blobs and its line are on disk when this returns.
@@ -142,6 +222,7 @@ impl Checkpoints {
             before,
             after_sha256,
             after_bytes: write.after.len() as u64,
+            removed: false,
             class: write.class,
         };
         self.append(&record)?;
@@ -233,7 +314,7 @@ impl Checkpoints {
     }
 
     /// Keeps `content` as a blob (once per digest), synced; its digest.
-    fn put_blob(&self, content: &[u8]) -> Result<String, CheckpointError> {
+    pub(super) fn put_blob(&self, content: &[u8]) -> Result<String, CheckpointError> {
         let sha = digest(content);
         let path = self.dir.join(BLOBS).join(&sha);
         if path.exists() {
@@ -255,22 +336,30 @@ impl Checkpoints {
 
     /// Appends `record` to the index, synced.
     fn append(&self, record: &Record) -> Result<(), CheckpointError> {
-        let path = self.dir.join(INDEX);
-        let io = |source| CheckpointError::Io {
-            what: "append to",
-            path: path.clone(),
-            source,
-        };
-        let mut line = serde_json::to_vec(record).map_err(|e| io(e.into()))?;
+        let mut line = serde_json::to_vec(record).map_err(|e| self.index_error(e.into()))?;
         line.push(b'\n');
+        self.append_lines(&line)
+    }
+
+    /// Appends `lines` to the index in one write, synced.
+    fn append_lines(&self, lines: &[u8]) -> Result<(), CheckpointError> {
         let mut file = OpenOptions::new()
             .append(true)
             .create(true)
             .mode(FILE_MODE)
-            .open(&path)
-            .map_err(io)?;
-        file.write_all(&line).map_err(io)?;
-        file.sync_data().map_err(io)
+            .open(self.dir.join(INDEX))
+            .map_err(|e| self.index_error(e))?;
+        file.write_all(lines).map_err(|e| self.index_error(e))?;
+        file.sync_data().map_err(|e| self.index_error(e))
+    }
+
+    /// An error appending to the index.
+    fn index_error(&self, source: std::io::Error) -> CheckpointError {
+        CheckpointError::Io {
+            what: "append to",
+            path: self.dir.join(INDEX),
+            source,
+        }
     }
 
     /// Drops the oldest records past the bounds; whether any went.
@@ -367,7 +456,7 @@ fn blob_bytes(records: &[&Record]) -> u64 {
         {
             bytes += before.bytes;
         }
-        if seen.insert(record.after_sha256.as_str()) {
+        if !record.removed && seen.insert(record.after_sha256.as_str()) {
             bytes += record.after_bytes;
         }
     }
@@ -381,64 +470,6 @@ fn settle(record: &Record) -> State {
         Ok(content) if digest(&content) == record.after_sha256 => State::Done,
         _ => State::Dropped,
     }
-}
-
-/// The records of the index at `path`, the last line of each `seq`; a missing index is
-/// empty. A last line cut short (a crash during its append) is left out.
-fn read_index(path: &Path) -> Result<BTreeMap<u64, Record>, CheckpointError> {
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(source) => {
-            return Err(CheckpointError::Io {
-                what: "read",
-                path: path.to_path_buf(),
-                source,
-            });
-        }
-    };
-    let lines: Vec<String> = BufReader::new(file)
-        .lines()
-        .collect::<Result<_, _>>()
-        .map_err(|source| CheckpointError::Io {
-            what: "read",
-            path: path.to_path_buf(),
-            source,
-        })?;
-    let mut records = BTreeMap::new();
-    for (i, line) in lines.iter().enumerate() {
-        match serde_json::from_str::<Record>(line) {
-            Ok(record) => {
-                records.insert(record.seq, record);
-            }
-            Err(_) if i + 1 == lines.len() => {
-                tracing::warn!(path = %path.display(), "the last checkpoint line was cut short by a crash; left out");
-            }
-            Err(e) => {
-                return Err(CheckpointError::Corrupt {
-                    path: path.to_path_buf(),
-                    line: i + 1,
-                    why: e.to_string(),
-                });
-            }
-        }
-    }
-    Ok(records)
-}
-
-/// A new file at `path` (0600), replacing one there.
-fn new_file(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(FILE_MODE)
-        .open(path)
-}
-
-/// Syncs directory `dir`, so a rename in it is on disk.
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

@@ -111,8 +111,13 @@ fn check(store: &Checkpoints, newest_first: &[Record]) -> Result<(), UndoError> 
     let mut seen = HashSet::new();
     for record in newest_first {
         if seen.insert(record.path()) {
-            let now = read_beneath(&record.root, &record.rel).ok();
-            if now.as_deref().map(digest).as_deref() != Some(record.after_sha256.as_str()) {
+            let now = match read_beneath(&record.root, &record.rel) {
+                Ok(content) => Some(Some(digest(&content))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(None),
+                // Unreadable (a symlink planted there, a directory): not what the turn left.
+                Err(_) => None,
+            };
+            if now.as_ref().map(Option::as_deref) != Some(record.left()) {
                 return Err(UndoError::ChangedSince {
                     path: record.path(),
                     turn: record.turn,
@@ -151,11 +156,12 @@ fn put_back(record: &Record, content: Option<(Vec<u8>, u32)>) -> std::io::Result
         return Err(std::io::Error::other("not a file beneath its root"));
     };
     let root = Root::open(&record.root)?;
-    let dir: OwnedFd = root.open_at(parent, OFlags::RDONLY | OFlags::DIRECTORY)?;
     let Some((content, mode)) = content else {
+        let dir: OwnedFd = root.open_at(parent, OFlags::RDONLY | OFlags::DIRECTORY)?;
         unlinkat(&dir, name, AtFlags::empty())?;
         return Ok(rustix::fs::fsync(&dir)?);
     };
+    let dir = open_or_make_dirs(&root, parent)?;
     let temp = format!(".brokerd-undo-{}-{}.tmp", std::process::id(), record.seq);
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW;
     let fd = openat(
@@ -177,5 +183,27 @@ fn put_back(record: &Record, content: Option<(Vec<u8>, u32)>) -> std::io::Result
     Ok(rustix::fs::fsync(&dir)?)
 }
 
+/// The directory `rel` beneath `root`, each missing directory on the way made (`0o755` less
+/// the umask): an exec's run may have removed the directory of a file it removed.
+fn open_or_make_dirs(root: &Root, rel: &Path) -> std::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir = root.open_at(Path::new(""), OFlags::RDONLY | OFlags::DIRECTORY)?;
+    for component in rel.components() {
+        let std::path::Component::Normal(name) = component else {
+            return Err(std::io::Error::other("not a path beneath its root"));
+        };
+        dir = match openat(&dir, name, flags, Mode::empty()) {
+            Err(rustix::io::Errno::NOENT) => {
+                rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o755))?;
+                openat(&dir, name, flags, Mode::empty())?
+            }
+            opened => opened?,
+        };
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod runs_tests;
 #[cfg(test)]
 mod tests;
