@@ -105,4 +105,8 @@ pub struct ForkAnswer {
     pub at: u64,
     /// How many records were copied (the header not counted).
     pub records: u64,
+    /// Whether the new session got a copy of the source's KV file, so that its first turn
+    /// evaluates only its new tokens.
+    #[serde(default)]
+    pub kv_copied: bool,
 }

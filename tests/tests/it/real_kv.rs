@@ -139,3 +139,33 @@ fn the_default_model_comes_back_to_its_cache_too() {
     alternate(&mut stack, None);
     assert_every_later_turn_reuses_the_one_before(&stack, "Qwen2.5-Coder-0.5B");
 }
+
+#[test]
+fn a_forks_first_turn_evaluates_only_its_new_tokens() {
+    let Some(parts) = RealParts::from_env() else {
+        return;
+    };
+    let _alone = one_at_a_time();
+    let stack = stack(&parts, &parts.smollm2);
+    task(&stack, "alpha", "Name a colour, please.");
+    task(&stack, "alpha", "Name another colour, please.");
+    // beta takes the one main slot: alpha's cache goes to its file.
+    task(&stack, "beta", "Name an animal, please.");
+    let out = boxctl_within(&stack, &["fork", "alpha", "--as", "fork"], TASK_LIMIT)
+        .unwrap_or_else(|hang| panic!("{hang}"));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("with its KV file"), "{said}");
+
+    task(&stack, "fork", "Name a fruit, please.");
+    let alpha = calls(&stack, "alpha");
+    let (alpha_last, _) = *alpha.last().unwrap();
+    // The fork's log starts with alpha's calls; its own is the last.
+    let fork = calls(&stack, "fork");
+    assert_eq!(fork.len(), alpha.len() + 1, "{fork:?}");
+    let (prompt, cached) = *fork.last().unwrap();
+    assert!(
+        cached >= alpha_last,
+        "the fork's first turn evaluates only its new tokens: {cached} of {prompt} cached, \
+         alpha's last prompt had {alpha_last}"
+    );
+}

@@ -59,8 +59,13 @@ pub async fn fork(
         out_line(&answer.raw)?;
     } else {
         let made = &answer.value;
+        let kv = if made.kv_copied {
+            ", with its KV file"
+        } else {
+            ""
+        };
         out_line(&format!(
-            "forked {} at turn {} into {} ({} records copied)",
+            "forked {} at turn {} into {} ({} records copied{kv})",
             made.from, made.at, made.session, made.records
         ))?;
     }

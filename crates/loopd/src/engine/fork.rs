@@ -2,8 +2,11 @@
 //! source session's worker in its turn, so the log it copies is not being written: a new
 //! session whose log starts as a copy of the source's records up to the end of turn `at`,
 //! labels and epochs included (its context label is the source's at that point), and then a
-//! note that says where it came from. Files are not forked, nor the KV file (the first turn of
-//! the fork evaluates its whole prompt, unless the server's own cache still holds it).
+//! note that says where it came from. Files are not forked. The source's KV file is given to
+//! the fork (`kv::SlotFiles::copy_for_fork`), so its first turn evaluates only its new tokens
+//! when the file holds the conversation up to the cut (or more of it: the server reuses the
+//! common prefix); a file of a later epoch than the cut is refused at restore, and the fork
+//! prefills.
 
 use super::lane::Work;
 use super::{Engine, Inner, store_failure};
@@ -84,11 +87,16 @@ fn fork(
         text: format!("forked from session {id} at turn {at}"),
     })
     .map_err(store_failure)?;
-    tracing::info!(from = %id, session = %new, at, "session forked");
+    let kv_copied = parts
+        .models
+        .kv()
+        .is_some_and(|kv| kv.copy_for_fork(id, new));
+    tracing::info!(from = %id, session = %new, at, kv_copied, "session forked");
     Ok(ForkAnswer {
         session: new.clone(),
         from: id.clone(),
         at,
         records: copied.len() as u64,
+        kv_copied,
     })
 }

@@ -180,6 +180,33 @@ impl SlotFiles {
         self.pair(session).remove();
     }
 
+    /// Gives session `fork` the KV file of `from`, whose log its own starts as a copy of: its
+    /// first turn restores it and evaluates only what is new. The file is linked, not copied
+    /// (a save never writes a `.bin` in place: it renames a new one over it), and its note is
+    /// `from`'s with `fork`'s name, so a file of a later epoch than the fork's cut is refused
+    /// at restore like any other that does not match. Whether the fork has one; a failure is
+    /// logged, and the fork prefills.
+    pub fn copy_for_fork(&self, from: &SessionId, fork: &SessionId) -> bool {
+        let source = self.pair(from);
+        let Some(mut note) = source.read_note() else {
+            return false;
+        };
+        let target = self.pair(fork);
+        note.session = fork.clone();
+        note.used_ms = now_ms();
+        let made = std::fs::hard_link(&source.kv, &target.temp)
+            .or_else(|_| std::fs::copy(&source.kv, &target.temp).map(drop))
+            .and_then(|()| std::fs::rename(&target.temp, &target.kv))
+            .and_then(|()| target.write_note(&note));
+        if let Err(e) = made {
+            tracing::warn!(%from, %fork, error = %e, "cannot give a fork its source's KV file; its first turn prefills");
+            target.remove();
+            return false;
+        }
+        self.prune();
+        true
+    }
+
     /// Saves every slot's holder (at shutdown), so that their next turns start warm.
     pub async fn save_all(&self) {
         let held: Vec<(Place, Occupant, Client)> = self

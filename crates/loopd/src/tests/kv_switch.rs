@@ -355,3 +355,45 @@ fn a_file_an_older_loopd_named_after_the_session_is_removed_never_restored() {
     assert!(a[1].1 < a[0].0, "a prefilled: {a:?}");
     stop(&bed, &second, false);
 }
+
+#[test]
+fn a_fork_gets_its_sources_file_and_its_first_turn_evaluates_only_what_is_new() {
+    let (bed, dir) = bed(true);
+    let engine = engine(&bed, true);
+    // a's cache goes to its file when b takes the slot.
+    run(&bed, &engine, "a", "task 0 of a");
+    run(&bed, &engine, "a", "task 1 of a");
+    run(&bed, &engine, "b", "task 0 of b");
+    let asked = proto::ForkRequest {
+        at: None,
+        new_session: Some(SessionId::new("f").unwrap()),
+    };
+    let a = SessionId::new("a").unwrap();
+    let made = bed.fake.rt.block_on(engine.fork(&a, asked)).unwrap();
+    assert!(made.kv_copied, "{made:?}");
+    assert!(at(&dir, "f", ".bin").is_file());
+    assert!(at(&dir, "a", ".bin").is_file(), "the source keeps its own");
+
+    run(&bed, &engine, "f", "task 2 of f");
+    let (a_last, _) = *calls(&bed, "a").last().unwrap();
+    let fork = calls(&bed, "f");
+    let (prompt, cached) = *fork.last().unwrap();
+    assert!(
+        cached >= a_last,
+        "the fork's first turn reuses a's whole last prompt: {cached} of {prompt} cached, a's \
+         last prompt {a_last}"
+    );
+    stop(&bed, &engine, false);
+
+    // Without a file of the source, the fork has none, and says so.
+    let (bed, _) = self::bed(true);
+    let engine = self::engine(&bed, true);
+    run(&bed, &engine, "a", "task 0 of a");
+    let asked = proto::ForkRequest {
+        at: None,
+        new_session: Some(SessionId::new("g").unwrap()),
+    };
+    let made = bed.fake.rt.block_on(engine.fork(&a, asked)).unwrap();
+    assert!(!made.kv_copied, "a holds the slot: it has no file yet");
+    stop(&bed, &engine, false);
+}
