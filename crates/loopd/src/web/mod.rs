@@ -22,6 +22,7 @@ mod guard;
 mod pages;
 mod routes;
 mod server;
+mod undo;
 
 use crate::config::{Origin, Web};
 use crate::signin::{SignInLimits, SignIns};

@@ -39,15 +39,22 @@ enum Route<'a> {
     Answer(&'a str),
     Notes,
     Status,
+    Diff(&'a str),
+    UndoPlan(&'a str),
+    Undo(&'a str),
     TaskForm,
     ApiTask,
     ApiEvents(&'a str),
 }
 
 impl Route<'_> {
-    fn parse(path: &str) -> Option<Route<'_>> {
+    /// The route of `path`; `post` tells the undo (POST) from its confirmation page (GET).
+    fn parse(path: &str, post: bool) -> Option<Route<'_>> {
         let parts: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
         Some(match parts.as_slice() {
+            ["sessions", id, "diff"] => Route::Diff(id),
+            ["sessions", id, "undo"] if post => Route::Undo(id),
+            ["sessions", id, "undo"] => Route::UndoPlan(id),
             [""] => Route::Sessions,
             ["static", name] => Route::Asset(name),
             ["signin"] => Route::SignIn,
@@ -67,7 +74,11 @@ impl Route<'_> {
 
     fn method(self) -> Method {
         match self {
-            Route::SignOut | Route::Answer(_) | Route::TaskForm | Route::ApiTask => Method::POST,
+            Route::SignOut
+            | Route::Answer(_)
+            | Route::Undo(_)
+            | Route::TaskForm
+            | Route::ApiTask => Method::POST,
             _ => Method::GET,
         }
     }
@@ -90,7 +101,7 @@ where
 {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let route = Route::parse(&path);
+    let route = Route::parse(&path, method == Method::POST);
     let is_api = route.is_some_and(Route::is_api);
     let mut response = match answer(&ctx, route, request).await {
         Ok(response) => response,
@@ -124,12 +135,12 @@ fn see_other(location: &str) -> Response<Body> {
     response
 }
 
-fn session_id(raw: &str) -> Result<SessionId, Problem> {
+pub(super) fn session_id(raw: &str) -> Result<SessionId, Problem> {
     SessionId::new(raw).map_err(|e| Problem::bad_request(format!("bad session id: {e}")))
 }
 
 /// [`crate::api::blocking`], its failure as the problem it answers with.
-async fn blocking<B, T, F>(backend: &Arc<B>, call: F) -> Result<T, Problem>
+pub(super) async fn blocking<B, T, F>(backend: &Arc<B>, call: F) -> Result<T, Problem>
 where
     B: Backend,
     T: Send + 'static,
@@ -276,6 +287,8 @@ async fn get<B: Backend>(
             pages::notes(csrf, &notifications, &memory)
         }
         Route::Status => pages::status(csrf, &backend.status().await),
+        Route::Diff(raw) => super::undo::diff_page(ctx, raw, query, csrf).await?,
+        Route::UndoPlan(raw) => super::undo::confirm_page(ctx, raw, query, csrf).await?,
         Route::ApiEvents(raw) => {
             let events = backend.follow(&session_id(raw)?)?;
             let ping = ctx.console.sse_ping_interval_ms;
@@ -338,6 +351,7 @@ async fn post<B: Backend>(
             ctx.backend.answer_approval(&id, body, None).await?;
             Ok(see_other("/approvals"))
         }
+        Route::Undo(raw) => Ok(see_other(&super::undo::undo(ctx, raw, form).await?)),
         _ => Err(Problem::no_such_path("this path")),
     }
 }

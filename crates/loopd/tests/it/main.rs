@@ -23,3 +23,4 @@ mod daemon_faults;
 mod daemon_usage;
 mod web_connections;
 mod web_console;
+mod web_undo;

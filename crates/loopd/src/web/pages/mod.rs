@@ -7,12 +7,14 @@ mod notes;
 mod sessions;
 mod status;
 mod transcript;
+mod undo;
 
 pub use approvals::approvals;
 pub use notes::notes;
 pub use sessions::{new_task, sessions, task_form};
 pub use status::status;
 pub use transcript::session;
+pub use undo::{confirm as confirm_undo, diff};
 
 use bxcore::DataClass;
 use bxhttp::answer::{Body, Problem};

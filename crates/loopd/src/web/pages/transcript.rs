@@ -25,7 +25,7 @@ pub fn session(csrf: &str, page: &RecordsPage, info: Option<&SessionInfo>) -> Ma
                 p { a href={ "/sessions/" (id) "?from=0" } { "From the start" } }
             }
             ol #transcript start=(page.from + 1) {
-                @for record in &page.records { (record_item(record)) }
+                @for record in &page.records { (record_item(id, record)) }
             }
             @if let Some(next) = page.next {
                 p { a #later href={ "/sessions/" (id) "?from=" (next) } { "Later records" } }
@@ -67,7 +67,7 @@ fn end_text(end: &TurnEnd) -> String {
     }
 }
 
-fn record_item(record: &LogRecord) -> Markup {
+fn record_item(id: &str, record: &LogRecord) -> Markup {
     match record {
         LogRecord::Header { time, .. } => html! {
             li.record.note { span.who { "Session created" } span.muted { (time) } }
@@ -165,7 +165,13 @@ fn record_item(record: &LogRecord) -> Markup {
             }
         },
         LogRecord::TurnEnd { turn, end, .. } => html! {
-            li.record.end { "Turn " (turn) " ended: " (end_text(end)) }
+            li.record.end {
+                "Turn " (turn) " ended: " (end_text(end))
+                span.turn-actions {
+                    a.turn-diff href={ "/sessions/" (id) "/diff?turn=" (turn) } { "what it changed" }
+                    a.turn-undo href={ "/sessions/" (id) "/undo?from=" (turn) } { "undo from here" }
+                }
+            }
         },
         LogRecord::ApprovalRequested {
             tool,
@@ -203,5 +209,29 @@ fn record_item(record: &LogRecord) -> Markup {
             li.record.note { "Turns " (from_turn) " to " (to_turn) " undone: " (files) " file(s) put back" }
         },
         LogRecord::Note { text, .. } => html! { li.record.note { (text) } },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use bxcore::{SessionId, Timestamp};
+
+    #[test]
+    fn each_ended_turn_links_to_what_it_changed_and_to_an_undo_from_it() {
+        let page = RecordsPage {
+            session: SessionId::new("s1").unwrap(),
+            from: 0,
+            records: vec![LogRecord::TurnEnd {
+                time: Timestamp::parse("2026-01-02T03:04:05Z").unwrap(),
+                turn: 3,
+                end: TurnEnd::Done,
+            }],
+            next: None,
+        };
+        let html = session("token", &page, None).into_string();
+        assert!(html.contains("href=\"/sessions/s1/diff?turn=3\""), "{html}");
+        assert!(html.contains("href=\"/sessions/s1/undo?from=3\""), "{html}");
     }
 }

@@ -93,3 +93,51 @@ pub fn hostile_page(id: &SessionId) -> proto::api::RecordsPage {
         next: None,
     }
 }
+
+/// The stand-in's last turn of `s1` (its `sessions` says so).
+const S1_LAST_TURN: u64 = 5;
+
+/// What the stand-in's undo of `asked` does: the turns from `S1_LAST_TURN - turns + 1` on,
+/// one file restored (its name holding a right-to-left override) and one removed; undoing
+/// all five is a conflict, as brokerd answers when a file was changed since.
+pub fn stub_undo(
+    id: &SessionId,
+    asked: &proto::UndoTurns,
+) -> Result<proto::UndoAnswer, loopd::api::ApiFailure> {
+    if asked.turns >= S1_LAST_TURN {
+        return Err(loopd::api::ApiFailure::Conflict(
+            "/srv/notes/a.txt was changed since turn 1 wrote it: nothing was undone".into(),
+        ));
+    }
+    let first = S1_LAST_TURN - asked.turns + 1;
+    Ok(proto::UndoAnswer {
+        session: id.clone(),
+        turns: (first..=S1_LAST_TURN).collect(),
+        files: vec![
+            proto::PutBack {
+                path: "/srv/notes/\u{202e}txt.exe".into(),
+                turn: S1_LAST_TURN,
+                removed: false,
+            },
+            proto::PutBack {
+                path: "/srv/notes/new.txt".into(),
+                turn: first,
+                removed: true,
+            },
+        ],
+        dry_run: asked.dry_run,
+    })
+}
+
+/// What the stand-in says turn `turn` (or every turn) of `id` changed: one diff holding markup.
+pub fn stub_diff(id: &SessionId, turn: Option<u64>) -> proto::DiffAnswer {
+    proto::DiffAnswer {
+        session: id.clone(),
+        files: vec![proto::FileDiff {
+            path: "/srv/notes/a.txt".into(),
+            turn: turn.unwrap_or(S1_LAST_TURN),
+            diff: "--- a/srv/notes/a.txt\n+++ b/srv/notes/a.txt\n@@ -1 +1 @@\n-old\n+<script>alert(1)</script>\n"
+                .into(),
+        }],
+    }
+}

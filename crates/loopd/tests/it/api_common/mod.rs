@@ -5,7 +5,9 @@
 mod fixtures;
 mod usage;
 
-pub use fixtures::{HOSTILE, XSS_SESSION, stub_pending_approval, stub_schedule};
+pub use fixtures::{
+    HOSTILE, XSS_SESSION, stub_diff, stub_pending_approval, stub_schedule, stub_undo,
+};
 
 use bxcore::{
     CallId, DataClass, LogRecord, SessionId, Timestamp, ToolCall, ToolOutcome, TurnEnd, TurnEvent,
@@ -88,6 +90,8 @@ pub struct Stub {
     pub slow_turn: Mutex<Option<mpsc::UnboundedSender<TurnEvent>>>,
     /// Every answer to `ap-1`, with the peer's uid.
     pub answered: Mutex<Vec<(proto::api::ApprovalAnswer, Option<u32>)>>,
+    /// Every undo asked of `s1`, dry runs included.
+    pub undos: Mutex<Vec<proto::UndoTurns>>,
 }
 
 impl Stub {
@@ -99,6 +103,7 @@ impl Stub {
             follow: broadcast::channel(follow_capacity).0,
             slow_turn: Mutex::new(None),
             answered: Mutex::new(Vec::new()),
+            undos: Mutex::new(Vec::new()),
         }
     }
 }
@@ -244,6 +249,21 @@ impl Backend for Stub {
             decision: answer.answer.decision(),
         })
     }
+    async fn undo(
+        &self,
+        id: &SessionId,
+        asked: proto::UndoTurns,
+    ) -> Result<proto::UndoAnswer, ApiFailure> {
+        known(id)?;
+        self.undos.lock().unwrap().push(asked.clone());
+        stub_undo(id, &asked)
+    }
+
+    fn diff(&self, id: &SessionId, turn: Option<u64>) -> Result<proto::DiffAnswer, ApiFailure> {
+        known(id)?;
+        Ok(stub_diff(id, turn))
+    }
+
     fn schedules(&self) -> Result<proto::api::ScheduleList, ApiFailure> {
         Ok(proto::api::ScheduleList {
             schedules: vec![stub_schedule(false)],
