@@ -23,7 +23,16 @@ const TURNS: usize = 5;
 /// llama-server on `model` with its slot files in `<dir>/state/kv` (loopd's default `[kv]`
 /// directory there), then loopd on it with short answers.
 fn stack(parts: &RealParts, model: &std::path::Path) -> Stack {
-    let dir = tempfile::tempdir().unwrap();
+    stack_in(tempfile::tempdir().unwrap(), parts, model, "")
+}
+
+/// [`stack`] in `dir`, with `loopd_toml` added to loopd's config.
+fn stack_in(
+    dir: tempfile::TempDir,
+    parts: &RealParts,
+    model: &std::path::Path,
+    loopd_toml: &str,
+) -> Stack {
     let kv = dir.path().join("state/kv");
     std::fs::create_dir_all(&kv).unwrap();
     let kv = kv.to_str().unwrap().to_string();
@@ -34,7 +43,7 @@ fn stack(parts: &RealParts, model: &std::path::Path) -> Stack {
         dir,
         server.running,
         server.url,
-        "[llama]\nmax_answer_tokens = 24\n",
+        &format!("[llama]\nmax_answer_tokens = 24\n{loopd_toml}"),
     )
     .unwrap()
 }
@@ -167,5 +176,50 @@ fn a_forks_first_turn_evaluates_only_its_new_tokens() {
         cached >= alpha_last,
         "the fork's first turn evaluates only its new tokens: {cached} of {prompt} cached, \
          alpha's last prompt had {alpha_last}"
+    );
+}
+
+#[test]
+fn after_an_undo_the_next_turn_reuses_the_cache_of_the_conversation_before_it() {
+    let Some(parts) = RealParts::from_env() else {
+        return;
+    };
+    let _alone = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // An undo asks brokerd to put files back: one with no grant, so none to put back.
+    let _brokerd = e2e::start_brokerd(dir.path(), "");
+    let broker = format!("[broker]\nsocket = {:?}\n", dir.path().join("brokerd.sock"));
+    let stack = stack_in(dir, &parts, &parts.smollm2, &broker);
+    task(&stack, "alpha", "Name a colour, please.");
+    task(
+        &stack,
+        "alpha",
+        "Name another colour, please: not red, not green, not blue, not yellow, not white.",
+    );
+    // beta takes the one main slot: alpha's cache goes to its file.
+    task(&stack, "beta", "Name an animal, please.");
+    let out = boxctl_within(&stack, &["undo", "alpha"], TASK_LIMIT)
+        .unwrap_or_else(|hang| panic!("{hang}"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    task(&stack, "alpha", "Name a fruit, please.");
+    let alpha = calls(&stack, "alpha");
+    assert_eq!(alpha.len(), 3, "{alpha:?}");
+    // Turn 1's prompt and answer are the new turn's prefix; turn 2's are not in it.
+    let (first_prompt, _) = alpha[0];
+    let (prompt, cached) = alpha[2];
+    assert!(
+        cached >= first_prompt,
+        "after the undo, the next turn reuses the conversation before it: {cached} of {prompt} \
+         cached, turn 1's prompt had {first_prompt}: {alpha:?}"
+    );
+    assert!(
+        prompt < alpha[1].0,
+        "the undone turn left the prompt: {alpha:?}"
     );
 }

@@ -1,7 +1,7 @@
 //! An undo asked for through the API (`boxctl undo SESSION [--turns N] [--dry-run]`), run by the
 //! session's worker in its turn, so it never races a turn: brokerd puts back what the last
 //! turns wrote (`docs/undo.md`), then an `undone` record leaves those turns out of the model's
-//! next context, and the session's KV file (made with them) is dropped.
+//! next context. The session's KV file stays: its prefix is the conversation before them.
 //!
 //! Only turns of the current epoch can be undone: an earlier one is in the carry, which cannot
 //! be taken apart. brokerd changes nothing when a file was changed since; a crash after brokerd
@@ -106,10 +106,10 @@ fn undo(inner: &Inner, id: &SessionId, asked: &UndoTurns) -> Result<UndoAnswer, 
                 files: answer.files.len() as u64,
             })
             .map_err(store_failure)?;
-        if let Some(kv) = parts.models.kv() {
-            // The cache holds the undone turns: the next turn evaluates its prompt anew.
-            kv.drop_session(id);
-        }
+        // The session's KV file is kept: it holds the conversation before the undone turns as
+        // its prefix, which is what the next prompt starts with, and llama-server reuses only
+        // the common prefix of a cache and a prompt (`kv`), so the undone turns' tokens cost
+        // nothing and are never answered from.
         tracing::info!(session = %id, from_turn, to_turn = last, files = answer.files.len(), "turns undone");
     }
     Ok(UndoAnswer {
