@@ -4,7 +4,9 @@
 //! write's temporary file appears (before its checkpoint) or as soon as its checkpoint is
 //! recorded pending (before or after the rename: whichever the kill lands on), starts it
 //! again and checks that the file and the records agree: the new content with its record, or
-//! the old content and no record; never a new file without one, nor a half.
+//! the old content and no record; never a new file without one, nor a half. And kill -9 while
+//! an `exec` under `rw_paths` runs, after it changed files: the next start records them, and
+//! an undo puts them back.
 
 use http::Method;
 use nix::sys::signal::{Signal, kill};
@@ -129,4 +131,96 @@ async fn a_kill_during_a_write_leaves_the_old_file_and_no_record_or_the_new_file
         let _ = again.kill();
         again.wait().unwrap();
     }
+}
+
+/// Waits until brokerd at `socket` says its sandbox is made (the probe runs after the bind).
+async fn wait_sandbox(socket: &Path) {
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
+    loop {
+        let (_, health) = crate::common::http_json(socket, Method::GET, "/v1/health", None).await;
+        let exec = health["exec"].as_str().unwrap_or_default().to_owned();
+        assert!(!exec.starts_with("unavailable"), "the sandbox: {exec}");
+        if !exec.is_empty() && exec != "probing" {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sandbox probe never ended: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_kill_during_an_exec_under_rw_paths_leaves_what_it_changed_recorded_and_undoable() {
+    if std::env::var("BOXMAKER_REQUIRE_BWRAP").as_deref() != Ok("1") {
+        eprintln!("skipped: the sandbox is not required here (scripts/test.sh requires it)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root: PathBuf = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    // The sandbox runs as nobody when the tests run as root: the directory must be its to write.
+    use std::os::unix::fs::PermissionsExt;
+    for (path, mode) in [(dir.path(), 0o755), (root.as_path(), 0o777)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let notes = root.join("notes.txt");
+    std::fs::write(&notes, "before\n").unwrap();
+    std::fs::set_permissions(&notes, std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::fs::write(
+        dir.path().join("brokerd.toml"),
+        format!("[[grants]]\ntool = \"exec\"\nshell = true\nrw_paths = [{root:?}]\n"),
+    )
+    .unwrap();
+    let socket = dir.path().join("brokerd.sock");
+    let mut child = start(dir.path());
+    wait_sandbox(&socket).await;
+    let line = "echo during > notes.txt && echo new > made.txt && exec sleep 60";
+    let arguments = serde_json::json!({ "argv": ["sh", "-c", line], "cwd": root });
+    let call = crate::common::request("s", 1, "exec", &arguments.to_string());
+    let body = serde_json::to_vec(&call).unwrap();
+    let asked = socket.clone();
+    let sent = tokio::spawn(async move {
+        crate::common::http(&asked, Method::POST, "/v1/call", Some(body)).await
+    });
+    // Killed while the program runs, once it changed both files.
+    let made = root.join("made.txt");
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
+    while !(made.exists() && std::fs::read_to_string(&notes).unwrap() == "during\n") {
+        if sent.is_finished() {
+            let (status, body) = sent.await.unwrap();
+            panic!("the run ended before the kill: {status} {}", String::from_utf8_lossy(&body));
+        }
+        assert!(Instant::now() < deadline, "the run never changed the files");
+        tokio::task::yield_now().await;
+    }
+    kill(
+        Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    sent.abort();
+
+    // The next start records what the run changed, and an undo puts it back.
+    let mut again = start(dir.path());
+    let (status, diff) =
+        crate::common::http_json(&socket, Method::GET, "/v1/diff?session=s", None).await;
+    assert_eq!(status, http::StatusCode::OK, "{diff}");
+    assert_eq!(diff["files"].as_array().unwrap().len(), 2, "{diff}");
+    let undo = serde_json::json!({ "session": "s", "from_turn": 1 });
+    let (status, undone) = crate::common::http_json(
+        &socket,
+        Method::POST,
+        "/v1/undo",
+        Some(serde_json::to_vec(&undo).unwrap()),
+    )
+    .await;
+    assert_eq!(status, http::StatusCode::OK, "{undone}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "before\n");
+    assert!(!made.exists());
+    let _ = again.kill();
+    again.wait().unwrap();
 }
