@@ -191,7 +191,10 @@ async fn a_kill_during_an_exec_under_rw_paths_leaves_what_it_changed_recorded_an
     while !(made.exists() && std::fs::read_to_string(&notes).unwrap() == "during\n") {
         if sent.is_finished() {
             let (status, body) = sent.await.unwrap();
-            panic!("the run ended before the kill: {status} {}", String::from_utf8_lossy(&body));
+            panic!(
+                "the run ended before the kill: {status} {}",
+                String::from_utf8_lossy(&body)
+            );
         }
         assert!(Instant::now() < deadline, "the run never changed the files");
         tokio::task::yield_now().await;
