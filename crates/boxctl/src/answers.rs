@@ -129,7 +129,25 @@ pub fn kv_line(kv: &proto::api::KvStatus) -> String {
         ));
     }
     line.push('\n');
+    for choice in &kv.choices {
+        line.push_str(&kv_choice_line(choice));
+    }
     line
+}
+
+/// Files or prefill on one endpoint, with the costs the choice was made from.
+fn kv_choice_line(choice: &proto::api::KvChoice) -> String {
+    let ms = |us: Option<u64>| match us {
+        Some(us) => format!("{:.1} ms", us as f64 / 1000.0),
+        None => "not measured".to_string(),
+    };
+    format!(
+        "        {}: {} (per 1k tokens at a switch: save and restore {}, prefill {})\n",
+        one_line(&choice.endpoint, None),
+        one_line(&choice.choice, None),
+        ms(choice.file_us_per_1k_tokens),
+        ms(choice.prefill_us_per_1k_tokens)
+    )
 }
 
 /// Several model servers (issue 20): a line for the set, then one per endpoint with its

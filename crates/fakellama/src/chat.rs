@@ -125,6 +125,7 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
         }
     }
     let mut usage = Usage::for_prompt(tokens.len(), common_prefix, request.cache_prompt);
+    usage.prompt_us_per_token = state.profile.prompt_us_per_token;
     record.cache_n = usage.cache_n;
     record.prompt_n = usage.prompt_n();
 

@@ -43,7 +43,7 @@ mod usage;
 pub use error::{Error, ScriptError};
 pub use http::{BOS_TOKEN, MAX_BODY_BYTES, MODEL_FTYPE};
 pub use model::{MODEL_ALIAS, MODEL_PATH};
-pub use options::{DEFAULT_N_CTX, DEFAULT_SLOTS, Listen, Options};
+pub use options::{DEFAULT_N_CTX, DEFAULT_SLOTS, Listen, Options, Profile};
 pub use record::{MAX_RECORDED_REQUESTS, RecordedRequest};
 pub use reply::END_OF_TURN;
 pub use script::{FIXED_REPLY, Rule, Script, ScriptHttpError, ScriptStreamError, ScriptToolCall};

@@ -47,6 +47,10 @@ struct Args {
     /// it slot actions answer 501.
     #[arg(long)]
     slot_save_path: Option<PathBuf>,
+    /// Report and keep to a GPU's speeds: prefill faster than a slot file's save and restore
+    /// (`Profile::gpu`).
+    #[arg(long)]
+    gpu: bool,
 }
 
 #[tokio::main]
@@ -75,6 +79,11 @@ async fn main() -> anyhow::Result<()> {
         tool_template: !args.no_tool_template,
         model_path: args.model,
         slot_save_path: args.slot_save_path,
+        profile: if args.gpu {
+            fakellama::Profile::gpu()
+        } else {
+            fakellama::Profile::default()
+        },
         script,
     })
     .await?;

@@ -91,6 +91,43 @@ pub struct Options {
     pub slot_save_path: Option<PathBuf>,
     /// How to answer chat requests.
     pub script: Script,
+    /// How fast the "model" is said to be, and how slow its slot files.
+    pub profile: Profile,
+}
+
+/// The speeds fakellama reports and keeps to: its prompt evaluation, as `timings` say it, and
+/// the time each slot save and restore takes, per token moved. The default is a small model on
+/// two CPU cores with files on a fast disk; [`Profile::gpu`] is a GPU's: prefill faster than
+/// moving the same tokens through a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// Prompt evaluation, microseconds per evaluated token (reported in `timings.prompt_ms`).
+    pub prompt_us_per_token: u64,
+    /// The time a slot save or restore takes, microseconds per token in the file (slept
+    /// before it answers).
+    pub slot_file_us_per_token: u64,
+}
+
+impl Default for Profile {
+    /// 4,000 prompt tokens a second; slot files as fast as the disk.
+    fn default() -> Self {
+        Self {
+            prompt_us_per_token: crate::usage::PROMPT_US_PER_TOKEN,
+            slot_file_us_per_token: 0,
+        }
+    }
+}
+
+impl Profile {
+    /// A GPU's, from the project's H200 figures (`docs/PERFORMANCE.md`): 342 tokens prefilled
+    /// in 2.4 ms (7 µs a token), an 11 MB slot file of ~360 tokens saved in 8-9 ms and restored
+    /// in 3.6-3.8 ms (about 24 µs and 10 µs a token; one figure for both here: 17).
+    pub fn gpu() -> Self {
+        Self {
+            prompt_us_per_token: 7,
+            slot_file_us_per_token: 17,
+        }
+    }
 }
 
 impl Default for Options {
@@ -109,6 +146,7 @@ impl Default for Options {
             model_path: MODEL_PATH.to_owned(),
             slot_save_path: None,
             script: Script::default(),
+            profile: Profile::default(),
         }
     }
 }

@@ -104,6 +104,17 @@ fn json_kind(value: &Value) -> &'static str {
     }
 }
 
+/// Takes as long as moving `tokens` through a slot file takes in the profile.
+async fn moving(state: &State, tokens: usize) {
+    let us = state
+        .profile
+        .slot_file_us_per_token
+        .saturating_mul(tokens as u64);
+    if us > 0 {
+        tokio::time::sleep(std::time::Duration::from_micros(us)).await;
+    }
+}
+
 fn elapsed_ms(started: Instant) -> f64 {
     started.elapsed().as_secs_f64() * 1000.0
 }
@@ -113,6 +124,7 @@ async fn save(state: &State, dir: &Path, id_slot: i32, body: &[u8]) -> Result<Va
     let path = dir.join(&name);
     let lease = state.slots.hold(slot_key(id_slot)).await;
     let started = Instant::now();
+    moving(state, lease.cache().len()).await;
     let bytes = encode(&state.model_path, state.n_ctx, lease.cache());
     // In place, as llama-server writes (truncate and write; no temporary file, no rename).
     if let Err(e) = tokio::fs::write(&path, &bytes).await {
@@ -169,6 +181,7 @@ async fn restore(state: &State, dir: &Path, id_slot: i32, body: &[u8]) -> Result
     match read_slot_file(state, &path).await {
         Ok((tokens, n_read)) => {
             let n_restored = tokens.len();
+            moving(state, n_restored).await;
             lease.set_cache(tokens);
             tracing::info!(slot = lease.id(), path = %path.display(), n_restored, "slot restored");
             Ok(json!({

@@ -34,6 +34,8 @@ pub struct State {
     pub model_path: String,
     /// The slot files' directory ([`Options::slot_save_path`]).
     pub slot_save_path: Option<PathBuf>,
+    /// The speeds it reports and keeps to ([`Options::profile`]).
+    pub profile: crate::options::Profile,
     /// The slots.
     pub slots: Arc<Slots>,
     /// The recorded chat requests.
@@ -56,6 +58,7 @@ impl State {
             tool_template: options.tool_template,
             model_path: options.model_path,
             slot_save_path: options.slot_save_path,
+            profile: options.profile,
             slots: Slots::new(usize::try_from(options.slots).unwrap_or(1)),
             records: Recorder::default(),
             connections: AtomicU64::new(0),

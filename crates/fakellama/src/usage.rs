@@ -2,8 +2,9 @@
 
 use serde_json::{Value, json};
 
-/// Simulated prompt processing time per evaluated token, in milliseconds (4000 tokens/s).
-pub const PROMPT_MS_PER_TOKEN: f64 = 0.25;
+/// Simulated prompt processing time per evaluated token by default, in microseconds (4000
+/// tokens/s); `Profile::prompt_us_per_token` sets another.
+pub const PROMPT_US_PER_TOKEN: u64 = 250;
 /// Simulated generation time per token, in milliseconds (50 tokens/s).
 pub const PREDICTED_MS_PER_TOKEN: f64 = 20.0;
 
@@ -16,6 +17,8 @@ pub struct Usage {
     pub cache_n: usize,
     /// Tokens generated.
     pub completion_tokens: usize,
+    /// Prompt evaluation time per evaluated token, in microseconds.
+    pub prompt_us_per_token: u64,
 }
 
 impl Usage {
@@ -31,6 +34,7 @@ impl Usage {
             prompt_tokens,
             cache_n,
             completion_tokens: 0,
+            prompt_us_per_token: PROMPT_US_PER_TOKEN,
         }
     }
 
@@ -52,13 +56,14 @@ impl Usage {
     /// llama-server's `timings` object.
     pub fn timings_json(&self) -> Value {
         let prompt_n = self.prompt_n();
-        let prompt_ms = prompt_n as f64 * PROMPT_MS_PER_TOKEN;
+        let per_token_ms = self.prompt_us_per_token as f64 / 1000.0;
+        let prompt_ms = prompt_n as f64 * per_token_ms;
         let predicted_ms = self.completion_tokens as f64 * PREDICTED_MS_PER_TOKEN;
         json!({
             "cache_n": self.cache_n,
             "prompt_n": prompt_n,
             "prompt_ms": prompt_ms,
-            "prompt_per_token_ms": PROMPT_MS_PER_TOKEN,
+            "prompt_per_token_ms": per_token_ms,
             "prompt_per_second": per_second(prompt_n, prompt_ms),
             "predicted_n": self.completion_tokens,
             "predicted_ms": predicted_ms,

@@ -179,6 +179,7 @@ fn a_fork_starts_as_the_conversation_up_to_its_turn_and_goes_its_own_way() {
 
     let made = ok(&["fork", "s", "--at", "1", "--as", "f"]);
     assert!(made.starts_with("forked s at turn 1 into f ("), "{made}");
+    assert!(made.contains("files are not forked"), "{made}");
     let fork = stack.log_text("f");
     assert!(fork.contains("alpha fact"), "{fork}");
     assert!(!fork.contains("beta fact"), "{fork}");

@@ -68,6 +68,7 @@ pub async fn fork(
             "forked {} at turn {} into {} ({} records copied{kv})",
             made.from, made.at, made.session, made.records
         ))?;
+        out_line("files are not forked: both sessions see and change the same files")?;
     }
     Ok(EXIT_OK)
 }

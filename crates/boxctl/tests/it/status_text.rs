@@ -227,6 +227,7 @@ fn the_kv_files_get_a_line_before_the_usage_with_their_hit_rate() {
         misses: 1,
         restore_failures: 0,
         off: vec!["gpu\u{1b}[2J".into()],
+        choices: Vec::new(),
     });
     let text = status_text(&st);
     let lines: Vec<&str> = text.lines().collect();
@@ -243,6 +244,40 @@ fn the_kv_files_get_a_line_before_the_usage_with_their_hit_rate() {
     assert!(!kv.contains('\u{1b}'), "{kv}");
     assert!(
         lines[lines.len() - 1].starts_with("usage   today"),
+        "{text}"
+    );
+}
+
+#[test]
+fn each_endpoint_says_whether_files_or_prefill_and_what_it_measured() {
+    let mut st = status(brokerd(None));
+    st.kv = Some(proto::api::KvStatus {
+        max_bytes: 1024,
+        choices: vec![
+            proto::api::KvChoice {
+                endpoint: "gpu".into(),
+                choice: "prefill".into(),
+                prefill_us_per_1k_tokens: Some(2_400),
+                file_us_per_1k_tokens: Some(15_300),
+            },
+            proto::api::KvChoice {
+                endpoint: "cpu".into(),
+                choice: "measuring".into(),
+                prefill_us_per_1k_tokens: None,
+                file_us_per_1k_tokens: None,
+            },
+        ],
+        ..proto::api::KvStatus::default()
+    });
+    let text = status_text(&st);
+    assert!(
+        text.contains(
+            "        gpu: prefill (per 1k tokens at a switch: save and restore 15.3 ms, prefill 2.4 ms)\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("        cpu: measuring (per 1k tokens at a switch: save and restore not measured, prefill not measured)"),
         "{text}"
     );
 }

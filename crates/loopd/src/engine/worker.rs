@@ -178,9 +178,21 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
         crate::subagent::registry_for(&parts.tools.registry(id, &parts.blocking), id, &parts.cfg);
     let meter = parts.meter.task(id.clone(), &registry);
     let mut tally = meter.tally();
+    let kv_endpoint = Arc::clone(&lease.target.endpoint);
     let mut on_event = |event: &TurnEvent| {
         // First: a budget reads the day's spending right after the event.
         tally.event(event);
+        // The server's prefill speed: whether KV files pay for themselves there (`kv`).
+        if let (
+            Some(kv),
+            TurnEvent::ModelDone {
+                timings: Some(timings),
+                ..
+            },
+        ) = (parts.models.kv(), event)
+        {
+            kv.prefilled(&kv_endpoint, timings);
+        }
         if let Some(named) = &pending.named {
             named.event(event);
         }

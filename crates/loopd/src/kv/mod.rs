@@ -17,21 +17,24 @@
 //! model (llama-server restores one whose shapes match without complaint): the note's model
 //! and slot size are checked first.
 
+mod costs;
 mod files;
 mod holders;
 
+pub use costs::{Choice, Costs};
 pub use files::{KV_SUFFIX, Note, name_of};
 pub use holders::{Occupant, Place};
 
 use crate::config::Kv;
 use crate::llama::{Client, InferError, ServerInfo};
-use bxcore::SessionId;
+use bxcore::{ModelTimings, SessionId};
 use files::Pair;
 use proto::api::KvStatus;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 /// What happened before a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +50,9 @@ pub enum Warmth {
     /// Not used for this endpoint (not in `[kv] endpoints`, or its server has no
     /// `--slot-save-path`).
     Off,
+    /// Not used for this endpoint because prefilling costs less than a save and a restore
+    /// there (`costs`): nothing was saved or restored, and the turn prefills.
+    Prefill,
 }
 
 #[derive(Debug, Default)]
@@ -71,7 +77,14 @@ pub struct SlotFiles {
     holders: Mutex<HashMap<Place, (Occupant, Client)>>,
     /// Endpoints whose server answered that it has no `--slot-save-path` (501).
     off: Mutex<HashSet<String>>,
+    /// What files and prefill cost, per endpoint.
+    costs: Mutex<HashMap<String, Costs>>,
     counts: Counts,
+}
+
+/// Microseconds since `started`.
+fn elapsed_us(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
 
 fn now_ms() -> u64 {
@@ -109,6 +122,7 @@ impl SlotFiles {
             server: server.clone(),
             holders: Mutex::default(),
             off: Mutex::default(),
+            costs: Mutex::default(),
             counts: Counts::default(),
         };
         files::clean(&files.dir);
@@ -134,6 +148,28 @@ impl SlotFiles {
                 .contains(endpoint)
     }
 
+    fn costs(&self) -> MutexGuard<'_, HashMap<String, Costs>> {
+        self.costs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Files or prefill at a switch on `endpoint`, from what was measured there.
+    pub fn choice(&self, endpoint: &str) -> Choice {
+        self.costs()
+            .get(endpoint)
+            .map_or(Choice::Measuring, Costs::choice)
+    }
+
+    /// A model call on `endpoint` reported `timings`: its prefill speed counts toward the
+    /// choice between files and prefill there.
+    pub fn prefilled(&self, endpoint: &str, timings: &ModelTimings) {
+        if self.serves(endpoint) {
+            self.costs()
+                .entry(endpoint.to_owned())
+                .or_default()
+                .prefilled(timings.prompt_n, timings.prompt_ms);
+        }
+    }
+
     fn pair(&self, session: &SessionId) -> Pair {
         Pair::new(&self.dir, &name_of(session))
     }
@@ -153,10 +189,15 @@ impl SlotFiles {
             holders.retain(|p, (held, _)| p == place || held.session != now.session);
             before
         };
-        match before {
-            Some((held, _)) if held.session == now.session => return Warmth::Kept,
-            Some((held, held_client)) => self.save(place, &held_client, &held).await,
-            None => {}
+        if matches!(&before, Some((held, _)) if held.session == now.session) {
+            return Warmth::Kept;
+        }
+        if self.choice(&place.endpoint) == Choice::Prefill {
+            // The file would cost more than the prefill it spares.
+            return Warmth::Prefill;
+        }
+        if let Some((held, held_client)) = before {
+            self.save(place, &held_client, &held).await;
         }
         if !self.serves(&place.endpoint) {
             return Warmth::Off;
@@ -229,8 +270,14 @@ impl SlotFiles {
         let baseline = held.baseline.clone().unwrap_or_default();
         let pair = self.pair(&held.session);
         let temp = format!("{}{}", name_of(&held.session), files::KV_TEMP_SUFFIX);
+        let started = Instant::now();
         let saved = match client.save_slot(place.slot, &temp).await {
-            Ok(saved) => saved,
+            Ok(saved) => {
+                self.measured(&place.endpoint, |c| {
+                    c.saved(saved.n_saved, elapsed_us(started));
+                });
+                saved
+            }
             Err(e) => {
                 self.failed_save(place, &held.session, &pair, &e);
                 return;
@@ -304,8 +351,12 @@ impl SlotFiles {
             return Warmth::Cold;
         }
         let file = format!("{}{KV_SUFFIX}", name_of(&now.session));
+        let started = Instant::now();
         match client.restore_slot(place.slot, &file).await {
             Ok(restored) => {
+                self.measured(&place.endpoint, |c| {
+                    c.restored(restored.n_restored, elapsed_us(started));
+                });
                 note.used_ms = now_ms();
                 let _ = pair.write_note(&note);
                 self.counts.restores.fetch_add(1, Ordering::Relaxed);
@@ -348,6 +399,11 @@ impl SlotFiles {
         None
     }
 
+    /// Adds a measurement to `endpoint`'s costs.
+    fn measured(&self, endpoint: &str, add: impl FnOnce(&mut Costs)) {
+        add(self.costs().entry(endpoint.to_owned()).or_default());
+    }
+
     /// Removes the least recently used files past the limits.
     fn prune(&self) {
         let all = files::list(&self.dir);
@@ -361,6 +417,15 @@ impl SlotFiles {
     pub fn status(&self) -> KvStatus {
         let all = files::list(&self.dir);
         let c = &self.counts;
+        let off = self.off.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let costs = self.costs();
+        let choices = self
+            .endpoints
+            .iter()
+            .filter(|e| !off.contains(*e))
+            .map(|e| costs.get(e).copied().unwrap_or_default().status(e))
+            .collect();
+        drop(costs);
         KvStatus {
             dir: self.dir.display().to_string(),
             files: all.len() as u64,
@@ -371,13 +436,8 @@ impl SlotFiles {
             restores: c.restores.load(Ordering::Relaxed),
             misses: c.misses.load(Ordering::Relaxed),
             restore_failures: c.restore_failures.load(Ordering::Relaxed),
-            off: self
-                .off
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .cloned()
-                .collect(),
+            off: off.iter().cloned().collect(),
+            choices,
         }
     }
 }

@@ -397,3 +397,52 @@ fn a_fork_gets_its_sources_file_and_its_first_turn_evaluates_only_what_is_new() 
     assert!(!made.kv_copied, "a holds the slot: it has no file yet");
     stop(&bed, &engine, false);
 }
+
+#[test]
+fn where_prefill_is_cheaper_than_a_file_no_file_is_saved_or_restored() {
+    let mut bed = Bed::new(&script());
+    let dir = bed.cfg.state_dir.join("kv");
+    std::fs::create_dir_all(&dir).unwrap();
+    bed.fake = Fake::start(fakellama::Options {
+        script: fakellama::Script::parse(&script()).unwrap(),
+        slot_save_path: Some(dir.clone()),
+        profile: fakellama::Profile::gpu(),
+        ..Default::default()
+    });
+    let engine = engine(&bed, true);
+    // Three first turns measure the prefill; the switches between them, the files.
+    for id in ["a", "b", "c"] {
+        run(&bed, &engine, id, &format!("first task of {id}"));
+    }
+    alternate(&bed, &engine, 2);
+    let status = engine.models().kv().unwrap().status();
+    assert_eq!(status.choices.len(), 1, "{status:?}");
+    let choice = &status.choices[0];
+    assert_eq!(choice.choice, "prefill", "{status:?}");
+    assert!(
+        choice.file_us_per_1k_tokens > choice.prefill_us_per_1k_tokens,
+        "{choice:?}"
+    );
+    // From now on a switch moves no file.
+    let (saves, restores) = (status.saves, status.restores);
+    alternate(&bed, &engine, 2);
+    let status = engine.models().kv().unwrap().status();
+    assert_eq!(
+        (status.saves, status.restores),
+        (saves, restores),
+        "{status:?}"
+    );
+    stop(&bed, &engine, false);
+
+    // The same switches on the default (CPU-like) profile keep using files.
+    let (bed, _) = self::bed(true);
+    let engine = self::engine(&bed, true);
+    for id in ["a", "b", "c"] {
+        run(&bed, &engine, id, &format!("first task of {id}"));
+    }
+    alternate(&bed, &engine, 3);
+    let status = engine.models().kv().unwrap().status();
+    assert_eq!(status.choices[0].choice, "files", "{status:?}");
+    assert!(every_later_turn_warm(&bed, "a"), "{:?}", calls(&bed, "a"));
+    stop(&bed, &engine, false);
+}

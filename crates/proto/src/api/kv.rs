@@ -28,6 +28,26 @@ pub struct KvStatus {
     /// Endpoints whose server keeps no slot files (no `--slot-save-path`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub off: Vec<String>,
+    /// Files or prefill, per endpoint that keeps files: what loopd measured and chose.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<KvChoice>,
+}
+
+/// Whether KV files pay for themselves on one endpoint (`docs/kv.md`, "Files or prefill").
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvChoice {
+    /// The endpoint.
+    pub endpoint: String,
+    /// `files`, `prefill` (files cost more than prefilling the same tokens: none are used), or
+    /// `measuring` (files until both costs are measured).
+    pub choice: String,
+    /// The server's prefill, microseconds per 1,000 tokens, once measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_us_per_1k_tokens: Option<u64>,
+    /// A save and a restore, microseconds per 1,000 tokens, once measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_us_per_1k_tokens: Option<u64>,
 }
 
 impl KvStatus {

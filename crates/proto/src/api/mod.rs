@@ -40,7 +40,7 @@ pub use approvals::{
     ApprovalAnswer, ApprovalAnswered, ApprovalList, MAX_DENY_REASON_BYTES, OwnerAnswer,
     PendingApproval,
 };
-pub use kv::KvStatus;
+pub use kv::{KvChoice, KvStatus};
 pub use overheard::{
     MAX_OVERHEARD_FROM_BYTES, MAX_OVERHEARD_PER_TASK, MAX_OVERHEARD_TEXT_BYTES, OverheardText,
     problem as overheard_problem, speaker_problem,
