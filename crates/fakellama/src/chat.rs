@@ -126,6 +126,7 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
     }
     let mut usage = Usage::for_prompt(tokens.len(), common_prefix, request.cache_prompt);
     usage.prompt_us_per_token = state.profile.prompt_us_per_token;
+    usage.predicted_us_per_token = state.profile.predicted_us_per_token;
     record.cache_n = usage.cache_n;
     record.prompt_n = usage.prompt_n();
 
@@ -150,8 +151,18 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
     let mid_stream_error = rule.and_then(|r| r.error_mid_stream.as_ref());
     sleep_ms(rule_delay).await;
 
+    // A real-time profile takes the times it reports (`Profile::real_time`).
+    let (prefill, per_token) = if state.profile.real_time {
+        let us = |per: u64, n: usize| Duration::from_micros(per.saturating_mul(n as u64));
+        (
+            us(usage.prompt_us_per_token, usage.prompt_n()),
+            us(usage.predicted_us_per_token, 1),
+        )
+    } else {
+        (Duration::ZERO, Duration::ZERO)
+    };
     if !request.stream {
-        sleep_ms(state.delay).await;
+        sleep_ms(state.delay + prefill + per_token * usage.completion_tokens as u32).await;
         drop(lease);
         if let Some(error) = mid_stream_error {
             return ApiError::new(
@@ -172,9 +183,10 @@ async fn answer(state: &Arc<State>, body: &Value, record: &mut RecordedRequest) 
     };
     let events = stream_events(&meta, &answer, &usage, &options);
     let (sender, body) = crate::stream_body::stream_body(STREAM_BUFFER_EVENTS);
-    let delay = state.delay;
+    let delay = state.delay + per_token;
     tokio::spawn(async move {
         let _lease = lease;
+        sleep_ms(prefill).await;
         for mut event in events {
             if matches!(event, crate::sse::Event::Data(_)) {
                 sleep_ms(delay).await;

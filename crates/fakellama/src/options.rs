@@ -106,6 +106,12 @@ pub struct Profile {
     /// The time a slot save or restore takes, microseconds per token in the file (slept
     /// before it answers).
     pub slot_file_us_per_token: u64,
+    /// Generation, microseconds per generated token (reported in `timings.predicted_ms`).
+    pub predicted_us_per_token: u64,
+    /// Whether a chat request also takes the times it reports: the prefill before its first
+    /// chunk, and each token's generation before its chunk (each slot on its own, as a GPU's
+    /// slots run together). Off: it answers as fast as it can.
+    pub real_time: bool,
 }
 
 impl Default for Profile {
@@ -114,6 +120,8 @@ impl Default for Profile {
         Self {
             prompt_us_per_token: crate::usage::PROMPT_US_PER_TOKEN,
             slot_file_us_per_token: 0,
+            predicted_us_per_token: crate::usage::PREDICTED_US_PER_TOKEN,
+            real_time: false,
         }
     }
 }
@@ -121,11 +129,14 @@ impl Default for Profile {
 impl Profile {
     /// A GPU's, from the project's H200 figures (`docs/PERFORMANCE.md`): 342 tokens prefilled
     /// in 2.4 ms (7 µs a token), an 11 MB slot file of ~360 tokens saved in 8-9 ms and restored
-    /// in 3.6-3.8 ms (about 24 µs and 10 µs a token; one figure for both here: 17).
+    /// in 3.6-3.8 ms (about 24 µs and 10 µs a token; one figure for both here: 17), 32 tokens
+    /// generated in 43 ms (1.3 ms a token); kept in real time.
     pub fn gpu() -> Self {
         Self {
             prompt_us_per_token: 7,
             slot_file_us_per_token: 17,
+            predicted_us_per_token: 1_300,
+            real_time: true,
         }
     }
 }

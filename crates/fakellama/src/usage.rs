@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 /// Simulated prompt processing time per evaluated token by default, in microseconds (4000
 /// tokens/s); `Profile::prompt_us_per_token` sets another.
 pub const PROMPT_US_PER_TOKEN: u64 = 250;
-/// Simulated generation time per token, in milliseconds (50 tokens/s).
-pub const PREDICTED_MS_PER_TOKEN: f64 = 20.0;
+/// Simulated generation time per token by default, in microseconds (50 tokens/s).
+pub const PREDICTED_US_PER_TOKEN: u64 = 20_000;
 
 /// The token counts of one answered request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +19,8 @@ pub struct Usage {
     pub completion_tokens: usize,
     /// Prompt evaluation time per evaluated token, in microseconds.
     pub prompt_us_per_token: u64,
+    /// Generation time per token, in microseconds.
+    pub predicted_us_per_token: u64,
 }
 
 impl Usage {
@@ -35,6 +37,7 @@ impl Usage {
             cache_n,
             completion_tokens: 0,
             prompt_us_per_token: PROMPT_US_PER_TOKEN,
+            predicted_us_per_token: PREDICTED_US_PER_TOKEN,
         }
     }
 
@@ -58,7 +61,8 @@ impl Usage {
         let prompt_n = self.prompt_n();
         let per_token_ms = self.prompt_us_per_token as f64 / 1000.0;
         let prompt_ms = prompt_n as f64 * per_token_ms;
-        let predicted_ms = self.completion_tokens as f64 * PREDICTED_MS_PER_TOKEN;
+        let predicted_per_token_ms = self.predicted_us_per_token as f64 / 1000.0;
+        let predicted_ms = self.completion_tokens as f64 * predicted_per_token_ms;
         json!({
             "cache_n": self.cache_n,
             "prompt_n": prompt_n,
@@ -67,7 +71,7 @@ impl Usage {
             "prompt_per_second": per_second(prompt_n, prompt_ms),
             "predicted_n": self.completion_tokens,
             "predicted_ms": predicted_ms,
-            "predicted_per_token_ms": PREDICTED_MS_PER_TOKEN,
+            "predicted_per_token_ms": predicted_per_token_ms,
             "predicted_per_second": per_second(self.completion_tokens, predicted_ms),
         })
     }
