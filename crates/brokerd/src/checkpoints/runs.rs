@@ -10,6 +10,10 @@
 //! (but a file already recorded for that call) and removes it. So every change the program
 //! made has its record, whenever brokerd died.
 //!
+//! **Cost.** Taking a tree before a run writes each file's blob (synced) unless it is there:
+//! the blobs of each tree as the last run left it are kept (in memory only: after a restart
+//! the first run writes them again), so a run whose tree did not change since writes none.
+//!
 //! **One at a time.** While a run is watched, no other run nor `write_file` changes files
 //! ([`Checkpoints::tree_lock`]), so what differs after it is what it did.
 
@@ -185,6 +189,7 @@ fn record_changes(
         total_bytes: u64::MAX,
     };
     let mut made = Vec::new();
+    let mut trees = Vec::new();
     for (path, fd) in tops {
         let Some((_, before)) = manifest.trees.iter().find(|(p, _)| p == path) else {
             continue;
@@ -196,6 +201,10 @@ fn record_changes(
             Ok(())
         };
         let after = tree::scan(fd.as_fd(), path, limits, &mut keep)?;
+        trees.push((
+            path.clone(),
+            after.values().map(|e| e.sha256.clone()).collect(),
+        ));
         for (rel, before, after) in differences(before, &after) {
             if recorded.contains(&(path.clone(), rel.clone())) {
                 continue;
@@ -204,7 +213,7 @@ fn record_changes(
         }
     }
     let count = made.len();
-    store.add_done(made)?;
+    store.add_done(made, trees)?;
     Ok(count)
 }
 

@@ -53,6 +53,9 @@ pub struct NewWrite<'a> {
 struct Inner {
     records: BTreeMap<u64, Record>,
     dropped: u64,
+    /// Per `rw_paths` tree, the digests of its files when an exec's run last ended: their
+    /// blobs are kept, so the next run's tree is taken without writing them again.
+    trees: BTreeMap<PathBuf, HashSet<String>>,
 }
 
 /// The checkpoint store.
@@ -102,6 +105,7 @@ impl Checkpoints {
             inner: Mutex::new(Inner {
                 records,
                 dropped: 0,
+                trees: BTreeMap::new(),
             }),
             tree_lock: Arc::default(),
         };
@@ -141,10 +145,15 @@ impl Checkpoints {
     }
 
     /// Adds `made`, changes already made (an exec's), as done records in one append, each
-    /// given the next `seq`; the bounds are applied, and the blobs no record holds (what an
-    /// exec's trees held, unchanged) removed.
-    pub(super) fn add_done(&self, made: Vec<Record>) -> Result<(), CheckpointError> {
+    /// given the next `seq`, and keeps the blobs of `trees` (each tree as the run left it);
+    /// the bounds are applied, and the blobs neither a record nor a tree holds removed.
+    pub(super) fn add_done(
+        &self,
+        made: Vec<Record>,
+        trees: Vec<(PathBuf, HashSet<String>)>,
+    ) -> Result<(), CheckpointError> {
         let mut inner = self.lock();
+        inner.trees.extend(trees);
         if made.is_empty() {
             self.remove_unused_blobs(&inner);
             return Ok(());
@@ -431,7 +440,8 @@ impl Checkpoints {
 
     /// Removes the blobs no record holds (a failure is logged: it costs space only).
     fn remove_unused_blobs(&self, inner: &Inner) {
-        let used: HashSet<&str> = inner.records.values().flat_map(Record::blobs).collect();
+        let mut used: HashSet<&str> = inner.records.values().flat_map(Record::blobs).collect();
+        used.extend(inner.trees.values().flatten().map(String::as_str));
         let Ok(entries) = std::fs::read_dir(self.dir.join(BLOBS)) else {
             return;
         };

@@ -124,17 +124,27 @@ fn what_a_run_changed_is_recorded_and_undone_byte_for_byte() {
 }
 
 #[test]
-fn a_run_that_changed_nothing_leaves_no_record_and_no_blob_of_its_trees() {
+fn a_run_that_changed_nothing_leaves_no_record_and_its_trees_blobs_serve_the_next_run() {
     let bed = Bed::new();
     let store = bed.open(CheckpointSettings::default());
     assert_eq!(bed.watch(&store).unwrap().finish().unwrap(), 0);
     assert!(store.records(&session()).is_empty());
-    let blobs = std::fs::read_dir(store.dir().join("blobs"))
-        .unwrap()
-        .count();
+    let blob_dir = store.dir().join("blobs");
+    let blobs = || std::fs::read_dir(&blob_dir).unwrap().count();
+    assert_eq!(blobs(), 3, "the tree's three files, kept for the next run");
+    let watched = bed.watch(&store).unwrap();
+    bed.run();
+    watched.finish().unwrap();
+    // notes.txt, gone.txt and mode.sh as before, and notes.txt and made.txt as after.
+    assert_eq!(blobs(), 5);
+    drop(store);
+    let store = bed.open(CheckpointSettings::default());
+    let records_hold = store.records(&session()).len();
+    assert_eq!(records_hold, 4);
     assert_eq!(
-        blobs, 0,
-        "the trees' contents are kept only while the run is watched"
+        blobs(),
+        5,
+        "after a restart only what the records hold is kept: here all of them"
     );
 }
 
