@@ -67,3 +67,36 @@ pub(super) fn new_file(path: &Path) -> std::io::Result<File> {
 pub(super) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
+
+/// Removes the temporary file a pending `record`'s write left beside its target, if any: opened
+/// beneath the record's root through its fd, following no symlink (a file of that name
+/// elsewhere is never touched). What cannot be removed is logged; it costs space only.
+pub(super) fn remove_temp(record: &Record) {
+    use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, open, openat2, unlinkat};
+    let (Some(temp), Some(parent)) = (&record.temp, record.rel.parent()) else {
+        return;
+    };
+    // Only a name of brokerd's temporary files, one component: never a path.
+    if !temp.starts_with(".brokerd-write-") || temp.contains('/') {
+        return;
+    }
+    let beneath = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let removed = open(&record.root, flags, Mode::empty())
+        .and_then(|root| openat2(&root, parent, flags, Mode::empty(), beneath))
+        .and_then(|dir| unlinkat(&dir, temp.as_str(), AtFlags::empty()));
+    match removed {
+        Ok(()) => {
+            tracing::info!(path = %record.root.join(&record.rel).display(), "removed the temporary file of a write a crash cut short")
+        }
+        Err(rustix::io::Errno::NOENT) => {}
+        Err(error) => {
+            tracing::warn!(%error, path = %record.root.join(&record.rel).display(), "cannot remove the temporary file of a write a crash cut short")
+        }
+    }
+}

@@ -5,10 +5,11 @@
 //!   the last line of a record's `seq` is what holds);
 //! - `blobs/<sha256>`: the content before and after each write, by digest (one copy of each).
 //!
-//! **Crash points.** A write is recorded `pending`, with its blobs on disk, before the new file
-//! is renamed into place, and `done` after. A kill -9 in between leaves a pending record: at the
+//! **Crash points.** A write is recorded `pending`, with its blobs on disk and the name of its
+//! temporary file, before that file is made, and `done` after the rename. A kill -9 in between leaves a pending record: at the
 //! next start it is `done` when the file holds what the write wrote, and dropped otherwise (the
-//! old file is there, and nothing of the write). So there is never a new file without its
+//! old file is there, and nothing of the write); its temporary file, when one is left, is
+//! removed. So there is never a new file without its
 //! record, nor a record of a write that did not happen.
 //!
 //! **Bounds.** `[checkpoints] max_bytes` over the blobs and `keep_turns` per session: past them,
@@ -107,6 +108,9 @@ pub struct Record {
     /// Whether the change removed the file (an exec's run did).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub removed: bool,
+    /// While pending: the temporary file beside the target that the write fills first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temp: Option<String>,
     /// The class of the grant's results: what the content is labelled.
     pub class: DataClass,
 }

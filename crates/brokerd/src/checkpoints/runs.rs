@@ -258,6 +258,7 @@ fn record(
         after_sha256: after.map(|a| a.sha256.clone()).unwrap_or_default(),
         after_bytes: after.map_or(0, |a| a.bytes),
         removed: after.is_none(),
+        temp: None,
         class: manifest.class,
     }
 }

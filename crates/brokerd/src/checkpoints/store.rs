@@ -44,6 +44,9 @@ pub struct NewWrite<'a> {
     pub before: Option<(&'a [u8], u32)>,
     /// What the write writes.
     pub after: &'a [u8],
+    /// The temporary file beside the target that the write fills first: removed by the
+    /// settling of a pending record after a crash.
+    pub temp: Option<&'a str>,
     /// The class of the grant's results.
     pub class: DataClass,
 }
@@ -96,6 +99,8 @@ impl Checkpoints {
         for record in records.values_mut() {
             if record.state == State::Pending {
                 record.state = settle(record);
+                super::files::remove_temp(record);
+                record.temp = None;
             }
         }
         records.retain(|_, r| r.state == State::Done);
@@ -232,6 +237,7 @@ impl Checkpoints {
             after_sha256,
             after_bytes: write.after.len() as u64,
             removed: false,
+            temp: write.temp.map(str::to_owned),
             class: write.class,
         };
         self.append(&record)?;
@@ -264,6 +270,9 @@ impl Checkpoints {
         };
         let mut changed = record.clone();
         changed.state = state;
+        if state != State::Pending {
+            changed.temp = None;
+        }
         self.append(&changed)?;
         if matches!(state, State::Done | State::Pending) {
             inner.records.insert(seq, changed);

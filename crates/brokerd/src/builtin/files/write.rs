@@ -124,44 +124,36 @@ pub(crate) fn write_file(
         None
     };
     let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut temp = TempName {
-        dir: dir.as_fd(),
-        name: format!(".brokerd-write-{}-{n}.tmp", std::process::id()),
-        keep: false,
-    };
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mode = Mode::from_raw_mode(old_mode.unwrap_or(NEW_FILE_MODE));
-    let file: OwnedFd = openat(&dir, temp.name.as_str(), flags, mode).map_err(failed)?;
-    let mut file = File::from(file);
-    file.write_all(content.as_bytes())
-        .map_err(|e| io_failed("write", arg, &e))?;
-    if let Some(bits) = old_mode {
-        fchmod(&file, Mode::from_raw_mode(bits)).map_err(failed)?;
-    }
-    file.sync_all().map_err(|e| io_failed("write", arg, &e))?;
-    drop(file);
-    // Recorded before the rename, settled after: see `checkpoints` for the crash points.
+    let temp_name = format!(".brokerd-write-{}-{n}.tmp", std::process::id());
+    // Recorded before the temporary file is made, with its name (a start after a crash removes
+    // it), and settled after the rename: see `checkpoints` for the crash points.
     let pending = match target.record {
         Some((recorder, class)) => {
             let before = match old_mode {
                 Some(mode) => Some((read_old(&dir, name, arg, recorder)?, mode)),
                 None => None,
             };
-            Some(record_write(
-                recorder, class, &resolved, before, content, arg,
-            )?)
+            let write = (before, content, temp_name.as_str());
+            Some(record_write(recorder, class, &resolved, write, arg)?)
         }
         None => None,
     };
-    let placed = put_in_place(&mut temp, name, overwrite)
-        .map_err(failed)
-        .and_then(|placed| if placed { Ok(()) } else { Err(exists_error()) });
-    if let Err(error) = placed {
+    let abandon = |error: ToolError| {
         if let (Some(pending), Some((recorder, _))) = (pending, target.record) {
             settle(recorder.store.abandon(pending), arg);
         }
-        return Err(error);
-    }
+        error
+    };
+    let mut temp = TempName {
+        dir: dir.as_fd(),
+        name: temp_name,
+        keep: false,
+    };
+    write_temp(&temp, content, old_mode, arg).map_err(abandon)?;
+    put_in_place(&mut temp, name, overwrite)
+        .map_err(failed)
+        .and_then(|placed| if placed { Ok(()) } else { Err(exists_error()) })
+        .map_err(abandon)?;
     drop(temp);
     rustix::fs::fsync(&dir).map_err(failed)?;
     if let (Some(pending), Some((recorder, _))) = (pending, target.record) {
@@ -175,6 +167,27 @@ pub(crate) fn write_file(
         ),
         truncated: false,
     })
+}
+
+/// Fills the temporary file `temp` with `content` (created with `old_mode` less the umask, or a
+/// new file's mode, then set to `old_mode` exactly), synced.
+fn write_temp(
+    temp: &TempName<'_>,
+    content: &str,
+    old_mode: Option<u32>,
+    arg: &Path,
+) -> Result<(), ToolError> {
+    let failed = |e: Errno| io_failed("write", arg, &e.into());
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mode = Mode::from_raw_mode(old_mode.unwrap_or(NEW_FILE_MODE));
+    let file: OwnedFd = openat(temp.dir, temp.name.as_str(), flags, mode).map_err(failed)?;
+    let mut file = File::from(file);
+    file.write_all(content.as_bytes())
+        .map_err(|e| io_failed("write", arg, &e))?;
+    if let Some(bits) = old_mode {
+        fchmod(&file, Mode::from_raw_mode(bits)).map_err(failed)?;
+    }
+    file.sync_all().map_err(|e| io_failed("write", arg, &e))
 }
 
 /// The content of the file `name` in `dir`, which the write replaces, for its checkpoint: read
@@ -206,14 +219,13 @@ fn read_old(
     Ok(old)
 }
 
-/// Records the write of `content` over `before` as pending. A failure refuses the write: the
-/// owner counts on undoing what a turn changed.
+/// Records the write of `content` over `before` through the temporary file `temp` as pending.
+/// A failure refuses the write: the owner counts on undoing what a turn changed.
 fn record_write(
     recorder: &Recorder,
     class: DataClass,
     resolved: &Resolved,
-    before: Option<(Vec<u8>, u32)>,
-    content: &str,
+    (before, content, temp): (Option<(Vec<u8>, u32)>, &str, &str),
     arg: &Path,
 ) -> Result<Pending, ToolError> {
     let write = NewWrite {
@@ -224,6 +236,7 @@ fn record_write(
         rel: &resolved.rel,
         before: before.as_ref().map(|(old, mode)| (old.as_slice(), *mode)),
         after: content.as_bytes(),
+        temp: Some(temp),
         class,
     };
     recorder.store.begin(&write).map_err(|e| {

@@ -49,6 +49,7 @@ fn write<'a>(
         rel: Path::new("notes/a.txt"),
         before: before.map(|b| (b, 0o644)),
         after,
+        temp: None,
         class: DataClass::Private,
     }
 }
@@ -85,15 +86,25 @@ fn a_crash_between_the_record_and_the_rename_leaves_old_file_no_record_or_new_fi
     let root = bed.root();
     let file = root.join("notes/a.txt");
     std::fs::write(&file, "old").unwrap();
-    // Killed before the rename: the old file is there; its record goes.
+    // Killed before the rename: the old file is there; its record goes, and so does the
+    // temporary file the write had begun (named in the record), but nothing else of the name.
     let store = bed.open(CheckpointSettings::default());
+    let temp = root.join("notes/.brokerd-write-1-1.tmp");
+    std::fs::write(&temp, "ne").unwrap();
+    let elsewhere = root.join(".brokerd-write-1-1.tmp");
+    std::fs::write(&elsewhere, "not the write's").unwrap();
     let _never_settled = store
-        .begin(&write(&s, &root, 1, Some(b"old"), b"new"))
+        .begin(&NewWrite {
+            temp: Some(".brokerd-write-1-1.tmp"),
+            ..write(&s, &root, 1, Some(b"old"), b"new")
+        })
         .unwrap();
     drop(store);
     let store = bed.open(CheckpointSettings::default());
     assert!(store.records(&s).is_empty());
     assert_eq!(std::fs::read(&file).unwrap(), b"old");
+    assert!(!temp.exists(), "the write's temporary file is removed");
+    assert!(elsewhere.exists());
     // Killed after the rename, before `done`: the new file is there, with its record.
     let _never_settled = store
         .begin(&write(&s, &root, 2, Some(b"old"), b"new"))
