@@ -168,8 +168,16 @@ pub(super) fn settle(store: &Checkpoints) -> Result<(), CheckpointError> {
                 .iter()
                 .filter_map(|(path, _)| open_top(path).map(|fd| (path.clone(), fd)))
                 .collect::<Vec<_>>();
-            let made = record_changes(store, &manifest, &tops)?;
-            tracing::warn!(session = %manifest.session, turn = manifest.turn, files = made, "recorded the changes of an exec that a crash cut short");
+            // A tree the run made unreadable (too many files, too deep) must not keep brokerd
+            // from starting: what it changed stays unrecorded, and says so.
+            match record_changes(store, &manifest, &tops) {
+                Ok(made) => {
+                    tracing::warn!(session = %manifest.session, turn = manifest.turn, files = made, "recorded the changes of an exec that a crash cut short");
+                }
+                Err(error) => {
+                    tracing::error!(%error, session = %manifest.session, turn = manifest.turn, "what an exec changed cannot be recorded; an undo of its turn leaves those files as they are");
+                }
+            }
         }
         remove(&file)?;
     }

@@ -135,7 +135,9 @@ fn names(dir: &OwnedFd) -> Result<Vec<PathBuf>, Errno> {
 
 /// The content of `name` in `dir`, following no symlink, at most `cap_bytes`.
 fn read_file(dir: BorrowedFd<'_>, name: &Path, cap_bytes: u64) -> std::io::Result<Vec<u8>> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // Non-blocking: a FIFO swapped in since the listing opens at once (and reads nothing)
+    // instead of waiting for a writer.
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
     let fd = openat(dir, name.as_os_str(), flags, Mode::empty())?;
     let mut content = Vec::new();
     std::fs::File::from(fd)

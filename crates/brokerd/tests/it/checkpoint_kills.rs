@@ -36,6 +36,17 @@ fn start(dir: &Path) -> Child {
     child
 }
 
+/// Kills brokerd (SIGKILL), waits for it, and drops the call it was answering.
+fn kill9<T>(child: &mut Child, sent: &tokio::task::JoinHandle<T>) {
+    kill(
+        Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    sent.abort();
+}
+
 /// Whether round `round`'s checkpoint is recorded, pending, in `state`'s index.
 fn recorded(state: &Path, round: u8) -> bool {
     std::fs::read_to_string(state.join("checkpoints/index.jsonl")).is_ok_and(|index| {
@@ -94,13 +105,7 @@ async fn a_kill_during_a_write_leaves_the_old_file_and_no_record_or_the_new_file
             assert!(Instant::now() < deadline, "the write never started");
             tokio::task::yield_now().await;
         }
-        kill(
-            Pid::from_raw(i32::try_from(child.id()).unwrap()),
-            Signal::SIGKILL,
-        )
-        .unwrap();
-        child.wait().unwrap();
-        sent.abort();
+        kill9(&mut child, &sent);
 
         let mut again = start(dir.path());
         // The killed write's temporary file, named in its pending record, is gone.
@@ -190,13 +195,7 @@ async fn a_kill_during_an_exec_under_rw_paths_leaves_what_it_changed_recorded_an
         assert!(Instant::now() < deadline, "the run never changed the files");
         tokio::task::yield_now().await;
     }
-    kill(
-        Pid::from_raw(i32::try_from(child.id()).unwrap()),
-        Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
-    sent.abort();
+    kill9(&mut child, &sent);
 
     // The next start records what the run changed, and an undo puts it back.
     let mut again = start(dir.path());

@@ -217,3 +217,27 @@ fn a_file_changed_after_the_run_blocks_its_undo() {
         "nothing undone"
     );
 }
+
+#[test]
+fn a_tree_a_run_left_unreadable_after_a_crash_does_not_keep_the_store_from_opening() {
+    let bed = Bed::new();
+    let store = bed.open(CheckpointSettings::default());
+    let watched = bed.watch(&store).unwrap();
+    // The run nests directories past what a walk goes into, then brokerd is killed.
+    let mut deep = bed.work();
+    for _ in 0..=crate::checkpoints::tree::MAX_TREE_DEPTH {
+        deep.push("d");
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    std::mem::forget(watched);
+    drop(store);
+    let store = bed.open(CheckpointSettings::default());
+    assert!(store.records(&session()).is_empty());
+    assert_eq!(
+        std::fs::read_dir(store.dir().join(RUNNING))
+            .unwrap()
+            .count(),
+        0,
+        "the run's manifest is gone: it is not tried at every start"
+    );
+}
