@@ -224,7 +224,7 @@ pub enum Command {
         /// The session.
         #[arg(value_name = "ID")]
         id: SessionId,
-        /// How many of the last turns.
+        /// How many of the last turns not undone yet (a second undo takes the turn before).
         #[arg(long, default_value_t = 1, value_name = "N")]
         turns: u64,
         /// List what would be put back, and change nothing.

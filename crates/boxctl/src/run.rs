@@ -61,7 +61,17 @@ pub async fn run(cli: Cli) -> u8 {
         Command::Cancel { id } => cancel(&client, json, &id).await,
         Command::Compact { id } => compact(&client, json, &id).await,
         Command::Undo { id, turns, dry_run } => {
-            undo::undo(&client, json, &id, proto::UndoTurns { turns, dry_run }).await
+            undo::undo(
+                &client,
+                json,
+                &id,
+                proto::UndoTurns {
+                    turns,
+                    from_turn: None,
+                    dry_run,
+                },
+            )
+            .await
         }
         Command::Diff { id, turn } => undo::diff(&client, json, &id, turn).await,
         Command::Fork {

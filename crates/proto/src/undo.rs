@@ -20,12 +20,18 @@ pub struct UndoRequest {
     pub dry_run: bool,
 }
 
-/// loopd's `POST /v1/sessions/{id}/undo`: undo the session's last `turns` turns.
+/// loopd's `POST /v1/sessions/{id}/undo`: undo the session's last `turns` turns that are not
+/// undone yet, or every turn from `from_turn` on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UndoTurns {
-    /// How many of the last turns (at least 1).
+    /// How many of the last turns not undone yet (at least 1), when `from_turn` is absent: a
+    /// second undo of one turn undoes the turn before the first's.
+    #[serde(default)]
     pub turns: u64,
+    /// Every turn from this one on instead (the web console's "undo from here").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_turn: Option<u64>,
     /// List what would change, and change nothing.
     #[serde(default)]
     pub dry_run: bool,

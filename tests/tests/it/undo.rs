@@ -87,7 +87,7 @@ fn undo_puts_back_what_the_last_turns_wrote_and_a_file_changed_since_blocks_it()
 
     // The owner edits the notes: undoing turn 1 now would lose that edit, so nothing is done.
     std::fs::write(&notes, "the owner's edit\n").unwrap();
-    let refused = run(&["undo", "s", "--turns", "2"]);
+    let refused = run(&["undo", "s", "--turns", "1"]);
     assert_ne!(refused.status.code(), Some(0), "{}", show(&refused));
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(
@@ -96,9 +96,18 @@ fn undo_puts_back_what_the_last_turns_wrote_and_a_file_changed_since_blocks_it()
     );
     assert_eq!(read(&notes).as_deref(), Some("the owner's edit\n"));
 
+    // Turn 2 is undone already: the next undo of one turn takes turn 1.
     std::fs::write(&notes, "first\n").unwrap();
-    ok(&["undo", "s", "--turns", "2"]);
+    let undone = ok(&["undo", "s"]);
+    assert!(undone.contains("undid turn 1 of s"), "{undone}");
     assert_eq!(read(&notes).as_deref(), Some("original\n"));
+    let none_left = run(&["undo", "s"]);
+    assert_ne!(none_left.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&none_left.stderr).contains("no turn left to undo"),
+        "{}",
+        show(&none_left)
+    );
 }
 
 #[test]

@@ -70,23 +70,12 @@ fn undo(inner: &Inner, id: &SessionId, asked: &UndoTurns) -> Result<UndoAnswer, 
         .open(&parts.store, id, false)
         .map_err(store_failure)?;
     let last = session.last_turn();
-    if asked.turns == 0 || asked.turns > last {
-        return Err(ApiFailure::BadRequest(format!(
-            "session {id} has {last} turn(s): undo 1 to {last} of them, not {}",
-            asked.turns
-        )));
-    }
-    let from_turn = last - asked.turns + 1;
-    if let Some(first) = first_turn_of_epoch(session.epoch_records())
-        && first > from_turn
-    {
-        return Err(ApiFailure::BadRequest(format!(
-            "turn {from_turn} of session {id} was compacted into epoch {}'s summary and cannot \
-             be taken out of it: undo at most {} turn(s)",
-            session.epoch(),
-            last + 1 - first
-        )));
-    }
+    let from_turn = first_undone(id, asked, last, session.epoch_records())?;
+    // The turns this undo takes out: those from `from_turn` on that are not undone already.
+    let taken: Vec<u64> = kept_turns(session.epoch_records())
+        .into_iter()
+        .filter(|turn| *turn >= from_turn)
+        .collect();
     let request = UndoRequest {
         session: id.clone(),
         from_turn,
@@ -113,12 +102,71 @@ fn undo(inner: &Inner, id: &SessionId, asked: &UndoTurns) -> Result<UndoAnswer, 
         tracing::info!(session = %id, from_turn, to_turn = last, files = answer.files.len(), "turns undone");
     }
     Ok(UndoAnswer {
-        turns: (from_turn..=last).collect(),
+        turns: taken,
         ..answer
     })
 }
 
 /// The first turn whose user record is in the epoch's records.
+/// The first turn `asked` undoes in session `id` (its last turn `last`, its current epoch's
+/// records `epoch`): `from_turn`, or the `turns`-th last turn not undone yet. Only turns of the
+/// current epoch: an earlier one is in its compaction's summary.
+fn first_undone(
+    id: &SessionId,
+    asked: &UndoTurns,
+    last: u64,
+    epoch: &[LogRecord],
+) -> Result<u64, ApiFailure> {
+    let first_of_epoch = first_turn_of_epoch(epoch);
+    let from_turn = match asked.from_turn {
+        Some(from) if from == 0 || from > last => {
+            return Err(ApiFailure::BadRequest(format!(
+                "session {id} has turns 1 to {last}: there is no turn {from} to undo from"
+            )));
+        }
+        Some(from) => from,
+        None => {
+            let kept = kept_turns(epoch);
+            if kept.is_empty() {
+                return Err(ApiFailure::BadRequest(format!(
+                    "session {id} has no turn left to undo in its current epoch (the others are \
+                     undone already, or in a compaction's summary)"
+                )));
+            }
+            if asked.turns == 0 || asked.turns > kept.len() as u64 {
+                return Err(ApiFailure::BadRequest(format!(
+                    "session {id} has {} turn(s) in its current epoch that are not undone: undo \
+                     1 to {} of them, not {} (earlier turns are undone already, or in a \
+                     compaction's summary)",
+                    kept.len(),
+                    kept.len(),
+                    asked.turns
+                )));
+            }
+            kept[kept.len() - asked.turns as usize]
+        }
+    };
+    if let Some(first) = first_of_epoch
+        && first > from_turn
+    {
+        return Err(ApiFailure::BadRequest(format!(
+            "turn {from_turn} of session {id} was compacted into a summary and cannot be taken \
+             out of it: undo from turn {first} at the earliest"
+        )));
+    }
+    Ok(from_turn)
+}
+
+/// The turns of `records` that are not undone, in order.
+fn kept_turns(records: &[LogRecord]) -> Vec<u64> {
+    crate::undone::kept(records)
+        .filter_map(|r| match r {
+            LogRecord::User { turn, .. } => Some(*turn),
+            _ => None,
+        })
+        .collect()
+}
+
 fn first_turn_of_epoch(records: &[LogRecord]) -> Option<u64> {
     records.iter().find_map(|r| match r {
         LogRecord::User { turn, .. } => Some(*turn),

@@ -215,11 +215,20 @@ impl Bed {
     /// An engine over this bed (its config, fakellama, the fake tools, a roomy slot) whose
     /// spending goes to `meter`.
     pub fn engine(&self, meter: &std::sync::Arc<crate::meter::Meter>) -> crate::engine::Engine {
+        self.engine_with_port(meter, std::sync::Arc::new(crate::tools::FakeTools::new()))
+    }
+
+    /// [`Bed::engine`] with `port` for the tools loopd does not answer (and undo, diff).
+    pub fn engine_with_port(
+        &self,
+        meter: &std::sync::Arc<crate::meter::Meter>,
+        port: std::sync::Arc<dyn crate::tools::ToolPort>,
+    ) -> crate::engine::Engine {
         use std::sync::Arc;
         crate::engine::Engine::new(crate::engine::EngineParts {
             cfg: self.cfg.clone(),
             store: Store::new(&self.cfg.state_dir).unwrap(),
-            port: Arc::new(crate::tools::FakeTools::new()),
+            port,
             tools: crate::engine::ToolSource::Fake(Registry::m2b()),
             system: SYSTEM.into(),
             models: Arc::new(crate::route::Router::single(

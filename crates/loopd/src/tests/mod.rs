@@ -36,6 +36,7 @@ mod summary_outcomes;
 mod turn;
 mod turn_recovery;
 mod turn_syncs;
+mod undo_turns;
 mod untrusted_marks;
 mod untrusted_tools_array;
 mod usage_accounts;

@@ -53,17 +53,6 @@ async fn last_turn<B: Backend>(ctx: &Ctx<B>, id: &SessionId) -> Result<u64, Prob
         })
 }
 
-/// How many of the last turns undoing from turn `from` on is, when the session's last is
-/// `last`.
-fn turns_from(from: u64, last: u64) -> Result<u64, Problem> {
-    if from == 0 || from > last {
-        return Err(Problem::bad_request(format!(
-            "turn {from} is not one of this session's (1 to {last})"
-        )));
-    }
-    Ok(last - from + 1)
-}
-
 /// `GET /sessions/ID/diff[?turn=N]`.
 pub(super) async fn diff_page<B: Backend>(
     ctx: &Ctx<B>,
@@ -88,13 +77,13 @@ pub(super) async fn confirm_page<B: Backend>(
     let from = query_number(query, "from")?
         .ok_or_else(|| Problem::bad_request("say from which turn on: ?from=N"))?;
     let last = last_turn(ctx, &id).await?;
-    let turns = turns_from(from, last)?;
     let plan = ctx
         .backend
         .undo(
             &id,
             UndoTurns {
-                turns,
+                turns: 0,
+                from_turn: Some(from),
                 dry_run: true,
             },
         )
@@ -126,13 +115,13 @@ pub(super) async fn undo<B: Backend>(
             ),
         ));
     }
-    let turns = turns_from(from, last)?;
     let done = ctx
         .backend
         .undo(
             &id,
             UndoTurns {
-                turns,
+                turns: 0,
+                from_turn: Some(from),
                 dry_run: false,
             },
         )

@@ -26,13 +26,13 @@ async fn post_undo(
         .await
 }
 
-/// The undos the stand-in was asked for that were not dry runs.
-fn done_undos(web: &WebServed) -> Vec<u64> {
+/// The turns the undos the stand-in was asked for, not dry runs, undid from.
+fn done_undos(web: &WebServed) -> Vec<Option<u64>> {
     let undos = web.stub.undos.lock().unwrap();
     undos
         .iter()
         .filter(|u| !u.dry_run)
-        .map(|u| u.turns)
+        .map(|u| u.from_turn)
         .collect()
 }
 
@@ -105,7 +105,10 @@ async fn an_undo_is_confirmed_on_a_page_then_done_by_a_post_with_the_csrf_token(
     );
     let asked = web.stub.undos.lock().unwrap().clone();
     assert_eq!(asked.len(), 1);
-    assert!(asked[0].dry_run && asked[0].turns == 2, "{asked:?}");
+    assert!(
+        asked[0].dry_run && asked[0].from_turn == Some(4),
+        "{asked:?}"
+    );
 
     // Without the token, or from another site: refused, nothing done.
     let body = |csrf: &str| format!("csrf={csrf}&from=4&last=5");
@@ -124,7 +127,7 @@ async fn an_undo_is_confirmed_on_a_page_then_done_by_a_post_with_the_csrf_token(
     let done = post_undo(&web, &b, &origin, &body(&b.csrf)).await;
     assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
     assert_eq!(done.header("location"), "/sessions/s1");
-    assert_eq!(done_undos(&web), [2]);
+    assert_eq!(done_undos(&web), [Some(4)]);
 
     // brokerd's refusal, as it said it.
     let refused = post_undo(&web, &b, &origin, &format!("csrf={}&from=1&last=5", b.csrf)).await;

@@ -97,19 +97,27 @@ pub fn hostile_page(id: &SessionId) -> proto::api::RecordsPage {
 /// The stand-in's last turn of `s1` (its `sessions` says so).
 const S1_LAST_TURN: u64 = 5;
 
-/// What the stand-in's undo of `asked` does: the turns from `S1_LAST_TURN - turns + 1` on,
-/// one file restored (its name holding a right-to-left override) and one removed; undoing
-/// all five is a conflict, as brokerd answers when a file was changed since.
+/// What the stand-in's undo of `asked` does: the turns from `from_turn` (or
+/// `S1_LAST_TURN - turns + 1`) on, one file restored (its name holding a right-to-left
+/// override) and one removed; undoing from turn 1 is a conflict, as brokerd answers when a
+/// file was changed since, and from a turn past the last a bad request, as loopd answers.
 pub fn stub_undo(
     id: &SessionId,
     asked: &proto::UndoTurns,
 ) -> Result<proto::UndoAnswer, loopd::api::ApiFailure> {
-    if asked.turns >= S1_LAST_TURN {
+    let first = asked
+        .from_turn
+        .unwrap_or_else(|| (S1_LAST_TURN + 1).saturating_sub(asked.turns));
+    if first > S1_LAST_TURN {
+        return Err(loopd::api::ApiFailure::BadRequest(format!(
+            "session s1 has turns 1 to {S1_LAST_TURN}: there is no turn {first} to undo from"
+        )));
+    }
+    if first <= 1 {
         return Err(loopd::api::ApiFailure::Conflict(
             "/srv/notes/a.txt was changed since turn 1 wrote it: nothing was undone".into(),
         ));
     }
-    let first = S1_LAST_TURN - asked.turns + 1;
     Ok(proto::UndoAnswer {
         session: id.clone(),
         turns: (first..=S1_LAST_TURN).collect(),
