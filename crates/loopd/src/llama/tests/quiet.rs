@@ -79,8 +79,13 @@ fn the_prompt_and_the_answer_are_never_logged() {
         .unwrap(),
         ..Default::default()
     });
-    let tls = test_tls_for(&["localhost"]);
-    let proxy = TlsProxy::start(&fake.rt, tls.acceptor, upstream_of(&fake.server.url()));
+    let tls = test_tls_for(&["localhost"]).unwrap();
+    let proxy = TlsProxy::start(
+        &fake.rt,
+        tls.acceptor,
+        upstream_of(&fake.server.url()).unwrap(),
+    )
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (ca, key) = (dir.path().join("ca.pem"), dir.path().join("llama.key"));
     std::fs::write(&ca, &tls.ca_pem).unwrap();

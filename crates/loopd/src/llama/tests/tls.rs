@@ -29,8 +29,13 @@ impl Setup {
             api_key: Some(KEY.into()),
             ..Default::default()
         });
-        let tls = test_tls_for(names);
-        let proxy = TlsProxy::start(&fake.rt, tls.acceptor, upstream_of(&fake.server.url()));
+        let tls = test_tls_for(names).unwrap();
+        let proxy = TlsProxy::start(
+            &fake.rt,
+            tls.acceptor,
+            upstream_of(&fake.server.url()).unwrap(),
+        )
+        .unwrap();
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ca.pem"), &tls.ca_pem).unwrap();
         std::fs::write(dir.path().join("llama.key"), format!("{KEY}\n")).unwrap();

@@ -2,7 +2,7 @@
 //! test CA signed (rcgen), and pipes the plain bytes to fakellama, keeping a copy of what
 //! clients sent so a test can see the headers that arrived.
 #![cfg(test)]
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -25,40 +25,39 @@ pub struct TestTls {
     pub acceptor: TlsAcceptor,
 }
 
+/// Why a test's TLS could not be made.
+pub type TlsSetupError = Box<dyn std::error::Error + Send + Sync>;
+
 /// A CA, and a server certificate it signed for `names` (DNS names or IP addresses).
-pub fn test_tls_for(names: &[&str]) -> TestTls {
+pub fn test_tls_for(names: &[&str]) -> Result<TestTls, TlsSetupError> {
     use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+    let leaf_key = KeyPair::generate()?;
     let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let leaf = CertificateParams::new(names)
-        .unwrap()
-        .signed_by(&leaf_key, &ca)
-        .unwrap();
+    let leaf = CertificateParams::new(names)?.signed_by(&leaf_key, &ca)?;
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
+        .with_safe_default_protocol_versions()?
         .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone()], key)
-        .unwrap();
-    TestTls {
+        .with_single_cert(vec![leaf.der().clone()], key)?;
+    Ok(TestTls {
         ca_pem: pem_of(ca.der()),
         acceptor: TlsAcceptor::from(Arc::new(config)),
-    }
+    })
 }
 
 /// A certificate as PEM.
 pub fn pem_of(der: &[u8]) -> String {
     use base64::Engine;
     let text = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&str> = text
+    // Base64 is ASCII: every 64-byte chunk is whole characters.
+    let lines: Vec<String> = text
         .as_bytes()
         .chunks(64)
-        .map(|line| std::str::from_utf8(line).unwrap())
+        .map(|line| String::from_utf8_lossy(line).into_owned())
         .collect();
     format!(
         "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
@@ -81,9 +80,9 @@ impl TlsProxy {
         rt: &tokio::runtime::Runtime,
         acceptor: TlsAcceptor,
         upstream: SocketAddr,
-    ) -> Self {
-        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
-        let port = listener.local_addr().unwrap().port();
+    ) -> std::io::Result<Self> {
+        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0"))?;
+        let port = listener.local_addr()?.port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let kept = Arc::clone(&seen);
         let accepting = rt.spawn(async move {
@@ -104,16 +103,17 @@ impl TlsProxy {
                 });
             }
         });
-        TlsProxy {
+        Ok(TlsProxy {
             port,
             seen,
             _accepting: AbortOnDropHandle::new(accepting),
-        }
+        })
     }
 
     /// What clients sent so far, as text.
     pub fn seen(&self) -> String {
-        String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        String::from_utf8_lossy(&seen).into_owned()
     }
 }
 
@@ -133,7 +133,7 @@ async fn pipe(
                 Ok(n) => n,
             };
             {
-                let mut kept = kept.lock().unwrap();
+                let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
                 let room = MAX_SEEN_BYTES.saturating_sub(kept.len());
                 kept.extend_from_slice(&chunk[..n.min(room)]);
             }
@@ -154,6 +154,9 @@ async fn pipe(
 }
 
 /// The TCP address of a fakellama URL (`http://127.0.0.1:PORT`).
-pub fn upstream_of(url: &str) -> SocketAddr {
-    url.strip_prefix("http://").unwrap().parse().unwrap()
+pub fn upstream_of(url: &str) -> Result<SocketAddr, TlsSetupError> {
+    let address = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url} is not an http:// URL"))?;
+    Ok(address.parse()?)
 }
