@@ -119,6 +119,12 @@ fn first_undone(
 ) -> Result<u64, ApiFailure> {
     let first_of_epoch = first_turn_of_epoch(epoch);
     let from_turn = match asked.from_turn {
+        Some(_) if asked.turns != 0 => {
+            return Err(ApiFailure::BadRequest(
+                "give either \"turns\" (how many of the last turns) or \"from_turn\", not both"
+                    .into(),
+            ));
+        }
         Some(from) if from == 0 || from > last => {
             return Err(ApiFailure::BadRequest(format!(
                 "session {id} has turns 1 to {last}: there is no turn {from} to undo from"

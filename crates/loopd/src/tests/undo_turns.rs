@@ -2,7 +2,7 @@
 //! Which turns an undo takes (`engine::undo`): `--turns N` counts the turns not undone yet, so
 //! a second undo of one turn undoes the turn before the first's (an editor's undo, not the same
 //! turn again); a count past what is left is refused saying how many are; `from_turn` undoes
-//! from that turn on, and a turn past the last is refused.
+//! from that turn on, and a turn past the last is refused, as is a count with a turn.
 
 use crate::api::{ApiFailure, Backend};
 use crate::tests::bed::{Bed, run_task};
@@ -74,4 +74,14 @@ fn a_second_undo_takes_the_turn_before_the_first() {
         panic!("an undo from a turn that is not there ran");
     };
     assert!(why.contains("no turn 4"), "{why}");
+    // Both a count and a turn: refused, saying which to give.
+    let Err(ApiFailure::BadRequest(why)) = rt.block_on(engine.undo(&id, undo(1, Some(2)))) else {
+        panic!("an undo with a count and a turn ran");
+    };
+    assert!(why.contains("not both"), "{why}");
+    assert_eq!(
+        port.asked.lock().unwrap().len(),
+        3,
+        "nothing reached brokerd"
+    );
 }
