@@ -48,15 +48,20 @@ fn stack_in(
     .unwrap()
 }
 
-fn task(stack: &Stack, session: &str, text: &str) {
-    let out = boxctl_within(stack, &["task", "--session", session, text], TASK_LIMIT)
-        .unwrap_or_else(|hang| panic!("{hang}"));
+/// `boxctl ARGS`, which must succeed within [`TASK_LIMIT`]: what it printed.
+fn boxctl_ok(stack: &Stack, args: &[&str]) -> String {
+    let out = boxctl_within(stack, args, TASK_LIMIT).unwrap_or_else(|hang| panic!("{hang}"));
     assert_eq!(
         out.status.code(),
         Some(0),
-        "{}",
+        "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn task(stack: &Stack, session: &str, text: &str) {
+    boxctl_ok(stack, &["task", "--session", session, text]);
 }
 
 /// (prompt, cached) tokens of each model call of session `id`, from its log.
@@ -160,9 +165,7 @@ fn a_forks_first_turn_evaluates_only_its_new_tokens() {
     task(&stack, "alpha", "Name another colour, please.");
     // beta takes the one main slot: alpha's cache goes to its file.
     task(&stack, "beta", "Name an animal, please.");
-    let out = boxctl_within(&stack, &["fork", "alpha", "--as", "fork"], TASK_LIMIT)
-        .unwrap_or_else(|hang| panic!("{hang}"));
-    let said = String::from_utf8_lossy(&out.stdout);
+    let said = boxctl_ok(&stack, &["fork", "alpha", "--as", "fork"]);
     assert!(said.contains("with its KV file"), "{said}");
 
     task(&stack, "fork", "Name a fruit, please.");
@@ -198,14 +201,7 @@ fn after_an_undo_the_next_turn_reuses_the_cache_of_the_conversation_before_it() 
     );
     // beta takes the one main slot: alpha's cache goes to its file.
     task(&stack, "beta", "Name an animal, please.");
-    let out = boxctl_within(&stack, &["undo", "alpha"], TASK_LIMIT)
-        .unwrap_or_else(|hang| panic!("{hang}"));
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    boxctl_ok(&stack, &["undo", "alpha"]);
 
     task(&stack, "alpha", "Name a fruit, please.");
     let alpha = calls(&stack, "alpha");

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod binds;
+mod checkpoints;
 mod empty_optionals;
 mod fail_closed;
 mod lazy_probe;

@@ -11,8 +11,8 @@ use bxcore::SessionId;
 use bxhttp::answer::Problem;
 use http::StatusCode;
 use maud::Markup;
-use proto::UndoTurns;
 use proto::api::error_kind;
+use proto::{UndoAnswer, UndoTurns};
 use std::collections::HashMap;
 
 /// The number `name` of a query or form, when given.
@@ -53,6 +53,21 @@ async fn last_turn<B: Backend>(ctx: &Ctx<B>, id: &SessionId) -> Result<u64, Prob
         })
 }
 
+/// The undo of session `id`'s turns from `from` on (only what it would do, `dry_run`).
+async fn undo_from<B: Backend>(
+    ctx: &Ctx<B>,
+    id: &SessionId,
+    from: u64,
+    dry_run: bool,
+) -> Result<UndoAnswer, Problem> {
+    let asked = UndoTurns {
+        turns: 0,
+        from_turn: Some(from),
+        dry_run,
+    };
+    Ok(ctx.backend.undo(id, asked).await?)
+}
+
 /// `GET /sessions/ID/diff[?turn=N]`.
 pub(super) async fn diff_page<B: Backend>(
     ctx: &Ctx<B>,
@@ -77,17 +92,7 @@ pub(super) async fn confirm_page<B: Backend>(
     let from = query_number(query, "from")?
         .ok_or_else(|| Problem::bad_request("say from which turn on: ?from=N"))?;
     let last = last_turn(ctx, &id).await?;
-    let plan = ctx
-        .backend
-        .undo(
-            &id,
-            UndoTurns {
-                turns: 0,
-                from_turn: Some(from),
-                dry_run: true,
-            },
-        )
-        .await?;
+    let plan = undo_from(ctx, &id, from, true).await?;
     Ok(pages::confirm_undo(csrf, &plan, last))
 }
 
@@ -115,17 +120,7 @@ pub(super) async fn undo<B: Backend>(
             ),
         ));
     }
-    let done = ctx
-        .backend
-        .undo(
-            &id,
-            UndoTurns {
-                turns: 0,
-                from_turn: Some(from),
-                dry_run: false,
-            },
-        )
-        .await?;
+    let done = undo_from(ctx, &id, from, false).await?;
     tracing::info!(session = %id, from, files = done.files.len(), "web: turns undone");
     Ok(format!("/sessions/{id}"))
 }

@@ -19,6 +19,9 @@ use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+/// The permission bits (less the umask) of a directory an undo makes again, as `mkdir -p`.
+const RESTORED_DIR_MODE: u32 = 0o755;
+
 /// The most bytes of a file read to compare it with what a write left.
 const MAX_COMPARED_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -183,8 +186,8 @@ fn put_back(record: &Record, content: Option<(Vec<u8>, u32)>) -> std::io::Result
     Ok(rustix::fs::fsync(&dir)?)
 }
 
-/// The directory `rel` beneath `root`, each missing directory on the way made (`0o755` less
-/// the umask): an exec's run may have removed the directory of a file it removed.
+/// The directory `rel` beneath `root`, each missing directory on the way made
+/// ([`RESTORED_DIR_MODE`]): an exec's run may have removed the directory of a file it removed.
 fn open_or_make_dirs(root: &Root, rel: &Path) -> std::io::Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mut dir = root.open_at(Path::new(""), OFlags::RDONLY | OFlags::DIRECTORY)?;
@@ -194,7 +197,7 @@ fn open_or_make_dirs(root: &Root, rel: &Path) -> std::io::Result<OwnedFd> {
         };
         dir = match openat(&dir, name, flags, Mode::empty()) {
             Err(rustix::io::Errno::NOENT) => {
-                rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o755))?;
+                rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(RESTORED_DIR_MODE))?;
                 openat(&dir, name, flags, Mode::empty())?
             }
             opened => opened?,
