@@ -184,7 +184,10 @@ fn steps(
     on_event: &mut dyn FnMut(&TurnEvent),
 ) -> Result<TurnEnd, TurnError> {
     baseline::ensure(session, rt.cfg, rt.system, rt.registry)?;
-    let mut repeats = Repeats::new(rt.cfg.r#loop.max_repeated_calls);
+    let mut repeats = Repeats::new(
+        rt.cfg.r#loop.max_repeated_calls,
+        rt.cfg.r#loop.refuse_repeat_at_once,
+    );
     // Room made inside the turn is spent by the turn.
     let work = TurnWork::new(rt.meter, stop);
     for _ in 0..rt.cfg.r#loop.max_steps {
@@ -229,6 +232,7 @@ fn steps(
             });
         }
         let refused_before = repeats.refused();
+        repeats.step();
         for tool_call in &calls {
             if stop.is_set() {
                 return Ok(stop.end());

@@ -35,6 +35,11 @@ pub struct Loop {
     /// `call_tool` too); a further one is not run, and the model is told so instead
     /// (`turn::Repeats`).
     pub max_repeated_calls: u32,
+    /// Whether a call asked for again at the model's very next step, after it ran (`ok`) or
+    /// the broker refused it, is refused at once, before `max_repeated_calls` is reached
+    /// (`turn::Repeats`): the same call at once gets the same result, and the default model
+    /// that asks again has not read it.
+    pub refuse_repeat_at_once: bool,
     /// The acting tools whose path arguments must be ones the owner gave (issue 34,
     /// `turn::provenance`): a call naming a path the owner's own words do not hold is not
     /// run. Empty: no such check.
@@ -51,6 +56,7 @@ impl Default for Loop {
             tool_result_cap_bytes: None,
             thinking: false,
             max_repeated_calls: 2,
+            refuse_repeat_at_once: true,
             owner_paths_tools: DEFAULT_OWNER_PATHS_TOOLS.map(String::from).to_vec(),
         }
     }

@@ -77,6 +77,7 @@ tool_calls = {ECHO}
     let mut bed = Bed::new(&script);
     bed.cfg.r#loop.max_steps = max_steps;
     bed.cfg.r#loop.max_repeated_calls = 100;
+    bed.cfg.r#loop.refuse_repeat_at_once = false;
     bed
 }
 
@@ -218,8 +219,10 @@ fn a_refused_repeat_quotes_the_untrusted_result_as_untrusted_and_the_next_call_o
             _ => None,
         })
         .collect();
-    assert_eq!(results.len(), 3, "two ran, one refused: {results:?}");
-    for (content, class, untrusted, outcome, by_loopd) in &results[2..] {
+    // The page was given, and the same call at the very next step is refused at once
+    // (`loop.refuse_repeat_at_once`), though `max_repeated_calls` allows two.
+    assert_eq!(results.len(), 2, "one ran, one refused: {results:?}");
+    for (content, class, untrusted, outcome, by_loopd) in &results[1..] {
         assert_eq!(
             (*class, *untrusted, *outcome, *by_loopd),
             (DataClass::Private, true, ToolOutcome::Failed, true),
@@ -238,8 +241,8 @@ fn a_refused_repeat_quotes_the_untrusted_result_as_untrusted_and_the_next_call_o
         );
     }
     let sent = bodies(&bed);
-    assert_eq!(sent.len(), 4, "three steps and the answer without tools");
-    let messages = sent[3]["messages"].as_array().unwrap();
+    assert_eq!(sent.len(), 3, "two steps and the answer without tools");
+    let messages = sent[2]["messages"].as_array().unwrap();
     assert_eq!(
         messages.last().unwrap()["content"],
         last_word_instruction(Some("fetch")).as_str()
@@ -272,8 +275,8 @@ fn a_refused_repeat_quotes_the_untrusted_result_as_untrusted_and_the_next_call_o
         ["system", "user", "assistant", "tool", "user"],
         "{messages:?}"
     );
-    assert!(!sent[3]["messages"].to_string().contains("Not run"));
-    assert!(sent[3].get("tools").is_none());
+    assert!(!sent[2]["messages"].to_string().contains("Not run"));
+    assert!(sent[2].get("tools").is_none());
     // It answers at once: the note on the refused repeat, then the answer.
     assert_eq!(
         after_last_result(&session),

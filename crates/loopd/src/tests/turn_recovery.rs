@@ -292,9 +292,11 @@ error = { status = 500, type = "server_error", message = "Failed to parse the me
 #[test]
 fn a_model_that_repeats_a_call_is_told_so_and_its_turn_ends_early_as_max_steps() {
     let echo = r#"{\"name\":\"echo\",\"arguments\":{\"text\":\"x\"}}"#;
-    let bed = Bed::new(&format!(
+    let mut bed = Bed::new(&format!(
         "[[rule]]\ntool_calls = [{{ name = \"call_tool\", arguments = \"{echo}\" }}]\n"
     ));
+    // Counted repeats (`max_repeated_calls`), not the refusal of a repeat at once.
+    bed.cfg.r#loop.refuse_repeat_at_once = false;
     assert_eq!(bed.cfg.r#loop.max_steps, 32);
     let mut session = bed.store.create(&SessionId::new("loop").unwrap()).unwrap();
     let (end, calls) = bed.task_with_port(&mut session, "echo x", None);

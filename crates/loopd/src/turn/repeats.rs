@@ -5,6 +5,14 @@
 //! `call_tool` count together; arguments are compared as JSON values (key order does not
 //! matter), or as text when they are not JSON.
 //!
+//! A call the model makes again at the very next step, after it ran and was answered or
+//! refused by the broker, is refused at once, before `max_repeated_calls` (issue 34): the
+//! default model fetched a page, was given it, and asked for it again; the second fetch was
+//! then refused by the grant (`when_untrusted`), and the model, shown that refusal, told the
+//! owner "The owner was refused." instead of the price on the page (`docs/evals.md`). A call
+//! that failed may be tried once more (a timeout, a server that was busy), and a call made
+//! again after another step (a file read again after a write) is counted as before.
+//!
 //! A refused repeat quotes the earlier result (issue 34): small models do not look "above" for
 //! it. The quote keeps that result's labels: the refusal is labelled with them and
 //! neutralised when they are untrusted, so an untrusted excerpt never enters the context as
@@ -49,38 +57,62 @@ struct Seen {
     count: u32,
     /// The excerpt of its last result (as the model was shown it) and that result's labels.
     result: Option<(String, Labels)>,
+    /// The step it was last asked for in ([`Repeats::step`]).
+    step: u32,
+    /// Whether its last result was settled: it ran (`ok`) or the broker refused it, so the
+    /// same call at once would get the same again.
+    settled: bool,
 }
 
 /// The calls of one turn so far, and how many were refused as repeats.
 #[derive(Debug)]
 pub struct Repeats {
     max_repeated_calls: u32,
+    /// `[loop] refuse_repeat_at_once`.
+    at_once: bool,
     seen: Vec<Seen>,
     refused: u32,
+    /// The model call whose calls are checked now, from 1 ([`Repeats::step`]).
+    step: u32,
 }
 
 impl Repeats {
-    /// A turn that has made no call yet, allowing `max_repeated_calls` of each.
-    pub fn new(max_repeated_calls: u32) -> Repeats {
+    /// A turn that has made no call yet, allowing `max_repeated_calls` of each, and refusing
+    /// a settled call asked for again at the next step when `at_once`.
+    pub fn new(max_repeated_calls: u32, at_once: bool) -> Repeats {
         Repeats {
             max_repeated_calls,
+            at_once,
             seen: Vec::new(),
             refused: 0,
+            step: 0,
         }
     }
 
+    /// Starts the calls of the turn's next model answer: a settled call of the answer before
+    /// that is asked for again in this one is refused at once ([`Repeats::check`]).
+    pub fn step(&mut self) {
+        self.step += 1;
+    }
+
     /// Counts `call`; when the same call was already made `max_repeated_calls` times in the
-    /// turn, the result the model gets instead of running it: not run (`failed`, by loopd),
-    /// quoting the earlier result ([`Repeats::ran`]) with its labels.
+    /// turn, or settled at the step before this one, the result the model gets instead of
+    /// running it: not run (`failed`, by loopd), quoting the earlier result
+    /// ([`Repeats::ran`]) with its labels.
     pub fn check(&mut self, call: &ToolCall) -> Option<CallOutcome> {
         let (name, arguments) = target(call);
+        let step = self.step;
+        let mut at_once = false;
         let at = match self
             .seen
             .iter()
             .position(|s| s.name == name && s.arguments == arguments)
         {
             Some(at) => {
-                self.seen[at].count += 1;
+                let seen = &mut self.seen[at];
+                at_once = self.at_once && seen.settled && seen.step + 1 == step;
+                seen.count += 1;
+                seen.step = step;
                 at
             }
             None => {
@@ -89,12 +121,14 @@ impl Repeats {
                     arguments,
                     count: 1,
                     result: None,
+                    step,
+                    settled: false,
                 });
                 self.seen.len() - 1
             }
         };
         let seen = &self.seen[at];
-        if seen.count <= self.max_repeated_calls {
+        if seen.count <= self.max_repeated_calls && !at_once {
             return None;
         }
         self.refused += 1;
@@ -124,6 +158,10 @@ impl Repeats {
             .find(|s| s.name == name && s.arguments == arguments)
         {
             seen.result = Some((excerpt(&outcome.content), outcome.labels()));
+            seen.settled = matches!(
+                outcome.outcome,
+                ToolOutcome::Ok | ToolOutcome::Denied { .. }
+            );
         }
     }
 
@@ -184,7 +222,7 @@ mod tests {
 
     #[test]
     fn the_third_same_call_is_refused_through_call_tool_too_and_the_second_refusal_gives_up() {
-        let mut repeats = Repeats::new(2);
+        let mut repeats = Repeats::new(2, true);
         assert_eq!(
             repeats.check(&call("list_dir", r#"{"path":".","deep":true}"#)),
             None
@@ -211,14 +249,14 @@ mod tests {
 
     #[test]
     fn call_tool_without_arguments_is_the_call_with_empty_ones() {
-        let mut repeats = Repeats::new(1);
+        let mut repeats = Repeats::new(1, true);
         assert_eq!(repeats.check(&call(CALL_TOOL, r#"{"name":"clock"}"#)), None);
         assert!(repeats.check(&call("clock", "{}")).is_some());
     }
 
     #[test]
     fn a_refused_repeat_quotes_the_earlier_result_and_ends_with_what_to_do() {
-        let mut repeats = Repeats::new(1);
+        let mut repeats = Repeats::new(1, true);
         let clock = call("clock", "{}");
         assert_eq!(repeats.check(&clock), None);
         let result = "2025-01-02 10:00 UTC";
@@ -242,7 +280,7 @@ mod tests {
 
     #[test]
     fn an_untrusted_earlier_result_is_quoted_capped_with_its_labels_and_neutralised() {
-        let mut repeats = Repeats::new(1);
+        let mut repeats = Repeats::new(1, true);
         let fetch = call(
             CALL_TOOL,
             r#"{"name":"http_fetch","arguments":{"url":"http://x"}}"#,
@@ -281,9 +319,75 @@ mod tests {
         assert!(refused.content.ends_with(REPEAT_ADVICE));
     }
 
+    /// The default model fetched a page, was given it, and asked for it again at once
+    /// (`docs/evals.md`): refused at once, quoting the page, though `max_repeated_calls`
+    /// allows two.
+    #[test]
+    fn a_call_made_again_at_the_next_step_after_it_ran_or_was_denied_is_refused_at_once() {
+        let mut repeats = Repeats::new(2, true);
+        let fetch = call("http_fetch", r#"{"url":"http://x/p"}"#);
+        repeats.step();
+        assert_eq!(repeats.check(&fetch), None);
+        repeats.ran(
+            &fetch,
+            &CallOutcome::local("price 27.15".into(), ToolOutcome::Ok),
+        );
+        repeats.step();
+        let refused = repeats.check(&fetch).unwrap();
+        assert!(refused.content.contains("Its result was:\nprice 27.15\n"));
+        assert_eq!(repeats.refused(), 1);
+
+        // Denied by the broker: the same again at once.
+        let write = call("write_file", r#"{"path":"/a"}"#);
+        assert_eq!(repeats.check(&write), None);
+        let denied = ToolOutcome::Denied {
+            reason: bxcore::DenyReason::UntrustedContext,
+        };
+        repeats.ran(&write, &CallOutcome::local("Denied".into(), denied));
+        repeats.step();
+        assert!(repeats.check(&write).is_some());
+    }
+
+    #[test]
+    fn a_failed_call_may_be_tried_again_and_a_call_after_another_step_counts_as_before() {
+        let mut repeats = Repeats::new(2, true);
+        let fetch = call("http_fetch", r#"{"url":"http://x/p"}"#);
+        repeats.step();
+        assert_eq!(repeats.check(&fetch), None);
+        repeats.ran(
+            &fetch,
+            &CallOutcome::local("timed out".into(), ToolOutcome::Failed),
+        );
+        repeats.step();
+        assert_eq!(repeats.check(&fetch), None, "a failure may be retried");
+
+        let read = call("read_file", r#"{"path":"/a"}"#);
+        assert_eq!(repeats.check(&read), None);
+        repeats.ran(&read, &CallOutcome::local("one".into(), ToolOutcome::Ok));
+        repeats.step();
+        assert_eq!(repeats.check(&call("write_file", "{}")), None);
+        repeats.step();
+        assert_eq!(
+            repeats.check(&read),
+            None,
+            "read again after a write: a step between"
+        );
+        assert_eq!(repeats.refused(), 0);
+
+        // `refuse_repeat_at_once = false`: counted only.
+        let mut counted = Repeats::new(2, false);
+        counted.step();
+        assert_eq!(counted.check(&read), None);
+        counted.ran(&read, &CallOutcome::local("one".into(), ToolOutcome::Ok));
+        counted.step();
+        assert_eq!(counted.check(&read), None);
+        counted.step();
+        assert!(counted.check(&read).is_some(), "the third is past two");
+    }
+
     #[test]
     fn a_repeat_of_a_call_whose_result_was_not_kept_is_refused_without_a_quote() {
-        let mut repeats = Repeats::new(1);
+        let mut repeats = Repeats::new(1, true);
         let clock = call("clock", "{}");
         assert_eq!(repeats.check(&clock), None);
         let refused = repeats.check(&clock).unwrap();

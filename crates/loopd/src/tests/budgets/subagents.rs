@@ -31,6 +31,9 @@ tool_calls = [{again}]
 fn a_subagents_tool_calls_count_against_the_turn_that_started_it() {
     let mut bed = Bed::new(&spawning_script());
     bed.cfg.budgets.turn.max_tool_calls_per_turn = Some(3);
+    // The child's same call again at once would be refused as a repeat: the budget is what
+    // this test reaches.
+    bed.cfg.r#loop.refuse_repeat_at_once = false;
     let port = Port::default();
     let ran = bed.run("p", "PARENT TASK", &port, &TestMeter::default());
     let (budget, message) = ran.budget();
