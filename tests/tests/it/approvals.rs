@@ -141,7 +141,13 @@ fn an_approved_call_runs_once_a_denied_one_never_and_approve_for_turn_holds_for_
         ("user", "third task", overwrite(&c, "three")),
         ("tool", "no answer", reply("Nobody answered.")),
     ];
-    let stack = stack_with_brokerd(dir.path(), &steps, "[approvals]\ntimeout_ms = 4000\n");
+    // The same write again at the next step is what `--for-turn` must cover here; loopd would
+    // refuse it as a repeat first (`loop.refuse_repeat_at_once`).
+    let stack = stack_with_brokerd(
+        dir.path(),
+        &steps,
+        "[approvals]\ntimeout_ms = 4000\n[loop]\nrefuse_repeat_at_once = false\n",
+    );
 
     // Approve once, then deny with a reason.
     let task = stack.spawn_boxctl(&[

@@ -43,7 +43,11 @@ fn an_injected_write_waits_for_the_owner_and_runs_once_when_approved() {
     let stack = super::common::stack_with_brokerd(
         dir.path(),
         &steps,
-        &format!("[approvals]\ntimeout_ms = 3000\n{BROKERD_LAYER_ONLY}"),
+        // The model's repeat of the same write must reach brokerd's question: loopd's refusal
+        // of a repeat at once is off.
+        &format!(
+            "[approvals]\ntimeout_ms = 3000\n{BROKERD_LAYER_ONLY}refuse_repeat_at_once = false\n"
+        ),
     );
 
     // Nobody answers: the call is denied when the wait ends, nothing is written.
