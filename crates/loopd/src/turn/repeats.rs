@@ -326,40 +326,44 @@ mod tests {
     fn a_call_made_again_at_the_next_step_after_it_ran_or_was_denied_is_refused_at_once() {
         let mut repeats = Repeats::new(2, true);
         let fetch = call("http_fetch", r#"{"url":"http://x/p"}"#);
-        repeats.step();
-        assert_eq!(repeats.check(&fetch), None);
-        repeats.ran(
-            &fetch,
-            &CallOutcome::local("price 27.15".into(), ToolOutcome::Ok),
+        let refused = ran_then_asked_again(&mut repeats, &fetch, "price 27.15", ToolOutcome::Ok);
+        assert!(
+            refused
+                .unwrap()
+                .content
+                .contains("Its result was:\nprice 27.15\n")
         );
-        repeats.step();
-        let refused = repeats.check(&fetch).unwrap();
-        assert!(refused.content.contains("Its result was:\nprice 27.15\n"));
         assert_eq!(repeats.refused(), 1);
 
         // Denied by the broker: the same again at once.
         let write = call("write_file", r#"{"path":"/a"}"#);
-        assert_eq!(repeats.check(&write), None);
         let denied = ToolOutcome::Denied {
             reason: bxcore::DenyReason::UntrustedContext,
         };
-        repeats.ran(&write, &CallOutcome::local("Denied".into(), denied));
+        assert!(ran_then_asked_again(&mut repeats, &write, "Denied", denied).is_some());
+    }
+
+    /// `call` asked for at a step and answered with `content` and `outcome`, then asked for
+    /// again at the next step: what the second ask gets.
+    fn ran_then_asked_again(
+        repeats: &mut Repeats,
+        call: &ToolCall,
+        content: &str,
+        outcome: ToolOutcome,
+    ) -> Option<CallOutcome> {
         repeats.step();
-        assert!(repeats.check(&write).is_some());
+        assert_eq!(repeats.check(call), None);
+        repeats.ran(call, &CallOutcome::local(content.into(), outcome));
+        repeats.step();
+        repeats.check(call)
     }
 
     #[test]
     fn a_failed_call_may_be_tried_again_and_a_call_after_another_step_counts_as_before() {
         let mut repeats = Repeats::new(2, true);
         let fetch = call("http_fetch", r#"{"url":"http://x/p"}"#);
-        repeats.step();
-        assert_eq!(repeats.check(&fetch), None);
-        repeats.ran(
-            &fetch,
-            &CallOutcome::local("timed out".into(), ToolOutcome::Failed),
-        );
-        repeats.step();
-        assert_eq!(repeats.check(&fetch), None, "a failure may be retried");
+        let again = ran_then_asked_again(&mut repeats, &fetch, "timed out", ToolOutcome::Failed);
+        assert_eq!(again, None, "a failure may be retried");
 
         let read = call("read_file", r#"{"path":"/a"}"#);
         assert_eq!(repeats.check(&read), None);
@@ -376,11 +380,10 @@ mod tests {
 
         // `refuse_repeat_at_once = false`: counted only.
         let mut counted = Repeats::new(2, false);
-        counted.step();
-        assert_eq!(counted.check(&read), None);
-        counted.ran(&read, &CallOutcome::local("one".into(), ToolOutcome::Ok));
-        counted.step();
-        assert_eq!(counted.check(&read), None);
+        assert_eq!(
+            ran_then_asked_again(&mut counted, &read, "one", ToolOutcome::Ok),
+            None
+        );
         counted.step();
         assert!(counted.check(&read).is_some(), "the third is past two");
     }
