@@ -164,6 +164,10 @@ pub struct Named {
     pub path: Option<Path>,
     /// Whether it is a `cwd` (see [`refused`]).
     pub cwd: bool,
+    /// A relative path resolved against a `cwd`, as written (normalised, with no `..`): the
+    /// owner may have written it word for word (`sed -i s/bread/butter/ /r/a.txt`), and what
+    /// the owner wrote is the owner's whatever `cwd` the model added (see [`refused`]).
+    pub relative: Option<Path>,
 }
 
 /// The first of `named` (one call's paths) that `owner` does not cover, if any. A `cwd` is
@@ -172,9 +176,16 @@ pub struct Named {
 /// with `/r/work` (issue 34's suite: most `exec` tasks of both Qwen models were refused so).
 /// It gives the call nothing the owner did not: a relative element holding a `/` is still
 /// resolved against it and judged, and one without a `/` is never judged (module doc), so
-/// a `cwd` with no owner-given path of its own beside it stays refused.
+/// a `cwd` with no owner-given path of its own beside it stays refused. A relative element
+/// is also allowed as written when the owner's words cover it so (it was allowed so without
+/// a `cwd`, where the program resolves it against the default one): the Qwen 1.5B, told to
+/// run `sed -i s/bread/butter/ /r/work/a.txt`, added `cwd` `/r/work`, and the sed expression,
+/// resolved to `/r/work/s/bread/butter`, was refused.
 pub fn refused<'a>(named: &'a [Named], owner: &OwnerPaths) -> Option<&'a Named> {
-    let covered = |n: &Named| n.path.as_ref().is_some_and(|p| owner.covers(p));
+    let covered = |n: &Named| {
+        n.path.as_ref().is_some_and(|p| owner.covers(p))
+            || n.relative.as_ref().is_some_and(|p| owner.covers(p))
+    };
     let holds_a_covered_path = |cwd: &Named| {
         named.iter().any(|other| {
             !other.cwd
@@ -260,14 +271,19 @@ pub fn argv_element(element: &str, cwd: Option<&Path>) -> Vec<Named> {
 
 /// `text` as one path, resolved against `cwd` when relative.
 fn whole(text: &str, cwd: Option<&Path>) -> Named {
-    let path = match cwd {
-        Some(cwd) => Path::new_beneath(cwd.clone(), text),
-        None => Path::new(text),
+    let (path, relative) = match cwd {
+        Some(cwd) => {
+            let relative = (!text.starts_with('/') && !text.split('/').any(|part| part == ".."))
+                .then(|| Path::new(text));
+            (Path::new_beneath(cwd.clone(), text), relative)
+        }
+        None => (Path::new(text), None),
     };
     Named {
         written: text.to_string(),
         path: Some(path),
         cwd: false,
+        relative,
     }
 }
 
@@ -436,6 +452,19 @@ mod tests {
             ),
             Some("/elsewhere".into())
         );
+    }
+
+    #[test]
+    fn a_relative_element_the_owner_wrote_passes_beside_a_cwd_and_no_other() {
+        let said = "run sed -i s/bread/butter/ /r/work/shop.txt";
+        let call = |argv: serde_json::Value| json!({"argv": argv, "cwd": "/r/work"});
+        let sed = json!(["sed", "-i", "s/bread/butter/", "/r/work/shop.txt"]);
+        assert_eq!(first_refused(said, call(sed)), None);
+        let cp = json!(["cp", "/r/work/shop.txt", "s/evil/x"]);
+        assert_eq!(first_refused(said, call(cp)), Some("s/evil/x".into()));
+        let up = json!(["cp", "../x.txt", "/r/work/a.txt"]);
+        let said_up = "copy ../x.txt to /r/work/a.txt";
+        assert_eq!(first_refused(said_up, call(up)), Some("../x.txt".into()));
     }
 
     #[test]
