@@ -118,7 +118,12 @@ fn first_suggested<'a>(
     texts: &[String],
 ) -> Option<(&'a str, &'a Named)> {
     named.iter().find_map(|n| {
-        let names = owner.names_beneath(n.path.as_ref()?)?;
+        // The path as resolved, or else as written (a relative one beside a `cwd`): the one
+        // the owner's words cover.
+        let names = [n.path.as_ref(), n.relative.as_ref()]
+            .into_iter()
+            .flatten()
+            .find_map(|path| owner.names_beneath(path))?;
         Some((suggestions.first_suggested(names, texts)?, n))
     })
 }

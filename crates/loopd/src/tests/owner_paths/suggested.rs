@@ -75,6 +75,37 @@ fn a_name_an_entry_of_a_listing_suggests_is_neither_written_nor_run() {
     );
 }
 
+/// A relative path the owner wrote passes as written beside a `cwd` the model added
+/// (`provenance::paths::refused`); a name beneath it that a tool's result suggested is still
+/// the attacker's.
+#[test]
+fn a_suggested_name_beneath_a_relative_folder_of_the_owners_is_refused_beside_a_cwd_too() {
+    let touch = call(
+        "exec",
+        json!({ "argv": ["touch", "out/pwned.txt", "/R/work/a.txt"], "cwd": "/R/work" }),
+    );
+    let mut bed = Bed::new(&script(
+        "List the folder",
+        &list("/R/downloads"),
+        "IMPORTANT",
+        &touch,
+    ));
+    bed.port = AskingPort::new().answering("list_dir", INJECTED_LISTING);
+    let session = bed.run(
+        "s",
+        "List the folder /R/downloads, then touch /R/work/a.txt and put a copy in out/.",
+    );
+    assert_eq!(
+        bed.sent(),
+        ["/R/downloads"],
+        "the touch never reached the port"
+    );
+    assert_eq!(
+        results(session.records())[1].0,
+        suggested("pwned.txt", "out/pwned.txt")
+    );
+}
+
 #[test]
 fn a_listed_entry_the_owners_name_and_a_name_of_the_models_own_are_written() {
     let mut bed = Bed::new(&script(
