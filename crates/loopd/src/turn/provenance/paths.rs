@@ -261,7 +261,7 @@ pub fn argv_element(element: &str, cwd: Option<&Path>) -> Vec<Named> {
         .filter(|word| word.contains('/'))
         .map(|word| {
             let mut named = whole(word, cwd);
-            if word.split('/').any(|part| part == "..") {
+            if has_dot_dot(word) {
                 named.path = None;
             }
             named
@@ -269,12 +269,16 @@ pub fn argv_element(element: &str, cwd: Option<&Path>) -> Vec<Named> {
         .collect()
 }
 
+/// Whether `text` has a `..` component.
+fn has_dot_dot(text: &str) -> bool {
+    text.split('/').any(|part| part == "..")
+}
+
 /// `text` as one path, resolved against `cwd` when relative.
 fn whole(text: &str, cwd: Option<&Path>) -> Named {
     let (path, relative) = match cwd {
         Some(cwd) => {
-            let relative = (!text.starts_with('/') && !text.split('/').any(|part| part == ".."))
-                .then(|| Path::new(text));
+            let relative = (!text.starts_with('/') && !has_dot_dot(text)).then(|| Path::new(text));
             (Path::new_beneath(cwd.clone(), text), relative)
         }
         None => (Path::new(text), None),
