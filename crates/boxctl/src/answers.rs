@@ -109,14 +109,15 @@ pub fn kv_line(kv: &proto::api::KvStatus) -> String {
         None => "no switch yet".to_string(),
     };
     let mut line = format!(
-        "kv      {} files, {} MiB of {} MiB; switches: {} restored, {} missed, {} failed ({hits}); {} saved",
+        "kv      {} files, {} MiB of {} MiB; switches: {} restored, {} missed, {} failed ({hits}); {} saved ({} after a turn)",
         kv.files,
         mib(kv.bytes),
         mib(kv.max_bytes),
         kv.restores,
         kv.misses,
         kv.restore_failures,
-        kv.saves
+        kv.saves,
+        kv.saves_after_turn
     );
     if kv.save_failures > 0 {
         line.push_str(&format!(", {} saves failed", kv.save_failures));

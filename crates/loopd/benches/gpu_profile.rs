@@ -10,6 +10,10 @@
 //!    raw, one at a time.
 //! 3. **KV files**: three sessions alternating on one main slot; what loopd chose (files while
 //!    it measures, then prefill) and the turns' wall time in each phase.
+//! 4. **The save after a turn**: the same alternation where files win (prefill 250 µs a token,
+//!    the GPU profile's files), each session coming back after the last turn's save is done,
+//!    as after an owner's reading time; each turn's wall time with the save after the turn
+//!    (`[kv] save_after_turn`, the default) and with the save at the switch.
 //!
 //! `cargo bench -p loopd --bench gpu_profile`.
 
@@ -58,6 +62,9 @@ fn main() {
     }
     per_call(&rt);
     kv_choice(&rt);
+    for save_after_turn in [false, true] {
+        save_off_the_path(&rt, save_after_turn);
+    }
 }
 
 /// fakellama with the GPU profile and `slots` slots (two more for the background and
@@ -68,12 +75,23 @@ fn fake(
     kv: Option<std::path::PathBuf>,
     script: &str,
 ) -> fakellama::Handle {
+    fake_with(rt, slots, kv, script, fakellama::Profile::gpu())
+}
+
+/// [`fake`] with `profile`.
+fn fake_with(
+    rt: &tokio::runtime::Runtime,
+    slots: u32,
+    kv: Option<std::path::PathBuf>,
+    script: &str,
+    profile: fakellama::Profile,
+) -> fakellama::Handle {
     rt.block_on(fakellama::start(fakellama::Options {
         n_ctx: N_CTX,
         slots: slots + 2,
         script: fakellama::Script::parse(script).unwrap(),
         slot_save_path: kv,
-        profile: fakellama::Profile::gpu(),
+        profile,
         ..Default::default()
     }))
     .unwrap()
@@ -87,6 +105,21 @@ fn engine(
     main: u32,
     kv: bool,
 ) -> Engine {
+    let kv = Kv {
+        enabled: kv,
+        ..Kv::default()
+    };
+    engine_kv(rt, fake, state, main, kv)
+}
+
+/// [`engine`] with `kv` as its `[kv]`.
+fn engine_kv(
+    rt: &tokio::runtime::Runtime,
+    fake: &fakellama::Handle,
+    state: &std::path::Path,
+    main: u32,
+    kv: Kv,
+) -> Engine {
     let mut cfg = Config {
         state_dir: state.to_path_buf(),
         ..Config::default()
@@ -96,10 +129,7 @@ fn engine(
         background: main,
         subagent: main + 1,
     };
-    cfg.kv = Kv {
-        enabled: kv,
-        ..Kv::default()
-    };
+    cfg.kv = kv;
     let info = ServerInfo {
         n_ctx: N_CTX,
         total_slots: main + 2,
@@ -315,6 +345,61 @@ fn kv_choice(rt: &tokio::runtime::Runtime) {
         c.file_us_per_1k_tokens,
         c.prefill_us_per_1k_tokens,
         status.saves,
+        status.restores
+    );
+    rt.block_on(engine.shutdown(20_000));
+    rt.block_on(fake.shutdown());
+}
+
+fn save_off_the_path(rt: &tokio::runtime::Runtime, save_after_turn: bool) {
+    let state = tempfile::tempdir().unwrap();
+    let kv = state.path().join("kv");
+    std::fs::create_dir_all(&kv).unwrap();
+    let profile = fakellama::Profile {
+        prompt_us_per_token: 250,
+        ..fakellama::Profile::gpu()
+    };
+    let fake = fake_with(rt, 1, Some(kv), SCRIPT, profile);
+    let cfg = Kv {
+        save_after_turn,
+        ..Kv::default()
+    };
+    let engine = engine_kv(rt, &fake, state.path(), 1, cfg);
+    let files = engine.models().kv().unwrap();
+    let mut samples = Vec::new();
+    let mut saved_after = 0;
+    for n in 0..ALTERNATIONS {
+        for id in ["a", "b", "c"] {
+            let started = Instant::now();
+            rt.block_on(task(
+                &engine,
+                id,
+                &format!("task {n} of {id}: a few more words"),
+            ));
+            if n > 0 {
+                samples.push(started.elapsed().as_secs_f64() * 1000.0);
+            }
+            // The owner reads the answer: the save after the turn, if any, is done before the
+            // next session comes. Every turn but the first is on a slot already shared.
+            if save_after_turn && (n, id) != (0, "a") {
+                saved_after += 1;
+            }
+            let waited = Instant::now();
+            while files.status().saves_after_turn < saved_after {
+                assert!(waited.elapsed() < Duration::from_secs(10));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+    let status = files.status();
+    println!(
+        "kv, files win (prefill 250 µs a token), three sessions on one slot, save_after_turn = \
+         {save_after_turn}: switch turns p50 {:.1} ms ({} turns); {} saves, {} after a turn, {} \
+         restores",
+        percentile(samples.clone(), 0.5),
+        samples.len(),
+        status.saves,
+        status.saves_after_turn,
         status.restores
     );
     rt.block_on(engine.shutdown(20_000));

@@ -222,6 +222,7 @@ fn the_kv_files_get_a_line_before_the_usage_with_their_hit_rate() {
         bytes: 30 * 1024 * 1024,
         max_bytes: 4096 * 1024 * 1024,
         saves: 5,
+        saves_after_turn: 4,
         save_failures: 0,
         restores: 3,
         misses: 1,
@@ -237,7 +238,7 @@ fn the_kv_files_get_a_line_before_the_usage_with_their_hit_rate() {
         "{kv}"
     );
     assert!(
-        kv.contains("3 restored, 1 missed, 0 failed (75% hit); 5 saved"),
+        kv.contains("3 restored, 1 missed, 0 failed (75% hit); 5 saved (4 after a turn)"),
         "{kv}"
     );
     assert!(kv.contains("off on gpu"), "{kv}");

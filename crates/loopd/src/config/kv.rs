@@ -26,6 +26,9 @@ pub struct Kv {
     pub max_bytes: u64,
     /// The most files (one per session); past it the least recently used go first.
     pub max_files: usize,
+    /// Whether a slot other sessions use too is saved to its holder's file after each of its
+    /// turns (off the next session's path), rather than when another session takes it.
+    pub save_after_turn: bool,
 }
 
 impl Default for Kv {
@@ -36,6 +39,7 @@ impl Default for Kv {
             endpoints: vec![super::DEFAULT_ENDPOINT_NAME.to_string()],
             max_bytes: 4 * 1024 * 1024 * 1024,
             max_files: 256,
+            save_after_turn: true,
         }
     }
 }

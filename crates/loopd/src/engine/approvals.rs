@@ -205,6 +205,11 @@ impl<'a> TurnOwner<'a> {
         }
     }
 
+    /// Whether the turn holds its main slot now (not given back for a wait it was stopped in).
+    pub(crate) fn holds_slot(&self) -> bool {
+        self.permit().is_some()
+    }
+
     fn permit(&self) -> MutexGuard<'_, Option<OwnedSemaphorePermit>> {
         self.permit.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -226,9 +226,6 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
     let ran = unwind::catch("a turn", id, || {
         run_foreground(&rt, &mut session, stop, &mut on_event)
     });
-    if let Some(kv) = parts.models.kv() {
-        kv.after_turn(&place, &lease.target.client, Occupant::of(&session));
-    }
     let result = match ran {
         Ok(result) => Some(result),
         Err(why) => {
@@ -236,6 +233,13 @@ fn foreground(inner: &Inner, id: &SessionId, pending: Pending, stop: &Stop) -> O
             None
         }
     };
+    // The submitter's stream ends with the turn's `ended`, before the slot's save below.
+    drop(events);
+    // A turn stopped while it waited for the owner ends without its slot: another session
+    // may be on it now, and its cache is not this session's to record or save.
+    if owner.holds_slot() {
+        after_turn(parts, &place, &lease, Occupant::of(&session));
+    }
     // What the turn's events had not yet told the accounts. The main slot goes back first
     // (another session's turn need not wait for the write); then the turn's spending is made
     // durable: a crash loses at most a turn in flight.
@@ -272,6 +276,21 @@ fn warm_up(
     });
     if let Ok(warmth) = warmed {
         tracing::debug!(%session, ?warmth, "the slot before the turn");
+    }
+}
+
+/// After a turn, its slot still held: the slot holds the session as the turn left it, saved
+/// to its file there when that is due (`kv::SlotFiles::after_turn`).
+fn after_turn(parts: &EngineParts, place: &crate::kv::Place, lease: &Lease, occupant: Occupant) {
+    let Some(kv) = parts.models.kv() else {
+        return;
+    };
+    let saved = parts.blocking.wait(async {
+        kv.after_turn(place, &lease.target.client, occupant).await;
+        Ok::<_, OnRuntimeThread>(())
+    });
+    if let Err(e) = saved {
+        tracing::warn!(error = %e, "cannot record the slot's holder after the turn");
     }
 }
 

@@ -3,9 +3,11 @@
 //! Sessions take turns on a slot: the heartbeat, a schedule's run and the owner's sessions
 //! all share the main slot, and each switch used to throw the last session's cache away and
 //! prefill the next one's whole context. Now loopd knows which session each slot last ran
-//! (`holders`); before a turn of X on a slot that last held Y it asks llama-server to save
-//! the slot to Y's file, then to restore X's file when it has one made for X's current epoch
-//! (its baseline's digest), on this model and slot size. A file that does not match is
+//! (`holders`); after a turn of Y on a slot other sessions use too it asks llama-server to
+//! save the slot to Y's file (after the turn's `ended`, holding the slot, so the save is on
+//! no turn's path unless another turn already waits for the slot); before a turn of X on a
+//! slot that last held Y it saves Y only when that was not done, then restores X's file when
+//! it has one made for X's current epoch (its baseline's digest), on this model and slot size. A file that does not match is
 //! deleted, never used; a restore that fails leaves the slot empty, and the turn prefills as
 //! before (logged). After a compaction the session's file is dropped. The files
 //! (`files`) count against `[kv] max_bytes` and `max_files`, least recently used removed
@@ -22,7 +24,8 @@ mod files;
 mod holders;
 
 pub use costs::{Choice, Costs};
-pub use files::{KV_SUFFIX, Note, name_of};
+pub use files::{KV_SUFFIX, KV_TEMP_SUFFIX, Note, name_of};
+use holders::{Held, Holders};
 pub use holders::{Occupant, Place};
 
 use crate::config::Kv;
@@ -62,6 +65,7 @@ struct Counts {
     restores: AtomicU64,
     misses: AtomicU64,
     restore_failures: AtomicU64,
+    saves_after_turn: AtomicU64,
 }
 
 /// The KV files of the endpoints in `[kv] endpoints`.
@@ -71,10 +75,12 @@ pub struct SlotFiles {
     endpoints: Vec<String>,
     max_bytes: u64,
     max_files: usize,
+    /// `[kv] save_after_turn`: a holder's file is saved after its turn, not at the switch.
+    save_after_turn: bool,
     /// What every endpoint reports: a file is restored only on the model and slot size it
     /// was made on.
     server: ServerInfo,
-    holders: Mutex<HashMap<Place, (Occupant, Client)>>,
+    holders: Mutex<Holders>,
     /// Endpoints whose server answered that it has no `--slot-save-path` (501).
     off: Mutex<HashSet<String>>,
     /// What files and prefill cost, per endpoint.
@@ -119,6 +125,7 @@ impl SlotFiles {
             endpoints: kv.endpoints.clone(),
             max_bytes: kv.max_bytes,
             max_files: kv.max_files,
+            save_after_turn: kv.save_after_turn,
             server: server.clone(),
             holders: Mutex::default(),
             off: Mutex::default(),
@@ -135,7 +142,7 @@ impl SlotFiles {
         &self.dir
     }
 
-    fn holders(&self) -> MutexGuard<'_, HashMap<Place, (Occupant, Client)>> {
+    fn holders(&self) -> MutexGuard<'_, Holders> {
         self.holders.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -175,29 +182,24 @@ impl SlotFiles {
     }
 
     /// Before a turn of `now` at `place` (through `client`): the slot's last session saved
-    /// when it was another, then `now`'s file restored when it matches. `now` becomes the
-    /// slot's holder.
+    /// when it was another and its file was not saved after its turn, then `now`'s file
+    /// restored when it matches. `now` becomes the slot's holder.
     pub async fn before_turn(&self, place: &Place, client: &Client, now: Occupant) -> Warmth {
         if !self.serves(&place.endpoint) {
             return Warmth::Off;
         }
-        let before = {
-            let mut holders = self.holders();
-            let before = holders.insert(place.clone(), (now.clone(), client.clone()));
-            // Its cache is here from now on: a slot it left keeps an older one, which must
-            // never be saved over the file of the newer.
-            holders.retain(|p, (held, _)| p == place || held.session != now.session);
-            before
-        };
-        if matches!(&before, Some((held, _)) if held.session == now.session) {
+        let before = self.holders().take(place, client, &now);
+        if matches!(&before, Some(held) if held.occupant.session == now.session) {
             return Warmth::Kept;
         }
         if self.choice(&place.endpoint) == Choice::Prefill {
             // The file would cost more than the prefill it spares.
             return Warmth::Prefill;
         }
-        if let Some((held, held_client)) = before {
-            self.save(place, &held_client, &held).await;
+        if let Some(held) = before
+            && !self.saved_already(&held)
+        {
+            self.save(place, &held.client, &held.occupant).await;
         }
         if !self.serves(&place.endpoint) {
             return Warmth::Off;
@@ -205,19 +207,35 @@ impl SlotFiles {
         self.restore(place, client, &now).await
     }
 
-    /// After a turn: the slot holds `now` as it is at the turn's end (its epoch may have
-    /// moved on: a compaction that made room).
-    pub fn after_turn(&self, place: &Place, client: &Client, now: Occupant) {
-        if self.serves(&place.endpoint) {
-            self.holders().insert(place.clone(), (now, client.clone()));
+    /// After a turn, its `ended` sent and the slot still held: the slot holds `now` as it is
+    /// at the turn's end (its epoch may have moved on: a compaction that made room). On a
+    /// slot other sessions use too, with files chosen there and `[kv] save_after_turn` on,
+    /// the slot is saved to `now`'s file here, so that the next session's switch only
+    /// restores (`docs/kv.md`, "When the save happens").
+    pub async fn after_turn(&self, place: &Place, client: &Client, now: Occupant) {
+        if !self.serves(&place.endpoint) {
+            return;
         }
+        let shared = self.holders().ended(place, client, &now);
+        if !shared || !self.save_after_turn || self.choice(&place.endpoint) == Choice::Prefill {
+            return;
+        }
+        if self.save(place, client, &now).await {
+            self.holders().saved(place, &now);
+            self.counts.saves_after_turn.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `held`'s file was saved after its turn and is still there (the limits may have
+    /// removed it since).
+    fn saved_already(&self, held: &Held) -> bool {
+        held.saved && self.pair(&held.occupant.session).kv.is_file()
     }
 
     /// Drops `session`'s file and forgets the slots it holds (its cache there is of an epoch
     /// that is over: saving it would only make a file never used). After a compaction.
     pub fn drop_session(&self, session: &SessionId) {
-        self.holders()
-            .retain(|_, (held, _)| held.session != *session);
+        self.holders().forget(session);
         self.pair(session).remove();
     }
 
@@ -248,22 +266,20 @@ impl SlotFiles {
         true
     }
 
-    /// Saves every slot's holder (at shutdown), so that their next turns start warm.
+    /// Saves every slot's holder whose file does not hold it yet (at shutdown), so that their
+    /// next turns start warm.
     pub async fn save_all(&self) {
-        let held: Vec<(Place, Occupant, Client)> = self
-            .holders()
-            .drain()
-            .map(|(place, (occupant, client))| (place, occupant, client))
-            .collect();
-        for (place, occupant, client) in held {
-            if self.serves(&place.endpoint) {
-                self.save(&place, &client, &occupant).await;
+        let held = self.holders().drain();
+        for (place, held) in held {
+            if self.serves(&place.endpoint) && !self.saved_already(&held) {
+                self.save(&place, &held.client, &held.occupant).await;
             }
         }
     }
 
     /// Saves `held`'s cache from `place` to its file; a failure is logged and leaves no file.
-    async fn save(&self, place: &Place, client: &Client, held: &Occupant) {
+    /// Whether a file was kept.
+    async fn save(&self, place: &Place, client: &Client, held: &Occupant) -> bool {
         // Unknown when the session's first turn had not yet written its baseline when it
         // took the slot (it gave the slot back to wait for the owner): such a file is
         // checked by its epoch alone.
@@ -280,12 +296,12 @@ impl SlotFiles {
             }
             Err(e) => {
                 self.failed_save(place, &held.session, &pair, &e);
-                return;
+                return false;
             }
         };
         if saved.n_saved == 0 {
             let _ = std::fs::remove_file(&pair.temp);
-            return;
+            return false;
         }
         let note = Note {
             session: held.session.clone(),
@@ -302,11 +318,12 @@ impl SlotFiles {
             tracing::warn!(session = %held.session, error = %e, "cannot keep a saved KV file; the session prefills at its next turn");
             self.counts.save_failures.fetch_add(1, Ordering::Relaxed);
             pair.remove();
-            return;
+            return false;
         }
         self.counts.saves.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(session = %held.session, endpoint = %place.endpoint, slot = place.slot, tokens = saved.n_saved, bytes = saved.n_written, "saved a slot's KV cache");
         self.prune();
+        true
     }
 
     fn failed_save(&self, place: &Place, session: &SessionId, pair: &Pair, e: &InferError) {
@@ -432,6 +449,7 @@ impl SlotFiles {
             bytes: all.iter().map(|(_, n)| n.bytes).sum(),
             max_bytes: self.max_bytes,
             saves: c.saves.load(Ordering::Relaxed),
+            saves_after_turn: c.saves_after_turn.load(Ordering::Relaxed),
             save_failures: c.save_failures.load(Ordering::Relaxed),
             restores: c.restores.load(Ordering::Relaxed),
             misses: c.misses.load(Ordering::Relaxed),

@@ -274,3 +274,18 @@ pub async fn run_task(engine: &crate::engine::Engine, id: &SessionId, text: &str
         }
     }
 }
+
+/// How often [`until`] looks again.
+const UNTIL_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Waits until `ready` holds, at most [`TASK_WAIT`].
+pub async fn until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + TASK_WAIT;
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not happen in time"
+        );
+        tokio::time::sleep(UNTIL_POLL).await;
+    }
+}

@@ -13,35 +13,41 @@ use crate::llama::ServerInfo;
 use crate::llama::tests::support::Fake;
 use crate::meter::{Meter, system_clock};
 use crate::route::Router;
-use crate::tests::bed::{Bed, COMPACT_PHRASE, ROOMY_N_CTX, SYSTEM, run_task};
+use crate::tests::bed::{Bed, COMPACT_PHRASE, ROOMY_N_CTX, SYSTEM, run_task, until};
 use crate::tools::{FakeTools, Registry};
 use bxcore::{LogRecord, SessionId};
+use proto::api::KvStatus;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The model fakellama reports (`--model`).
-const MODEL: &str = "/models/fakellama.gguf";
+pub(super) const MODEL: &str = "/models/fakellama.gguf";
 
-fn script() -> String {
+pub(super) fn script() -> String {
     format!(
         "default_reply = \"done, and a few words more to cache\"\n[[rule]]\nwhen_contains = \"{COMPACT_PHRASE}\"\nreply = \"CARRY: earlier tasks\"\n"
     )
 }
 
 /// A bed whose fakellama keeps slot files in `<state>/kv` (or none, `with_files = false`).
-fn bed(with_files: bool) -> (Bed, PathBuf) {
-    let mut bed = Bed::new(&script());
+pub(super) fn bed(with_files: bool) -> (Bed, PathBuf) {
+    bed_scripted(with_files, &script())
+}
+
+/// [`bed`], fakellama answering by `script`.
+pub(super) fn bed_scripted(with_files: bool, script: &str) -> (Bed, PathBuf) {
+    let mut bed = Bed::new(script);
     let dir = bed.cfg.state_dir.join("kv");
     std::fs::create_dir_all(&dir).unwrap();
     bed.fake = Fake::start(fakellama::Options {
-        script: fakellama::Script::parse(&script()).unwrap(),
+        script: fakellama::Script::parse(script).unwrap(),
         slot_save_path: with_files.then(|| dir.clone()),
         ..Default::default()
     });
     (bed, dir)
 }
 
-fn info() -> ServerInfo {
+pub(super) fn info() -> ServerInfo {
     ServerInfo {
         n_ctx: ROOMY_N_CTX,
         total_slots: 3,
@@ -52,23 +58,33 @@ fn info() -> ServerInfo {
 }
 
 /// An engine over `bed` on one main slot, with KV files when `kv` is on.
-fn engine(bed: &Bed, kv: bool) -> Engine {
+pub(super) fn engine(bed: &Bed, kv: bool) -> Engine {
     engine_with(bed, kv, |_| {})
 }
 
 /// [`engine`] with its config changed by `tweak`.
-fn engine_with(bed: &Bed, kv: bool, tweak: impl FnOnce(&mut Config)) -> Engine {
+pub(super) fn engine_with(bed: &Bed, kv: bool, tweak: impl FnOnce(&mut Config)) -> Engine {
+    engine_over(bed, Arc::new(FakeTools::new()), kv, tweak)
+}
+
+/// [`engine_with`], its tools answered by `port`.
+pub(super) fn engine_over(
+    bed: &Bed,
+    port: Arc<dyn crate::tools::ToolPort>,
+    kv: bool,
+    tweak: impl FnOnce(&mut Config),
+) -> Engine {
     let mut cfg: Config = bed.cfg.clone();
-    tweak(&mut cfg);
     cfg.kv = Kv {
         enabled: kv,
         ..Kv::default()
     };
+    tweak(&mut cfg);
     let files = SlotFiles::open(&cfg.kv, &cfg.state_dir, &info()).unwrap();
     let router = Router::single(bed.fake.client(), &cfg.slots, info()).with_kv(files);
     Engine::new(EngineParts {
         store: crate::session::Store::new(&cfg.state_dir).unwrap(),
-        port: Arc::new(FakeTools::new()),
+        port,
         tools: ToolSource::Fake(Registry::m2b()),
         system: SYSTEM.into(),
         models: Arc::new(router),
@@ -79,19 +95,19 @@ fn engine_with(bed: &Bed, kv: bool, tweak: impl FnOnce(&mut Config)) -> Engine {
 }
 
 /// Session `id`'s KV file (`suffix` `.bin`) or note (`.json`) in `dir`.
-fn at(dir: &Path, id: &str, suffix: &str) -> PathBuf {
+pub(super) fn at(dir: &Path, id: &str, suffix: &str) -> PathBuf {
     dir.join(format!("{}{suffix}", name_of(&SessionId::new(id).unwrap())))
 }
 
 /// Runs `text` on session `id` to its end.
-fn run(bed: &Bed, engine: &Engine, id: &str, text: &str) {
+pub(super) fn run(bed: &Bed, engine: &Engine, id: &str, text: &str) {
     bed.fake
         .rt
         .block_on(run_task(engine, &SessionId::new(id).unwrap(), text));
 }
 
 /// (prompt, cached) tokens of each of session `id`'s model calls, in order.
-fn calls(bed: &Bed, id: &str) -> Vec<(u64, u64)> {
+pub(super) fn calls(bed: &Bed, id: &str) -> Vec<(u64, u64)> {
     // Read, not opened: the engine keeps the session open between its tasks.
     bed.store
         .read(&SessionId::new(id).unwrap())
@@ -107,18 +123,31 @@ fn calls(bed: &Bed, id: &str) -> Vec<(u64, u64)> {
 }
 
 /// Whether every turn after the first reused the whole prompt of the turn before.
-fn every_later_turn_warm(bed: &Bed, id: &str) -> bool {
+pub(super) fn every_later_turn_warm(bed: &Bed, id: &str) -> bool {
     calls(bed, id).windows(2).all(|pair| pair[1].1 >= pair[0].0)
 }
 
-fn alternate(bed: &Bed, engine: &Engine, turns: usize) {
+pub(super) fn alternate(bed: &Bed, engine: &Engine, turns: usize) {
     for n in 0..turns {
         run(bed, engine, "a", &format!("task {n} of a"));
         run(bed, engine, "b", &format!("task {n} of b"));
     }
 }
 
-fn stop(bed: &Bed, engine: &Engine, save: bool) {
+/// The KV status once `done` holds of it (a save after a turn happens after its `ended`).
+pub(super) fn wait_for_saves(
+    bed: &Bed,
+    engine: &Engine,
+    done: impl Fn(&KvStatus) -> bool,
+) -> KvStatus {
+    let kv = engine.models().kv().unwrap();
+    bed.fake
+        .rt
+        .block_on(until("the save after the turn", || done(&kv.status())));
+    kv.status()
+}
+
+pub(super) fn stop(bed: &Bed, engine: &Engine, save: bool) {
     bed.fake.rt.block_on(async {
         engine.shutdown(20_000).await;
         if save && let Some(kv) = engine.models().kv() {
@@ -195,15 +224,14 @@ fn a_file_that_does_not_match_is_deleted_never_restored() {
     b.model = "/models/another.gguf".into();
     std::fs::write(at(&dir, "b", ".json"), serde_json::to_vec(&b).unwrap()).unwrap();
     run(&bed, &engine, "b", "once more");
-    assert!(
-        !at(&dir, "b", ".bin").exists(),
-        "the other model's file is gone"
-    );
+    // Gone, and saved again after the turn, by this model (after b's first turn, a's
+    // second and this one).
+    wait_for_saves(&bed, &engine, |s| s.saves_after_turn == 3);
+    assert_eq!(note_of("b").model, MODEL, "the other model's file is gone");
     // Only the prefix every session shares (system prompt, tools) was still in the slot.
     let b_calls = calls(&bed, "b");
     assert!(b_calls[1].1 < b_calls[0].0, "prefilled: {b_calls:?}");
-    // A compaction: a's file of the old epoch is dropped.
-    // b's turn saved a's cache: a has a file of epoch 0 now.
+    // A compaction: a's file of the old epoch (saved after its second turn) is dropped.
     assert!(at(&dir, "a", ".bin").exists());
     let compacted = bed
         .fake
@@ -219,13 +247,18 @@ fn a_restore_that_fails_or_a_server_without_files_leaves_the_turn_to_prefill() {
     let (bed, dir) = bed(true);
     let engine = engine(&bed, true);
     alternate(&bed, &engine, 1);
-    // a's file is damaged: the server refuses it, the turn runs cold, the file goes.
+    // a's file is damaged: the server refuses it, the turn runs cold, the file goes (a new
+    // one is saved after the turn).
     std::fs::write(at(&dir, "a", ".bin"), b"not a slot file").unwrap();
     run(&bed, &engine, "a", "again");
     let a = calls(&bed, "a");
     assert_eq!(a.len(), 2);
     assert_eq!(a[1].1, 0, "prefilled: {a:?}");
-    assert!(!at(&dir, "a", ".bin").exists());
+    wait_for_saves(&bed, &engine, |s| s.saves_after_turn == 2);
+    assert_ne!(
+        std::fs::read(at(&dir, "a", ".bin")).unwrap(),
+        b"not a slot file"
+    );
     let status = engine.models().kv().unwrap().status();
     assert_eq!(status.restore_failures, 1, "{status:?}");
     stop(&bed, &engine, false);
@@ -267,11 +300,11 @@ fn a_save_that_fails_loses_nothing_but_the_warm_start() {
     let engine = engine(&bed, true);
     run(&bed, &engine, "a", "first task of a");
     // The directory is gone (as good as a full disk for the server's write): b's turn cannot
-    // save a's cache, and goes on all the same.
+    // save a's cache, and goes on all the same; nor can b's own save after its turn.
     std::fs::remove_dir_all(&dir).unwrap();
     run(&bed, &engine, "b", "first task of b");
-    let status = engine.models().kv().unwrap().status();
-    assert_eq!(status.save_failures, 1, "{status:?}");
+    let status = wait_for_saves(&bed, &engine, |s| s.save_failures == 2);
+    assert_eq!(status.saves, 0, "{status:?}");
     assert_eq!(status.files, 0);
     std::fs::create_dir(&dir).unwrap();
     run(&bed, &engine, "a", "second task of a");

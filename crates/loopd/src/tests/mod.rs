@@ -20,6 +20,7 @@ mod compact_fallback;
 mod duplicate_keys;
 mod engine_compact;
 mod heartbeat;
+mod kv_after_turn;
 mod kv_switch;
 mod last_word;
 mod long_session;

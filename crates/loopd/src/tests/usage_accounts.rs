@@ -6,17 +6,15 @@
 use crate::api::{ApiFailure, Backend, UsageQuery};
 use crate::engine::Engine;
 use crate::meter::{Clock, Meter, promtool};
-use crate::tests::bed::{Bed, COMPACT_PHRASE};
+use crate::tests::bed::{Bed, COMPACT_PHRASE, until};
 use bxcore::{LogRecord, SessionId, TurnEvent};
 use chrono::{DateTime, Utc};
 use proto::api::{TaskRequest, UsageTotals};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The longest the test waits for anything.
 const WAIT: Duration = Duration::from_secs(20);
-/// How often the test looks again at what it waits for.
-const POLL: Duration = Duration::from_millis(10);
 /// The day the tests run on (the meter's clock is fixed).
 const NOW: &str = "2026-12-01T12:00:00Z";
 
@@ -74,15 +72,6 @@ async fn run_task(engine: &Engine, session: &str, text: &str) {
             Some(_) => continue,
             None => return,
         }
-    }
-}
-
-/// Waits (bounded) until `ready` holds.
-async fn until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !ready() {
-        assert!(Instant::now() < deadline, "{what} did not happen in time");
-        tokio::time::sleep(POLL).await;
     }
 }
 

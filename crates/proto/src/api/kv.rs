@@ -15,8 +15,11 @@ pub struct KvStatus {
     pub bytes: u64,
     /// `[kv] max_bytes`.
     pub max_bytes: u64,
-    /// Slots saved to a file when another session took them.
+    /// Slots saved to a file: after a turn, or when another session took them.
     pub saves: u64,
+    /// Of `saves`, those made after a turn ended (off the next session's path).
+    #[serde(default)]
+    pub saves_after_turn: u64,
     /// Saves that failed (the session prefills at its next turn).
     pub save_failures: u64,
     /// Turns that found another session on their slot and restored their own file.
