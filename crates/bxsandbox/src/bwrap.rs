@@ -5,6 +5,7 @@
 //! user, and a spec's `env` may carry a credential (`exec`'s grants fill it from brokerd's
 //! secrets). `/proc/PID/environ` is readable only by the process's own user.
 
+use crate::overlay::OverlayMount;
 use crate::shim;
 use crate::spec::{Resolved, Spec};
 use crate::walls::Walls;
@@ -83,6 +84,21 @@ pub(crate) fn command_line(spec: &Spec, resolved: &Resolved, walls: &Walls) -> V
         push(&["--ro-bind-fd", &fd, path_str(&ro.dest)]);
         read_paths.push(ro.dest.clone());
     }
+    // The stages, where the shim finds them to mount each rw path's overlay (`overlay`);
+    // the shim hides them before the program runs.
+    for stage in &resolved.stages {
+        let fd = stage.fd.as_raw_fd().to_string();
+        push(&["--bind-fd", &fd, path_str(&stage.dest)]);
+    }
+    let overlays = resolved
+        .rw_paths
+        .iter()
+        .zip(&resolved.stages)
+        .map(|(rw, stage)| OverlayMount {
+            dest: rw.dest.clone(),
+            stage: stage.dest.clone(),
+        })
+        .collect();
     let shim_path = path_str(walls.shim());
     push(&["--ro-bind", shim_path, shim_path]);
     read_paths.push(walls.shim().to_owned());
@@ -105,6 +121,7 @@ pub(crate) fn command_line(spec: &Spec, resolved: &Resolved, walls: &Walls) -> V
         network: spec.network,
         read_paths,
         write_paths,
+        overlays,
     };
     // Serialising plain strings, numbers and paths checked to be UTF-8 cannot fail.
     let config = serde_json::to_string(&config).unwrap_or_default();

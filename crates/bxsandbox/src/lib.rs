@@ -17,6 +17,10 @@
 //!   through slirp4netns, to global addresses and the spec's `networks` (the probe finds
 //!   whether slirp4netns is there: `Walls::network`; without it such a run fails).
 //!
+//! - `overlay`: an `rw_paths` entry given a stage (`Spec::overlay_stages`) is mounted through
+//!   an overlay by the shim, so the run's writes land in the stage and the entry is left as
+//!   it was, for the caller to apply (brokerd's checkpoints).
+//!
 //! Invariant: nothing runs outside the sandbox. `run` needs `Walls`, which only a successful
 //! `probe` makes.
 
@@ -24,6 +28,7 @@ mod bwrap;
 pub mod execwall;
 pub mod interp;
 pub mod net;
+pub mod overlay;
 pub mod pin;
 pub mod probe;
 pub mod program;

@@ -222,12 +222,13 @@ fn reachable_binds(resolved: &crate::spec::Resolved, walls: &Walls) -> Result<()
         return Ok(());
     };
     let binds = (resolved.ro_paths.iter().map(|b| ("ro_paths", b)))
-        .chain(resolved.rw_paths.iter().map(|b| ("rw_paths", b)));
+        .chain(resolved.rw_paths.iter().map(|b| ("rw_paths", b)))
+        .chain(resolved.stages.iter().map(|b| ("overlay_stages", b)));
     for (what, bind) in binds {
-        if let Some(blocked) = crate::reach::blocked_above(&bind.dest, uid, gid) {
+        if let Some(blocked) = crate::reach::blocked_above(&bind.source, uid, gid) {
             return Err(RunError::Unreachable {
                 what,
-                path: bind.dest.display().to_string(),
+                path: bind.source.display().to_string(),
                 uid,
                 dir: blocked.dir.display().to_string(),
                 mode: blocked.mode,

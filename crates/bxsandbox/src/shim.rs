@@ -9,6 +9,7 @@
 
 use crate::execwall::{self, ExecWallError};
 use crate::interp;
+use crate::overlay::{self, OverlayError, OverlayMount};
 use crate::spec::ExecRule;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, Ruleset, RulesetAttr,
@@ -61,6 +62,9 @@ pub struct Config {
     /// Paths read and written beneath (`rw_paths`, `/tmp`, `/dev`); executed beneath too
     /// under `ExecRule::Any`.
     pub write_paths: Vec<PathBuf>,
+    /// The overlays to mount before anything else (`overlay`); none for most runs.
+    #[serde(default)]
+    pub overlays: Vec<OverlayMount>,
 }
 
 /// Why the shim stopped before the program ran.
@@ -89,6 +93,9 @@ pub enum ShimError {
     /// The program could not be executed, or the exec wall could not be set.
     #[error(transparent)]
     Exec(#[from] ExecWallError),
+    /// The overlays of the rw paths could not be mounted.
+    #[error(transparent)]
+    Overlay(#[from] OverlayError),
 }
 
 impl ShimError {
@@ -113,6 +120,9 @@ pub fn main(args: &[String]) -> Result<Infallible, ShimError> {
         }
         [_, config, dashes, argv @ ..] if dashes == "--" && !argv.is_empty() => {
             let config: Config = serde_json::from_str(config)?;
+            if !config.overlays.is_empty() {
+                overlay::mount_all(&config.overlays)?;
+            }
             set_limits(&config)?;
             if config.landlock {
                 apply_landlock(&config)?;

@@ -62,6 +62,11 @@ pub struct Spec {
     pub ro_paths: Vec<Pinned>,
     /// Host paths bound read-write, pinned as `ro_paths`.
     pub rw_paths: Vec<Pinned>,
+    /// Empty, or one per `rw_paths` entry, in order: a directory (pinned like the paths) that
+    /// holds two empty directories, `upper` and `work`, the sandbox's user's own. Each entry
+    /// is then mounted through an overlay (`overlay`): the run sees the entry and may write
+    /// it, but every write lands in the stage's `upper` and the entry is left as it was.
+    pub overlay_stages: Vec<Pinned>,
     /// Whether the sandbox has network: its own namespace, out through slirp4netns, to global
     /// addresses and `networks` only (see `net`); without it only a private loopback.
     pub network: bool,
@@ -96,6 +101,7 @@ impl Spec {
             env: Vec::new(),
             ro_paths: Vec::new(),
             rw_paths: Vec::new(),
+            overlay_stages: Vec::new(),
             network: false,
             networks: Vec::new(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
@@ -139,15 +145,25 @@ pub enum SpecError {
     /// The working directory lies outside every bound path.
     #[error("cwd {0} lies beneath no ro_paths or rw_paths entry, so it does not exist inside")]
     CwdOutside(PathBuf),
+    /// `overlay_stages` was given, but not one per `rw_paths` entry.
+    #[error("{stages} overlay stages for {rw} rw_paths entries: give one per entry, or none")]
+    Stages {
+        /// How many stages.
+        stages: usize,
+        /// How many entries.
+        rw: usize,
+    },
     /// A limit was zero, which would let nothing run.
     #[error("{0} is 0: give a positive limit")]
     ZeroLimit(&'static str),
 }
 
-/// One pinned path as a run binds it: a duplicate of its descriptor and where it goes.
+/// One pinned path as a run binds it: a duplicate of its descriptor, where it is and where
+/// it goes.
 #[derive(Debug)]
 pub(crate) struct Bind {
     pub(crate) fd: OwnedFd,
+    pub(crate) source: PathBuf,
     pub(crate) dest: PathBuf,
 }
 
@@ -157,6 +173,9 @@ pub(crate) struct Bind {
 pub(crate) struct Resolved {
     pub(crate) ro_paths: Vec<Bind>,
     pub(crate) rw_paths: Vec<Bind>,
+    /// The overlay stages, bound beneath `overlay::STAGE_ROOT`: one per `rw_paths` entry, or
+    /// none.
+    pub(crate) stages: Vec<Bind>,
     pub(crate) cwd: PathBuf,
     /// The absolute path, without symlinks, the shim executes.
     pub(crate) program: PathBuf,
@@ -167,7 +186,12 @@ impl Resolved {
     pub(crate) fn take_fds(&mut self) -> Vec<OwnedFd> {
         let ro = std::mem::take(&mut self.ro_paths);
         let rw = std::mem::take(&mut self.rw_paths);
-        rw.into_iter().chain(ro).map(|b| b.fd).collect()
+        let stages = std::mem::take(&mut self.stages);
+        rw.into_iter()
+            .chain(ro)
+            .chain(stages)
+            .map(|b| b.fd)
+            .collect()
     }
 }
 
@@ -199,6 +223,16 @@ pub(crate) fn resolve(spec: &Spec) -> Result<Resolved, SpecError> {
     }
     let ro_paths = binds("ro_paths", &spec.ro_paths)?;
     let rw_paths = binds("rw_paths", &spec.rw_paths)?;
+    let mut stages = binds("overlay_stages", &spec.overlay_stages)?;
+    if !stages.is_empty() && stages.len() != rw_paths.len() {
+        return Err(SpecError::Stages {
+            stages: stages.len(),
+            rw: rw_paths.len(),
+        });
+    }
+    for (n, stage) in stages.iter_mut().enumerate() {
+        stage.dest = Path::new(crate::overlay::STAGE_ROOT).join(n.to_string());
+    }
     let cwd = match &spec.cwd {
         Some(cwd) => {
             let cwd = canonical_cwd(cwd)?;
@@ -220,6 +254,7 @@ pub(crate) fn resolve(spec: &Spec) -> Result<Resolved, SpecError> {
     Ok(Resolved {
         ro_paths,
         rw_paths,
+        stages,
         cwd,
         program,
     })
@@ -253,6 +288,7 @@ fn binds(what: &'static str, paths: &[Pinned]) -> Result<Vec<Bind>, SpecError> {
             })?;
             Ok(Bind {
                 fd,
+                source: pinned.path().to_owned(),
                 dest: pinned.path().to_owned(),
             })
         })

@@ -48,6 +48,15 @@ impl Walls {
     pub fn run_as(&self) -> Option<(u32, u32)> {
         self.run_as
     }
+    /// The uid and gid the sandbox runs as: [`Walls::run_as`], or the caller's own.
+    pub fn sandbox_ids(&self) -> (u32, u32) {
+        self.run_as.unwrap_or_else(|| {
+            (
+                nix::unistd::getuid().as_raw(),
+                nix::unistd::getgid().as_raw(),
+            )
+        })
+    }
     /// Whether a run may have network, and through what.
     pub fn network(&self) -> &Network {
         &self.network

@@ -8,6 +8,7 @@ mod common;
 mod exec_rule;
 mod limits;
 mod network;
+mod overlay;
 mod probe;
 mod shim_location;
 mod walls;
