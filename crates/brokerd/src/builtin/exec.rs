@@ -37,11 +37,14 @@
 //!   stdout and stderr each capped at `max_output_bytes` with their totals; `truncated` when
 //!   either was capped. A run that cannot start (a missing `rw_paths` entry) is `Failed`.
 //! - **Undo** ([`changes`]): with checkpoints on, what a run changes beneath its `rw_paths` is
-//!   recorded like a `write_file` (`crate::checkpoints::runs`); a run whose trees are too large
-//!   to keep does not start.
+//!   recorded like a `write_file`: through an overlay (`crate::checkpoints::layers`) where a
+//!   trial run found one works ([`overlay_trial`]) and the tree is the sandbox user's, else by
+//!   snapshots (`crate::checkpoints::runs`); a run whose trees are too large to keep does not
+//!   start.
 
 pub mod binds;
 mod changes;
+mod overlay_trial;
 mod program;
 mod report;
 
@@ -179,6 +182,8 @@ impl Sandbox {
 pub struct Exec {
     walls: Walls,
     binds: Arc<Binds>,
+    /// Whether runs may go through an overlay here, tried once.
+    overlay: overlay_trial::OverlayTrial,
 }
 
 impl Exec {
@@ -187,6 +192,7 @@ impl Exec {
         Exec {
             walls,
             binds: Arc::default(),
+            overlay: Arc::default(),
         }
     }
 
@@ -196,6 +202,7 @@ impl Exec {
         Exec {
             walls,
             binds: Arc::new(Binds::pin_grants(grants)),
+            overlay: Arc::default(),
         }
     }
 }
@@ -237,7 +244,7 @@ impl Tool for Exec {
             let call = checked(arguments, ctx)?;
             let mut spec = spec(call, &ctx.grant.exec, ctx.secrets, &self.binds)?;
             spec.networks = networks(ctx.grant)?;
-            let watch = changes::watch(&ctx, &mut spec).await?;
+            let watch = changes::watch(&ctx, &mut spec, &self.walls, &self.overlay).await?;
             let ran = bxsandbox::run(&spec, &self.walls).await;
             let note = changes::finish(watch).await;
             let mut outcome =

@@ -1,5 +1,5 @@
 //! Checkpoints: what each `write_file` of a session's turn changed, and each `exec` under
-//! `rw_paths` ([`runs`]), so that the owner can undo a turn (`docs/undo.md`). Kept under
+//! `rw_paths` (through an overlay, [`layers`], or by snapshots, [`runs`]), so that the owner can undo a turn (`docs/undo.md`). Kept under
 //! `<state_dir>/checkpoints/`, as private as the audit log (directory 0700, files 0600):
 //! - `index.jsonl`: one line per change of a record's state (a record written whole each time;
 //!   the last line of a record's `seq` is what holds);
@@ -15,11 +15,17 @@
 //! **Bounds.** `[checkpoints] max_bytes` over the blobs and `keep_turns` per session: past them,
 //! the oldest records go first, and [`Checkpoints::dropped`] counts them for the status.
 
+mod apply;
 pub mod diff;
 mod files;
+pub mod layers;
+#[cfg(test)]
+mod layers_tests;
 pub mod runs;
 mod store;
 pub mod tree;
+pub mod upper;
+pub mod ways;
 
 use bxcore::{DataClass, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};

@@ -1,8 +1,9 @@
 //! What an `exec` under `rw_paths` changed: each tree it may write is taken before the run (every
 //! file's content kept as a blob) and again after, and each file that differs becomes a record,
 //! like a `write_file`'s: made, changed (content or permission bits) or removed. This is the
-//! snapshot way; the overlay way (the run writes into an upper directory, applied after) needs
-//! bubblewrap's `--overlay` (0.9), which Debian 12's 0.8 lacks (`docs/undo.md`).
+//! snapshot way; the overlay way (the run writes into an upper directory, applied after) is not
+//! built: bubblewrap's `--overlay` mounts by a path it resolves again, which would undo the
+//! pinning of `rw_paths` (`docs/undo.md`, "Runs under rw_paths", says how it can be built).
 //!
 //! **Crash points.** The trees taken before the run are written to `running/<n>.json`, synced,
 //! before the program starts, and the file is removed once the records are in the index. A
@@ -158,6 +159,12 @@ pub(super) fn settle(store: &Checkpoints) -> Result<(), CheckpointError> {
     })?;
     for entry in entries.flatten() {
         let file = entry.path();
+        if file
+            .to_string_lossy()
+            .ends_with(super::layers::JOURNAL_SUFFIX)
+        {
+            continue;
+        }
         let manifest: Option<Manifest> = std::fs::read(&file)
             .ok()
             .and_then(|text| serde_json::from_slice(&text).ok());
@@ -273,7 +280,7 @@ fn record(
 
 /// A descriptor of the tree at `path`, opened following no symlink at its end; none (logged)
 /// when it is gone.
-fn open_top(path: &Path) -> Option<OwnedFd> {
+pub(super) fn open_top(path: &Path) -> Option<OwnedFd> {
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     match rustix::fs::open(path, flags, Mode::empty()) {
         Ok(fd) => Some(fd),

@@ -68,6 +68,8 @@ pub struct Checkpoints {
     settings: CheckpointSettings,
     inner: Mutex<Inner>,
     tree_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Which way each exec under `rw_paths` was recorded.
+    pub ways: super::ways::ExecWays,
 }
 
 impl Checkpoints {
@@ -87,14 +89,13 @@ impl Checkpoints {
             .mode(DIR_MODE)
             .create(dir.join(BLOBS))
             .map_err(io("make", &dir))?;
-        std::fs::DirBuilder::new()
-            .mode(DIR_MODE)
-            .create(dir.join(RUNNING))
-            .or_else(|e| match e.kind() {
-                std::io::ErrorKind::AlreadyExists => Ok(()),
-                _ => Err(e),
-            })
-            .map_err(io("make", &dir))?;
+        for sub in [RUNNING, super::layers::STAGES] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(dir.join(sub))
+                .map_err(io("make", &dir))?;
+        }
         let mut records = read_index(&dir.join(INDEX))?;
         for record in records.values_mut() {
             if record.state == State::Pending {
@@ -113,8 +114,10 @@ impl Checkpoints {
                 trees: BTreeMap::new(),
             }),
             tree_lock: Arc::default(),
+            ways: Default::default(),
         };
         runs::settle(&store)?;
+        super::layers::settle(&store)?;
         let mut inner = store.lock();
         store.apply_bounds(&mut inner);
         store.rewrite_index(&inner)?;
@@ -315,6 +318,7 @@ impl Checkpoints {
                 inner.dropped
             ));
         }
+        line.push_str(&self.ways.describe());
         line
     }
 

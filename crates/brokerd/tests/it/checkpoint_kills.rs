@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 /// Rounds of write-and-kill.
 const ROUNDS: u8 = 4;
 /// How long the test waits for brokerd to serve, or for a write to start, in milliseconds.
-const WAIT_MS: u64 = 20_000;
+pub(crate) const WAIT_MS: u64 = 20_000;
 /// The size of each write (under `write_file`'s 1 MiB): large enough to take a while.
 const WRITE_BYTES: usize = 900 * 1024;
 
 /// brokerd on `dir`'s config, once it says it serves.
-fn start(dir: &Path) -> Child {
+pub(crate) fn start(dir: &Path) -> Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_brokerd"))
         .args(["--config", &dir.join("brokerd.toml").display().to_string()])
         .args(["--socket", &dir.join("brokerd.sock").display().to_string()])
@@ -37,7 +37,7 @@ fn start(dir: &Path) -> Child {
 }
 
 /// Kills brokerd (SIGKILL), waits for it, and drops the call it was answering.
-fn kill9<T>(child: &mut Child, sent: &tokio::task::JoinHandle<T>) {
+pub(crate) fn kill9<T>(child: &mut Child, sent: &tokio::task::JoinHandle<T>) {
     kill(
         Pid::from_raw(i32::try_from(child.id()).unwrap()),
         Signal::SIGKILL,
@@ -130,7 +130,7 @@ async fn a_kill_during_a_write_leaves_the_old_file_and_no_record_or_the_new_file
 }
 
 /// Waits until brokerd at `socket` says its sandbox is made (the probe runs after the bind).
-async fn wait_sandbox(socket: &Path) {
+pub(crate) async fn wait_sandbox(socket: &Path) {
     let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
     loop {
         let (_, health) = crate::common::http_json(socket, Method::GET, "/v1/health", None).await;

@@ -32,6 +32,7 @@ mod lazy_probe;
 mod limits;
 mod network;
 mod output;
+mod overlay;
 mod probe_after_bind;
 mod programs;
 mod secrets;

@@ -22,6 +22,7 @@ mod mcp_peer;
 mod mcp_secrets;
 mod mcp_start;
 mod metrics;
+mod overlay_kills;
 mod policy;
 mod reaper;
 mod secrets;
