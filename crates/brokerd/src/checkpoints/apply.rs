@@ -7,7 +7,7 @@
 
 use super::CheckpointError;
 use super::tree::Entry;
-use super::upper::{Step, kind_in, open_dir, read};
+use super::upper::{Step, kind_in, open_beneath, open_dir, read};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, openat};
 use rustix::io::Errno;
 use std::io::Write;
@@ -50,18 +50,11 @@ pub fn apply(top: &OwnedFd, step: &Step, how: &Applier<'_>) -> Result<Applied, C
         )));
     };
     let name = Path::new(name);
-    let parent = if parent_rel.as_os_str().is_empty() {
-        open_dir(top, Path::new("."), parent_rel)?
-    } else {
-        match open_dir(top, parent_rel, parent_rel) {
-            Ok(dir) => dir,
-            Err(_) => {
-                return Ok(Applied::Conflict(format!(
-                    "{} is no longer a directory",
-                    parent_rel.display()
-                )));
-            }
-        }
+    let Ok(parent) = open_beneath(top, parent_rel) else {
+        return Ok(Applied::Conflict(format!(
+            "{} is no longer a directory",
+            parent_rel.display()
+        )));
     };
     let now = kind_in(&parent, name);
     let io = |e: Errno| CheckpointError::Io {
@@ -252,12 +245,9 @@ pub fn remove_temps(top: &OwnedFd, steps: &[Step], pid: u32) {
     let parents: std::collections::BTreeSet<&Path> =
         steps.iter().filter_map(|s| rel_of(s).parent()).collect();
     for parent in parents {
-        let dir = if parent.as_os_str().is_empty() {
-            open_dir(top, Path::new("."), parent)
-        } else {
-            open_dir(top, parent, parent)
+        let Ok(dir) = open_beneath(top, parent) else {
+            continue;
         };
-        let Ok(dir) = dir else { continue };
         for name in super::upper::names(&dir).unwrap_or_default() {
             if name.to_string_lossy().starts_with(&prefix) {
                 let _ = rustix::fs::unlinkat(&dir, name.as_os_str(), AtFlags::empty());

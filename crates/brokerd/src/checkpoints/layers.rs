@@ -84,6 +84,8 @@ pub struct Layered {
 struct Staged {
     store: Arc<Checkpoints>,
     run_dir: PathBuf,
+    /// Each tree's upper directory, opened when it was made.
+    uppers: Vec<OwnedFd>,
     session: SessionId,
     turn: u64,
     call: u64,
@@ -150,14 +152,28 @@ pub fn stage(
     let n = STAGE_COUNTER.fetch_add(1, Ordering::Relaxed);
     let run_dir = stages.join(format!("{}-{n}", std::process::id()));
     let mut dirs = Vec::new();
+    let mut uppers = Vec::new();
+    // All made, and each upper directory held open, before any is given to the sandbox's
+    // user (deepest first, the run's own directory last): until then none of it is that
+    // user's to swap, and what is read after the run is the directory made here.
     let made = (|| {
-        make_dir(&run_dir, owner)?;
+        std::fs::DirBuilder::new().mode(0o700).create(&run_dir)?;
         for i in 0..tops.len() {
             let stage = run_dir.join(i.to_string());
             for dir in [&stage, &stage.join(UPPER), &stage.join(WORK)] {
-                make_dir(dir, owner)?;
+                std::fs::DirBuilder::new().mode(0o700).create(dir)?;
             }
+            let upper = stage.join(UPPER);
+            uppers.push(open_dir(rustix::fs::CWD, &upper, &upper).map_err(std::io::Error::other)?);
             dirs.push(stage);
+        }
+        if let Some((uid, gid)) = owner {
+            for stage in &dirs {
+                for dir in [stage.join(UPPER), stage.join(WORK), stage.clone()] {
+                    std::os::unix::fs::lchown(dir, Some(uid), Some(gid))?;
+                }
+            }
+            std::os::unix::fs::lchown(&run_dir, Some(uid), Some(gid))?;
         }
         Ok(())
     })();
@@ -165,6 +181,7 @@ pub fn stage(
         inner: Some(Staged {
             store: Arc::clone(&recorder.store),
             run_dir: run_dir.clone(),
+            uppers,
             session: recorder.session.clone(),
             turn: recorder.turn,
             call: recorder.call,
@@ -174,20 +191,12 @@ pub fn stage(
             _one_at_a_time: lock,
         }),
     };
-    made.map_err(|source| CheckpointError::Io {
+    made.map_err(|source: std::io::Error| CheckpointError::Io {
         what: "make a stage",
         path: run_dir,
         source,
     })?;
     Ok((layered, dirs))
-}
-
-fn make_dir(dir: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
-    std::fs::DirBuilder::new().mode(0o700).create(dir)?;
-    if let Some((uid, gid)) = owner {
-        std::os::unix::fs::chown(dir, Some(uid), Some(gid))?;
-    }
-    Ok(())
 }
 
 impl Layered {
@@ -237,9 +246,7 @@ impl Staged {
             skipped: Vec::new(),
         };
         let mut trees = Vec::new();
-        for (i, (path, top)) in self.tops.iter().enumerate() {
-            let upper = self.run_dir.join(i.to_string()).join(UPPER);
-            let upper = open_dir(rustix::fs::CWD, &upper, &upper)?;
+        for ((path, top), upper) in self.tops.iter().zip(&self.uppers) {
             trees.push((
                 path.clone(),
                 steps(upper.as_fd(), top.as_fd(), &mut reader)?,
@@ -414,8 +421,12 @@ pub fn remove_stale_root_stages() {
 /// Removes a stage, logging a failure (it holds nothing the tree needs).
 pub fn remove_stage(dir: &Path) {
     // The overlay leaves a directory of mode 0 in each work directory, which brokerd's own
-    // user could not list to remove.
-    if let Ok(stages) = std::fs::read_dir(dir) {
+    // user could not list to remove (root can). Only then is it made listable: brokerd's
+    // stages are in its private state dir, where no other user can put a symlink for the
+    // chmod to follow (under `ROOT_STAGE_DIR` the sandbox's user could).
+    if !nix::unistd::geteuid().is_root()
+        && let Ok(stages) = std::fs::read_dir(dir)
+    {
         for stage in stages.flatten() {
             if let Ok(inner) = std::fs::read_dir(stage.path().join(WORK)) {
                 for left in inner.flatten() {

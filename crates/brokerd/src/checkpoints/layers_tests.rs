@@ -211,3 +211,40 @@ fn a_run_cut_short_applies_nothing_and_leaves_no_stage() {
         "the lock is let go"
     );
 }
+
+#[test]
+fn a_step_beneath_a_directory_swapped_for_a_symlink_writes_nothing_outside_the_tree() {
+    let bed = Bed::new();
+    let outside = bed.dir.path().join("outside");
+    std::fs::create_dir_all(outside.join("e")).unwrap();
+    // The run made `d/e/` and wrote `d/e/f`; since, `d` became a symlink to a directory
+    // outside that has an `e` too.
+    std::os::unix::fs::symlink(&outside, bed.work().join("d")).unwrap();
+    let store = bed.open();
+    store.put_blob(b"planted\n").unwrap();
+    let journal = Journal {
+        session: session(),
+        turn: 1,
+        call: 3,
+        class: DataClass::Private,
+        owner: None,
+        trees: vec![(
+            bed.work(),
+            vec![Step::Write {
+                rel: "d/e/f".into(),
+                before: None,
+                after: Entry {
+                    sha256: digest(b"planted\n"),
+                    bytes: 8,
+                    mode: 0o644,
+                },
+            }],
+        )],
+    };
+    std::fs::write(bed.journal(), serde_json::to_vec(&journal).unwrap()).unwrap();
+    drop(store);
+
+    let store = bed.open();
+    assert!(!outside.join("e/f").exists(), "written through the symlink");
+    assert!(recorded(&store).is_empty());
+}

@@ -287,6 +287,22 @@ pub(super) fn open_dir(
     openat(dir, name.as_os_str(), flags, Mode::empty()).map_err(|e| failed(rel, e.into()))
 }
 
+/// Opens directory `rel` beneath `top` one component at a time, following no symlink at any
+/// of them (`O_NOFOLLOW` alone guards only the last).
+pub(super) fn open_beneath(top: &OwnedFd, rel: &Path) -> Result<OwnedFd, CheckpointError> {
+    let mut dir = open_dir(top, Path::new("."), Path::new(""))?;
+    for part in rel.components() {
+        let std::path::Component::Normal(name) = part else {
+            return Err(failed(
+                rel,
+                std::io::Error::other("not a plain path beneath the tree"),
+            ));
+        };
+        dir = open_dir(&dir, Path::new(name), rel)?;
+    }
+    Ok(dir)
+}
+
 /// The names in directory `dir`, but `.` and `..`, sorted.
 pub(super) fn names(dir: &OwnedFd) -> Result<Vec<PathBuf>, Errno> {
     let mut names = Vec::new();

@@ -52,8 +52,10 @@ pub async fn trial(walls: &Walls, root: &Path) -> Result<(), String> {
                 .mode(0o700)
                 .create(dir.join(sub))?;
         }
-        for sub in ["", "lower", "stage", "stage/upper", "stage/work"] {
-            std::os::unix::fs::chown(dir.join(sub), Some(ids.0), Some(ids.1))?;
+        // Deepest first, the trial's own directory last: until then none is the sandbox
+        // user's to swap.
+        for sub in ["lower", "stage/upper", "stage/work", "stage", ""] {
+            std::os::unix::fs::lchown(dir.join(sub), Some(ids.0), Some(ids.1))?;
         }
         Ok(())
     })();
