@@ -248,7 +248,7 @@ pub fn remove_temps(top: &OwnedFd, steps: &[Step], pid: u32) {
         let Ok(dir) = open_beneath(top, parent) else {
             continue;
         };
-        for name in super::upper::names(&dir).unwrap_or_default() {
+        for name in super::tree::names(&dir).unwrap_or_default() {
             if name.to_string_lossy().starts_with(&prefix) {
                 let _ = rustix::fs::unlinkat(&dir, name.as_os_str(), AtFlags::empty());
             }

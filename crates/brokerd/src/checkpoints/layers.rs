@@ -18,10 +18,11 @@
 //! the run, for owners and sizes only ([`eligible`]).
 
 use super::apply::{Applied, Applier, apply, rel_of};
-use super::tree::{Entry, MAX_TREE_DEPTH};
-use super::upper::{Reader, Step, names, open_dir, steps};
-use super::{Before, CheckpointError, Checkpoints, Record, Recorder, State};
-use bxcore::{DataClass, SessionId, Timestamp};
+use super::runs::{Whose, record, remove};
+use super::tree::{MAX_TREE_DEPTH, names};
+use super::upper::{Reader, Step, open_dir, steps};
+use super::{CheckpointError, Checkpoints, Record, Recorder};
+use bxcore::{DataClass, SessionId};
 use rustix::fs::{AtFlags, FileType, statat};
 use serde::{Deserialize, Serialize};
 use std::os::fd::{AsFd, OwnedFd};
@@ -221,7 +222,7 @@ impl Layered {
         staged.store.write_synced(&file, &text)?;
         let mut finished = apply_journal(&staged.store, &journal, &staged.tops)?;
         finished.skipped = skipped;
-        remove_file(&file)?;
+        remove(&file)?;
         Ok(finished)
     }
 }
@@ -309,7 +310,7 @@ fn apply_journal(
 
 /// The record of a step that writes or removes a file; none for directories and symlinks.
 fn record_of(journal: &Journal, root: &Path, step: &Step) -> Option<Record> {
-    let (rel, before, after): (&PathBuf, &Option<Entry>, Option<&Entry>) = match step {
+    let (rel, before, after) = match step {
         Step::Write { rel, before, after } => (rel, before, Some(after)),
         Step::Remove {
             rel,
@@ -317,26 +318,13 @@ fn record_of(journal: &Journal, root: &Path, step: &Step) -> Option<Record> {
         } => (rel, before, None),
         _ => return None,
     };
-    Some(Record {
-        seq: 0,
-        state: State::Done,
-        time: Timestamp::now(),
-        session: journal.session.clone(),
+    let whose = Whose {
+        session: &journal.session,
         turn: journal.turn,
         call: journal.call,
-        root: root.to_path_buf(),
-        rel: rel.clone(),
-        before: before.as_ref().map(|b| Before {
-            sha256: b.sha256.clone(),
-            bytes: b.bytes,
-            mode: b.mode,
-        }),
-        after_sha256: after.map(|a| a.sha256.clone()).unwrap_or_default(),
-        after_bytes: after.map_or(0, |a| a.bytes),
-        removed: after.is_none(),
-        temp: None,
         class: journal.class,
-    })
+    };
+    Some(record(&whose, root, rel.clone(), before.as_ref(), after))
 }
 
 /// Settles what a crash left (see the module): each journal applied and removed, each stage
@@ -384,7 +372,7 @@ pub(super) fn settle(store: &Checkpoints) -> Result<(), CheckpointError> {
                 }
             }
         }
-        remove_file(&file)?;
+        remove(&file)?;
     }
     let stages = store.dir().join(STAGES);
     if let Ok(entries) = std::fs::read_dir(&stages) {
@@ -399,6 +387,10 @@ pub(super) fn settle(store: &Checkpoints) -> Result<(), CheckpointError> {
 /// Removes the stages in [`ROOT_STAGE_DIR`] of brokerd processes that are gone (a crash):
 /// they hold nothing a tree needs (see the module's crash points).
 pub fn remove_stale_root_stages() {
+    // Only root's brokerd makes them, and only root may remove them.
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
     let Ok(entries) = std::fs::read_dir(ROOT_STAGE_DIR) else {
         return;
     };
@@ -440,16 +432,5 @@ pub fn remove_stage(dir: &Path) {
         && error.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!(%error, dir = %dir.display(), "cannot remove an exec's stage");
-    }
-}
-
-fn remove_file(file: &Path) -> Result<(), CheckpointError> {
-    match std::fs::remove_file(file) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(CheckpointError::Io {
-            what: "remove",
-            path: file.to_path_buf(),
-            source: e,
-        }),
-        _ => Ok(()),
     }
 }

@@ -117,6 +117,17 @@ pub fn watch(
     })
 }
 
+impl Manifest {
+    fn whose(&self) -> Whose<'_> {
+        Whose {
+            session: &self.session,
+            turn: self.turn,
+            call: self.call,
+            class: self.class,
+        }
+    }
+}
+
 impl Watch {
     /// Takes the trees again and records each file that differs; how many.
     pub fn finish(mut self) -> Result<usize, CheckpointError> {
@@ -224,7 +235,7 @@ fn record_changes(
             if recorded.contains(&(path.clone(), rel.clone())) {
                 continue;
             }
-            made.push(record(manifest, path, rel, before, after));
+            made.push(record(&manifest.whose(), path, rel, before, after));
         }
     }
     let count = made.len();
@@ -248,9 +259,17 @@ fn differences<'a>(
     made_or_changed.chain(removed).collect()
 }
 
-/// The record of one file the run changed (its `seq` given when added).
-fn record(
-    manifest: &Manifest,
+/// Whose call an exec's change is: what its records carry.
+pub(super) struct Whose<'a> {
+    pub(super) session: &'a SessionId,
+    pub(super) turn: u64,
+    pub(super) call: u64,
+    pub(super) class: DataClass,
+}
+
+/// The record of one file an exec's run changed (its `seq` given when added), by either way.
+pub(super) fn record(
+    whose: &Whose<'_>,
     root: &Path,
     rel: PathBuf,
     before: Option<&Entry>,
@@ -260,9 +279,9 @@ fn record(
         seq: 0,
         state: State::Done,
         time: Timestamp::now(),
-        session: manifest.session.clone(),
-        turn: manifest.turn,
-        call: manifest.call,
+        session: whose.session.clone(),
+        turn: whose.turn,
+        call: whose.call,
         root: root.to_path_buf(),
         rel,
         before: before.map(|b| Before {
@@ -274,7 +293,7 @@ fn record(
         after_bytes: after.map_or(0, |a| a.bytes),
         removed: after.is_none(),
         temp: None,
-        class: manifest.class,
+        class: whose.class,
     }
 }
 
@@ -291,8 +310,8 @@ pub(super) fn open_top(path: &Path) -> Option<OwnedFd> {
     }
 }
 
-/// Removes the file of a finished run.
-fn remove(file: &Path) -> Result<(), CheckpointError> {
+/// Removes the file of a finished run (a manifest, a journal); one already gone is fine.
+pub(super) fn remove(file: &Path) -> Result<(), CheckpointError> {
     match std::fs::remove_file(file) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(CheckpointError::Io {
             what: "remove",

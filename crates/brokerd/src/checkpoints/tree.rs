@@ -120,8 +120,8 @@ pub fn scan(
     Ok(tree)
 }
 
-/// The names in directory `dir`, but `.` and `..`.
-fn names(dir: &OwnedFd) -> Result<Vec<PathBuf>, Errno> {
+/// The names in directory `dir`, but `.` and `..`, sorted.
+pub(super) fn names(dir: &OwnedFd) -> Result<Vec<PathBuf>, Errno> {
     let mut names = Vec::new();
     for entry in Dir::read_from(dir)? {
         let entry = entry?;
@@ -130,6 +130,7 @@ fn names(dir: &OwnedFd) -> Result<Vec<PathBuf>, Errno> {
             names.push(PathBuf::from(OsStr::from_bytes(name)));
         }
     }
+    names.sort();
     Ok(names)
 }
 

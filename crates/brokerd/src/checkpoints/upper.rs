@@ -9,10 +9,9 @@
 //! Both trees are walked from descriptors, opening every directory and file beneath its
 //! parent's descriptor with `O_NOFOLLOW`: a symlink is read as a symlink, never followed.
 
-use super::tree::{Entry, MAX_TREE_DEPTH};
+use super::tree::{Entry, MAX_TREE_DEPTH, names};
 use super::{CheckpointError, digest};
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, openat, readlinkat, statat};
-use rustix::io::Errno;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, openat, readlinkat, statat};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
@@ -301,20 +300,6 @@ pub(super) fn open_beneath(top: &OwnedFd, rel: &Path) -> Result<OwnedFd, Checkpo
         dir = open_dir(&dir, Path::new(name), rel)?;
     }
     Ok(dir)
-}
-
-/// The names in directory `dir`, but `.` and `..`, sorted.
-pub(super) fn names(dir: &OwnedFd) -> Result<Vec<PathBuf>, Errno> {
-    let mut names = Vec::new();
-    for entry in Dir::read_from(dir)? {
-        let entry = entry?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            names.push(PathBuf::from(OsStr::from_bytes(name)));
-        }
-    }
-    names.sort();
-    Ok(names)
 }
 
 /// The content of file `name` in `dir`, following no symlink, at most `cap_bytes`.

@@ -129,8 +129,34 @@ async fn a_kill_during_a_write_leaves_the_old_file_and_no_record_or_the_new_file
     }
 }
 
+/// A call being answered: its status and body once it ends.
+pub(crate) type Answer = tokio::task::JoinHandle<(http::StatusCode, Vec<u8>)>;
+
+/// brokerd on `dir` with an exec grant (a shell, `rw_paths = [root]`), answering a call of
+/// session `s` that writes `notes.txt` ("during") and `made.txt` in `root` and then sleeps a
+/// minute: the brokerd, its socket and the call.
+pub(crate) async fn exec_that_sleeps(dir: &Path, root: &Path) -> (Child, PathBuf, Answer) {
+    std::fs::write(
+        dir.join("brokerd.toml"),
+        format!("[[grants]]\ntool = \"exec\"\nshell = true\nrw_paths = [{root:?}]\n"),
+    )
+    .unwrap();
+    let socket = dir.join("brokerd.sock");
+    let child = start(dir);
+    wait_sandbox(&socket).await;
+    let line = "echo during > notes.txt && echo new > made.txt && exec sleep 60";
+    let arguments = serde_json::json!({ "argv": ["sh", "-c", line], "cwd": root });
+    let call = crate::common::request("s", 1, "exec", &arguments.to_string());
+    let body = serde_json::to_vec(&call).unwrap();
+    let asked = socket.clone();
+    let sent = tokio::spawn(async move {
+        crate::common::http(&asked, Method::POST, "/v1/call", Some(body)).await
+    });
+    (child, socket, sent)
+}
+
 /// Waits until brokerd at `socket` says its sandbox is made (the probe runs after the bind).
-pub(crate) async fn wait_sandbox(socket: &Path) {
+async fn wait_sandbox(socket: &Path) {
     let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
     loop {
         let (_, health) = crate::common::http_json(socket, Method::GET, "/v1/health", None).await;
@@ -165,22 +191,7 @@ async fn a_kill_during_an_exec_under_rw_paths_leaves_what_it_changed_recorded_an
     let notes = root.join("notes.txt");
     std::fs::write(&notes, "before\n").unwrap();
     std::fs::set_permissions(&notes, std::fs::Permissions::from_mode(0o666)).unwrap();
-    std::fs::write(
-        dir.path().join("brokerd.toml"),
-        format!("[[grants]]\ntool = \"exec\"\nshell = true\nrw_paths = [{root:?}]\n"),
-    )
-    .unwrap();
-    let socket = dir.path().join("brokerd.sock");
-    let mut child = start(dir.path());
-    wait_sandbox(&socket).await;
-    let line = "echo during > notes.txt && echo new > made.txt && exec sleep 60";
-    let arguments = serde_json::json!({ "argv": ["sh", "-c", line], "cwd": root });
-    let call = crate::common::request("s", 1, "exec", &arguments.to_string());
-    let body = serde_json::to_vec(&call).unwrap();
-    let asked = socket.clone();
-    let sent = tokio::spawn(async move {
-        crate::common::http(&asked, Method::POST, "/v1/call", Some(body)).await
-    });
+    let (mut child, socket, sent) = exec_that_sleeps(dir.path(), &root).await;
     // Killed while the program runs, once it changed both files.
     let made = root.join("made.txt");
     let deadline = Instant::now() + Duration::from_millis(WAIT_MS);

@@ -4,7 +4,7 @@
 //! stage, and nothing of the run is applied nor recorded (a run that did not end changed
 //! nothing).
 
-use crate::checkpoint_kills::{WAIT_MS, kill9, start, wait_sandbox};
+use crate::checkpoint_kills::{WAIT_MS, exec_that_sleeps, kill9, start};
 use http::Method;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -48,22 +48,7 @@ async fn a_kill_during_an_exec_through_an_overlay_leaves_the_tree_as_it_was_and_
     for path in [&root, &notes] {
         std::os::unix::fs::chown(path, Some(ids.0), Some(ids.1)).unwrap();
     }
-    std::fs::write(
-        dir.path().join("brokerd.toml"),
-        format!("[[grants]]\ntool = \"exec\"\nshell = true\nrw_paths = [{root:?}]\n"),
-    )
-    .unwrap();
-    let socket = dir.path().join("brokerd.sock");
-    let mut child = start(dir.path());
-    wait_sandbox(&socket).await;
-    let line = "echo during > notes.txt && echo new > made.txt && exec sleep 60";
-    let arguments = serde_json::json!({ "argv": ["sh", "-c", line], "cwd": root });
-    let call = crate::common::request("s", 1, "exec", &arguments.to_string());
-    let body = serde_json::to_vec(&call).unwrap();
-    let asked = socket.clone();
-    let sent = tokio::spawn(async move {
-        crate::common::http(&asked, Method::POST, "/v1/call", Some(body)).await
-    });
+    let (mut child, socket, sent) = exec_that_sleeps(dir.path(), &root).await;
     // Killed while the program runs, once both writes are in its stage.
     let stage = first_stage(&dir.path().join("state"), child.id());
     let upper = stage.join("0/upper");
