@@ -1,7 +1,10 @@
 //! A 5-turn session on a real llama-server with SmolLM2-135M: per turn, the prompt tokens,
 //! what the slot's cache reused (`cache_n`), what was evaluated (`prompt_n`), prefill and
 //! generation time, and loopd's own time; and the bytes of the fixed prefix (system prompt
-//! plus tools array) sent with every model call.
+//! plus tools array) sent with every model call. Then where a model call's time beyond the
+//! server's own `timings` goes: loopd's model call minus `prompt_ms + predicted_ms`, beside a
+//! plain client's (a new connection, the request written whole, the stream read to its end)
+//! for a request of the same system prompt and tools.
 //!
 //! `eval "$(scripts/fetch-parts.sh --print-paths)" && export LLAMA_SERVER SMOLLM2_GGUF QWEN_GGUF
 //!  && cargo bench -p e2e --bench real_turns`
@@ -22,6 +25,7 @@ use loopd::llama::{Client, ClientOptions};
 use loopd::session::Store;
 use loopd::tools::{FakeTools, Registry};
 use loopd::turn::{Runtime, Stop, run_turn, start_turn};
+use std::io::{Read, Write};
 use std::time::Instant;
 
 /// The most tokens one answer may have.
@@ -139,4 +143,92 @@ fn main() {
         baseline.system.len(),
         tools.len()
     );
+    let tools: Vec<serde_json::Value> = baseline
+        .tools
+        .iter()
+        .map(|t| serde_json::json!({"type": "function", "function": t}))
+        .collect();
+    // loopd's calls of the same shape: a fresh session each, one question.
+    let mut loopd_beyond = Vec::new();
+    for n in 0..RAW_CALLS {
+        let id = SessionId::new(&format!("fresh-{n}")).unwrap();
+        let mut fresh = store.open_or_create(&id).unwrap();
+        start_turn(&mut fresh, &format!("Name colour number {n}.")).unwrap();
+        run_turn(&runtime, &mut fresh, &Stop::default(), &mut |event| {
+            if let TurnEvent::ModelDone {
+                model_us, timings, ..
+            } = event
+            {
+                let t = timings.unwrap_or_default();
+                loopd_beyond.push(*model_us as f64 / 1000.0 - t.prompt_ms - t.predicted_ms);
+            }
+        })
+        .unwrap();
+    }
+    let raw_beyond: Vec<f64> = (0..RAW_CALLS)
+        .map(|n| raw_beyond_timings(&server.url, &baseline.system, &tools, n))
+        .collect();
+    println!(
+        "beyond the server's timings per model call of one question and the same system prompt \
+         and tools: loopd's p50 {:.2} ms (min {:.2}) over {} calls (a fresh session each); a \
+         plain client's p50 {:.2} ms (min {:.2}) over {RAW_CALLS} calls",
+        median(&loopd_beyond),
+        min(&loopd_beyond),
+        loopd_beyond.len(),
+        median(&raw_beyond),
+        min(&raw_beyond),
+    );
+}
+
+/// Plain-client calls timed.
+const RAW_CALLS: usize = 12;
+
+/// One streamed chat call by a plain client (a new connection, the request written at once,
+/// the stream read to its end): its wall time minus the server's `prompt_ms + predicted_ms`.
+fn raw_beyond_timings(url: &str, system: &str, tools: &[serde_json::Value], n: usize) -> f64 {
+    let body = serde_json::json!({
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": format!("Name colour number {n}.")},
+        ],
+        "tools": tools,
+        "stream": true,
+        "max_tokens": MAX_ANSWER_TOKENS,
+        "temperature": 0,
+        "cache_prompt": true,
+    })
+    .to_string();
+    let host = url.trim_start_matches("http://").trim_end_matches('/');
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let started = Instant::now();
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let text = String::from_utf8_lossy(&answer);
+    let timings = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
+        .find_map(|chunk| chunk.get("timings").cloned())
+        .unwrap();
+    let server_ms =
+        timings["prompt_ms"].as_f64().unwrap() + timings["predicted_ms"].as_f64().unwrap();
+    wall_ms - server_ms
+}
+
+fn median(samples: &[f64]) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+fn min(samples: &[f64]) -> f64 {
+    samples.iter().copied().fold(f64::INFINITY, f64::min)
 }
