@@ -23,6 +23,9 @@ pub const STAGE_ROOT: &str = "/.bxoverlay";
 /// metadata-only copy of a file whose data stays below. The caller reads the upper directory
 /// alone.
 const WHOLE_FILES: &str = "redirect_dir=nofollow,metacopy=off";
+/// The tmpfs laid over [`STAGE_ROOT`] once the overlays are mounted: read-only, and as small
+/// as the kernel allows (it holds nothing).
+const HIDING_TMPFS_OPTIONS: &str = "size=4k,mode=0555";
 /// The directory of a stage that receives the run's writes.
 pub const UPPER: &str = "upper";
 /// The directory of a stage the overlay needs for its own work (empty between runs).
@@ -133,7 +136,7 @@ pub fn mount_all(overlays: &[OverlayMount]) -> Result<(), OverlayError> {
         STAGE_ROOT,
         Some("tmpfs"),
         hidden,
-        Some("size=4k,mode=0555"),
+        Some(HIDING_TMPFS_OPTIONS),
     )
     .map_err(|source| OverlayError::Mount {
         what: "a tmpfs over the stages",

@@ -18,7 +18,7 @@
 //! the run, for owners and sizes only ([`eligible`]).
 
 use super::apply::{Applied, Applier, apply, rel_of};
-use super::runs::{Whose, record, remove};
+use super::runs::{Whose, open_tops, record, remove};
 use super::tree::{MAX_TREE_DEPTH, names};
 use super::upper::{Reader, Step, open_dir, steps};
 use super::{CheckpointError, Checkpoints, Record, Recorder};
@@ -327,61 +327,47 @@ fn record_of(journal: &Journal, root: &Path, step: &Step) -> Option<Record> {
     Some(record(&whose, root, rel.clone(), before.as_ref(), after))
 }
 
-/// Settles what a crash left (see the module): each journal applied and removed, each stage
-/// removed. Called once at the store's open.
-pub(super) fn settle(store: &Checkpoints) -> Result<(), CheckpointError> {
-    let running = store.dir().join(super::runs::RUNNING);
-    let entries = std::fs::read_dir(&running).map_err(|source| CheckpointError::Io {
-        what: "read",
-        path: running.clone(),
-        source,
-    })?;
-    for entry in entries.flatten() {
-        let file = entry.path();
-        if !file.to_string_lossy().ends_with(JOURNAL_SUFFIX) {
-            continue;
-        }
-        let journal: Option<Journal> = std::fs::read(&file)
-            .ok()
-            .and_then(|text| serde_json::from_slice(&text).ok());
-        // A journal cut short by the crash: nothing of it was applied.
-        if let Some(journal) = journal {
-            let tops: Vec<(PathBuf, OwnedFd)> = journal
-                .trees
-                .iter()
-                .filter_map(|(path, _)| super::runs::open_top(path).map(|fd| (path.clone(), fd)))
-                .collect();
-            // Its temporary files, named by the killed process's pid (the journal's name).
-            let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
-            let pid = name
-                .as_deref()
-                .and_then(|n| n.split('-').next()?.parse::<u32>().ok());
-            if let Some(pid) = pid {
-                for (root, steps) in &journal.trees {
-                    if let Some((_, top)) = tops.iter().find(|(path, _)| path == root) {
-                        super::apply::remove_temps(top, steps, pid);
-                    }
-                }
-            }
-            match apply_journal(store, &journal, &tops) {
-                Ok(done) => {
-                    tracing::warn!(session = %journal.session, turn = journal.turn, files = done.records, conflicts = ?done.conflicts, "applied the changes of an exec that a crash cut short");
-                }
-                Err(error) => {
-                    tracing::error!(%error, session = %journal.session, turn = journal.turn, "the changes of an exec a crash cut short cannot be applied; its files are left as they are");
-                }
+/// Applies a journal a crash left (`file`, in `running/`) as [`Layered::finish`] would have
+/// (see the module), first removing the temporary files the killed process left; a journal
+/// cut short applies nothing. The caller removes the file.
+pub(super) fn settle_journal(store: &Checkpoints, file: &Path) {
+    let journal: Option<Journal> = std::fs::read(file)
+        .ok()
+        .and_then(|text| serde_json::from_slice(&text).ok());
+    let Some(journal) = journal else {
+        return;
+    };
+    let tops = open_tops(journal.trees.iter().map(|(path, _)| path));
+    // The killed process's pid is the first part of the journal's name.
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+    let pid = name
+        .as_deref()
+        .and_then(|n| n.split('-').next()?.parse::<u32>().ok());
+    if let Some(pid) = pid {
+        for (root, steps) in &journal.trees {
+            if let Some((_, top)) = tops.iter().find(|(path, _)| path == root) {
+                super::apply::remove_temps(top, steps, pid);
             }
         }
-        remove(&file)?;
     }
-    let stages = store.dir().join(STAGES);
-    if let Ok(entries) = std::fs::read_dir(&stages) {
+    match apply_journal(store, &journal, &tops) {
+        Ok(done) => {
+            tracing::warn!(session = %journal.session, turn = journal.turn, files = done.records, conflicts = ?done.conflicts, "applied the changes of an exec that a crash cut short");
+        }
+        Err(error) => {
+            tracing::error!(%error, session = %journal.session, turn = journal.turn, "the changes of an exec a crash cut short cannot be applied; its files are left as they are");
+        }
+    }
+}
+
+/// Removes every stage a crash left: the store's own, and root's of processes that are gone.
+pub(super) fn remove_left_stages(store: &Checkpoints) {
+    if let Ok(entries) = std::fs::read_dir(store.dir().join(STAGES)) {
         for entry in entries.flatten() {
             remove_stage(&entry.path());
         }
     }
     remove_stale_root_stages();
-    Ok(())
 }
 
 /// Removes the stages in [`ROOT_STAGE_DIR`] of brokerd processes that are gone (a crash):

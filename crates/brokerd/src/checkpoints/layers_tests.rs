@@ -4,7 +4,7 @@
 //! left without a journal is removed and the tree untouched; a run cut short applies nothing.
 
 use super::apply::TEMP_PREFIX;
-use super::layers::{JOURNAL_SUFFIX, Journal, STAGES, UPPER, stage};
+use super::layers::{JOURNAL_SUFFIX, Journal, STAGES, UPPER, eligible, stage};
 use super::runs::RUNNING;
 use super::tree::Entry;
 use super::upper::Step;
@@ -247,4 +247,19 @@ fn a_step_beneath_a_directory_swapped_for_a_symlink_writes_nothing_outside_the_t
     let store = bed.open();
     assert!(!outside.join("e/f").exists(), "written through the symlink");
     assert!(recorded(&store).is_empty());
+}
+
+#[test]
+fn a_tree_is_eligible_only_when_all_of_it_is_the_sandbox_users_and_no_file_is_too_large() {
+    use std::os::unix::fs::MetadataExt;
+    let bed = Bed::new();
+    let me = std::fs::metadata(bed.work()).unwrap();
+    let ids = (me.uid(), me.gid());
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let top = rustix::fs::open(bed.work(), flags, Mode::empty()).unwrap();
+    assert_eq!(eligible(&top, ids, 1024), Ok(()));
+    let big = eligible(&top, ids, 3).unwrap_err();
+    assert!(big.contains("larger than max_bytes"), "{big}");
+    let other = eligible(&top, (ids.0.wrapping_add(1), ids.1), 1024).unwrap_err();
+    assert!(other.contains("not the sandbox user's"), "{other}");
 }

@@ -22,6 +22,7 @@ pub mod layers;
 #[cfg(test)]
 mod layers_tests;
 pub mod runs;
+mod settle;
 mod store;
 pub mod tree;
 pub mod upper;

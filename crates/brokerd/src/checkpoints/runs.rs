@@ -160,46 +160,34 @@ impl Watched {
     }
 }
 
-/// Settles the runs a crash left watched (see the module): called once at the store's open.
-pub(super) fn settle(store: &Checkpoints) -> Result<(), CheckpointError> {
-    let dir = store.dir().join(RUNNING);
-    let entries = std::fs::read_dir(&dir).map_err(|source| CheckpointError::Io {
-        what: "read",
-        path: dir.clone(),
-        source,
-    })?;
-    for entry in entries.flatten() {
-        let file = entry.path();
-        if file
-            .to_string_lossy()
-            .ends_with(super::layers::JOURNAL_SUFFIX)
-        {
-            continue;
+/// Records what the run of a manifest a crash left (`file`, in `running/`) changed, as
+/// [`Watch::finish`] would have (see the module); a manifest cut short (the run had not
+/// started) records nothing. The caller removes the file.
+pub(super) fn settle_manifest(store: &Checkpoints, file: &Path) {
+    let manifest: Option<Manifest> = std::fs::read(file)
+        .ok()
+        .and_then(|text| serde_json::from_slice(&text).ok());
+    let Some(manifest) = manifest else {
+        return;
+    };
+    let tops = open_tops(manifest.trees.iter().map(|(path, _)| path));
+    // A tree the run made unreadable (too many files, too deep) must not keep brokerd
+    // from starting: what it changed stays unrecorded, and says so.
+    match record_changes(store, &manifest, &tops) {
+        Ok(made) => {
+            tracing::warn!(session = %manifest.session, turn = manifest.turn, files = made, "recorded the changes of an exec that a crash cut short");
         }
-        let manifest: Option<Manifest> = std::fs::read(&file)
-            .ok()
-            .and_then(|text| serde_json::from_slice(&text).ok());
-        // A manifest cut short by the crash: the run had not started.
-        if let Some(manifest) = manifest {
-            let tops = manifest
-                .trees
-                .iter()
-                .filter_map(|(path, _)| open_top(path).map(|fd| (path.clone(), fd)))
-                .collect::<Vec<_>>();
-            // A tree the run made unreadable (too many files, too deep) must not keep brokerd
-            // from starting: what it changed stays unrecorded, and says so.
-            match record_changes(store, &manifest, &tops) {
-                Ok(made) => {
-                    tracing::warn!(session = %manifest.session, turn = manifest.turn, files = made, "recorded the changes of an exec that a crash cut short");
-                }
-                Err(error) => {
-                    tracing::error!(%error, session = %manifest.session, turn = manifest.turn, "what an exec changed cannot be recorded; an undo of its turn leaves those files as they are");
-                }
-            }
+        Err(error) => {
+            tracing::error!(%error, session = %manifest.session, turn = manifest.turn, "what an exec changed cannot be recorded; an undo of its turn leaves those files as they are");
         }
-        remove(&file)?;
     }
-    Ok(())
+}
+
+/// A descriptor of each tree at `paths` that is still there (one gone is logged and left out).
+pub(super) fn open_tops<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> Vec<(PathBuf, OwnedFd)> {
+    paths
+        .filter_map(|path| open_top(path).map(|fd| (path.clone(), fd)))
+        .collect()
 }
 
 /// Records what differs in `tops` from `manifest`'s trees, but a file already recorded for

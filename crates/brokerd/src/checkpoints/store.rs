@@ -2,7 +2,7 @@
 //! shared by every `write_file` call. See the module above for the crash points and bounds.
 
 use super::files::{FILE_MODE, new_file, read_index, sync_dir};
-use super::runs::{self, RUNNING};
+use super::runs::RUNNING;
 use super::{Before, CheckpointError, CheckpointSettings, DIR, Record, State, digest};
 use bxcore::{DataClass, SessionId, Timestamp};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -116,8 +116,7 @@ impl Checkpoints {
             tree_lock: Arc::default(),
             ways: Default::default(),
         };
-        runs::settle(&store)?;
-        super::layers::settle(&store)?;
+        super::settle::settle(&store)?;
         let mut inner = store.lock();
         store.apply_bounds(&mut inner);
         store.rewrite_index(&inner)?;

@@ -61,3 +61,28 @@ impl ExecWays {
         line
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ExecWays;
+
+    #[test]
+    fn the_status_says_nothing_before_a_run_then_counts_each_way_and_why_no_overlay() {
+        let ways = ExecWays::default();
+        assert_eq!(ways.describe(), "");
+        ways.took_overlay();
+        ways.took_overlay();
+        ways.took_snapshots();
+        assert_eq!(
+            ways.describe(),
+            "; exec runs recorded: 2 through an overlay, 1 by snapshots"
+        );
+        ways.overlay_unavailable("a trial run failed (exited with status 125)".to_owned());
+        assert!(
+            ways.describe()
+                .ends_with("; no overlay here (a trial run failed (exited with status 125))"),
+            "{}",
+            ways.describe()
+        );
+    }
+}
