@@ -49,49 +49,58 @@ impl Bed {
         for content in [&b"one\n"[..], b"ONE\n", b"bye\n"] {
             store.put_blob(content).unwrap();
         }
-        let entry = |content: &[u8]| Entry {
-            sha256: digest(content),
-            bytes: content.len() as u64,
-            mode: 0o644,
-        };
-        let journal = Journal {
-            session: session(),
-            turn: 1,
-            call: 3,
-            class: DataClass::Private,
-            owner: None,
-            trees: vec![(
-                self.work(),
-                vec![
-                    Step::Write {
-                        rel: "notes.txt".into(),
-                        before: Some(entry(b"one\n")),
-                        after: entry(b"ONE\n"),
-                    },
-                    Step::Remove {
-                        rel: "gone.txt".into(),
-                        before: Some(entry(b"bye\n")),
-                    },
-                    Step::MakeDir {
-                        rel: "d".into(),
-                        mode: 0o750,
-                    },
-                    Step::Symlink {
-                        rel: "d/link".into(),
-                        target: "../notes.txt".into(),
-                    },
-                ],
-            )],
-        };
-        let file = self.journal();
+        let journal = journal(
+            self.work(),
+            vec![
+                Step::Write {
+                    rel: "notes.txt".into(),
+                    before: Some(entry(b"one\n")),
+                    after: entry(b"ONE\n"),
+                },
+                Step::Remove {
+                    rel: "gone.txt".into(),
+                    before: Some(entry(b"bye\n")),
+                },
+                Step::MakeDir {
+                    rel: "d".into(),
+                    mode: 0o750,
+                },
+                Step::Symlink {
+                    rel: "d/link".into(),
+                    target: "../notes.txt".into(),
+                },
+            ],
+        );
+        let file = self.journal_file();
         std::fs::write(&file, serde_json::to_vec(&journal).unwrap()).unwrap();
     }
 
-    fn journal(&self) -> PathBuf {
+    fn journal_file(&self) -> PathBuf {
         self.state()
             .join("checkpoints")
             .join(RUNNING)
             .join(format!("1-0{JOURNAL_SUFFIX}"))
+    }
+}
+
+/// The journal of session `s`'s call 3 in turn 1, with `steps` in the tree at `work`.
+fn journal(work: PathBuf, steps: Vec<Step>) -> Journal {
+    Journal {
+        session: session(),
+        turn: 1,
+        call: 3,
+        class: DataClass::Private,
+        owner: None,
+        trees: vec![(work, steps)],
+    }
+}
+
+/// A file of `content`, mode 0644.
+fn entry(content: &[u8]) -> Entry {
+    Entry {
+        sha256: digest(content),
+        bytes: content.len() as u64,
+        mode: 0o644,
     }
 }
 
@@ -134,14 +143,14 @@ fn a_journal_a_crash_left_is_applied_at_the_next_open_and_recorded_once() {
         Path::new("../notes.txt")
     );
     assert_eq!(recorded(&store), ["gone.txt", "notes.txt"]);
-    assert!(!bed.journal().exists());
+    assert!(!bed.journal_file().exists());
 
     // Killed after the records were added, before the journal was removed: not twice.
     bed.leave_journal(&store);
     drop(store);
     let store = bed.open();
     assert_eq!(recorded(&store), ["gone.txt", "notes.txt"]);
-    assert!(!bed.journal().exists());
+    assert!(!bed.journal_file().exists());
 }
 
 #[test]
@@ -222,26 +231,15 @@ fn a_step_beneath_a_directory_swapped_for_a_symlink_writes_nothing_outside_the_t
     std::os::unix::fs::symlink(&outside, bed.work().join("d")).unwrap();
     let store = bed.open();
     store.put_blob(b"planted\n").unwrap();
-    let journal = Journal {
-        session: session(),
-        turn: 1,
-        call: 3,
-        class: DataClass::Private,
-        owner: None,
-        trees: vec![(
-            bed.work(),
-            vec![Step::Write {
-                rel: "d/e/f".into(),
-                before: None,
-                after: Entry {
-                    sha256: digest(b"planted\n"),
-                    bytes: 8,
-                    mode: 0o644,
-                },
-            }],
-        )],
-    };
-    std::fs::write(bed.journal(), serde_json::to_vec(&journal).unwrap()).unwrap();
+    let journal = journal(
+        bed.work(),
+        vec![Step::Write {
+            rel: "d/e/f".into(),
+            before: None,
+            after: entry(b"planted\n"),
+        }],
+    );
+    std::fs::write(bed.journal_file(), serde_json::to_vec(&journal).unwrap()).unwrap();
     drop(store);
 
     let store = bed.open();
